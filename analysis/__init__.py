@@ -1,0 +1,1 @@
+"""spec-verdict: merge two arms' runs into the speculative-decoding verdict and its report."""

@@ -1,0 +1,1 @@
+"""Renderers of a Verdict: terminal text, Markdown, JSON and self-contained HTML."""

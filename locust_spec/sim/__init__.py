@@ -1,0 +1,1 @@
+"""spec-sim: an embedded vLLM-compatible server with speculative decoding, for demos and tests."""

@@ -1,0 +1,95 @@
+"""Test support: start real processes on loopback (spec-sim, locust) and wait for them."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+REFERENCE = REPO.parent / "shared" / "reference"
+PY = sys.executable
+BIN = Path(PY).parent
+
+SERVER_CPU = "0"
+CLIENT_CPU = "1"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def pinned(cmd: list[str], cpu: str) -> list[str]:
+    """Pin a command to one core so server and load generator do not contend (2-core machines)."""
+    if shutil.which("taskset") and (os.cpu_count() or 1) > 1:
+        return ["taskset", "-c", cpu, *cmd]
+    return cmd
+
+
+def wait_http(url: str, timeout: float = 30.0, proc: subprocess.Popen | None = None) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc is not None and proc.poll() is not None:
+            raise RuntimeError(f"process exited with {proc.returncode} before {url} answered")
+        try:
+            with urllib.request.urlopen(url, timeout=1) as r:
+                if r.status == 200:
+                    return
+        except OSError:
+            time.sleep(0.05)
+    raise TimeoutError(f"{url} did not answer within {timeout}s")
+
+
+@dataclass
+class Server:
+    """A server process on loopback; `url` is its base URL."""
+
+    proc: subprocess.Popen
+    url: str
+    port: int
+    log: Path
+    args: list[str] = field(default_factory=list)
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+
+    def log_text(self) -> str:
+        return self.log.read_text(errors="replace") if self.log.exists() else ""
+
+
+def start_spec_sim(tmp: Path, *args: str, port: int | None = None, cpu: str = SERVER_CPU) -> Server:
+    port = port or free_port()
+    log = tmp / f"spec-sim-{port}.log"
+    cmd = pinned([PY, "-m", "locust_spec.sim", "--host", "127.0.0.1", "--port", str(port), *args], cpu)
+    fh = log.open("w")
+    proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, cwd=REPO)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_http(url + "/health", proc=proc)
+    except Exception:
+        proc.kill()
+        raise RuntimeError(f"spec-sim did not start: {log.read_text(errors='replace')[-2000:]}") from None
+    return Server(proc, url, port, log, list(args))
+
+
+def run_locust(args: list[str], cwd: Path, timeout: float = 120, cpu: str = CLIENT_CPU,
+               env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """Run `locust` to completion (headless), pinned to the client core; returns the finished process."""
+    cmd = pinned([str(BIN / "locust"), *args], cpu)
+    full_env = {**os.environ, **(env or {})}
+    return subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=timeout, env=full_env)
