@@ -1,0 +1,137 @@
+"""Pure timing math: one request's timestamped SSE events -> RequestTiming (TTFT, ITL, TPOT, E2E)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from locust_spec.sse import Chunk, Done, Event, Malformed
+
+
+@dataclass(frozen=True, slots=True)
+class RequestTiming:
+    """What one streamed request measured. Times in float ms; None where undefined.
+
+    `itl_ms` holds one value per token after the first token chunk (a chunk with n tokens after a
+    gap g gives n values g/n); `chunk_gaps_ms` one value per token-carrying chunk after the first.
+    `tokens_estimated` is True when some chunk's token count came from its text, not from usage.
+    `error` is what the stream itself reported (malformed event, server error object, no [DONE]).
+    """
+
+    ttft_ms: float | None
+    tpot_ms: float | None
+    e2e_ms: float
+    output_tokens: int
+    prompt_tokens: int | None
+    tokens_estimated: bool
+    chunks: int
+    max_tokens_per_chunk: int
+    finish_reason: str | None
+    itl_ms: tuple[float, ...]
+    chunk_gaps_ms: tuple[float, ...]
+    itl_p50_ms: float | None
+    itl_p99_ms: float | None
+    chunk_gap_p50_ms: float | None
+    spec_accepted_tokens: int | None
+    spec_draft_tokens: int | None
+    done: bool
+    error: str | None
+
+
+def request_timing(start: float, events: Sequence[tuple[float, Event]], end: float) -> RequestTiming:
+    """Compute a request's timing from `perf_counter` seconds: `start` just before the request bytes
+    went out, each event's arrival, and `end` when the stream stopped (ended, failed or was cut)."""
+    prev_cum = 0
+    first_t = last_t = None
+    output_counted = 0
+    usage_total: int | None = None
+    prompt_tokens = None
+    estimated = False
+    chunks = max_per_chunk = 0
+    finish_reason = None
+    accepted = drafted = None
+    done = False
+    error = None
+    itl: list[float] = []
+    gaps: list[float] = []
+    for t, event in events:
+        if isinstance(event, Done):
+            done = True
+            break
+        if isinstance(event, Malformed):
+            error = error or f"malformed_sse: {event.reason}"
+            continue
+        chunk: Chunk = event
+        if chunk.error is not None:
+            error = error or f"server_error: {chunk.error}"
+            continue
+        cum = chunk.completion_tokens
+        if cum is not None:
+            usage_total = cum if usage_total is None else max(usage_total, cum)
+        if chunk.prompt_tokens is not None:
+            prompt_tokens = chunk.prompt_tokens
+        if chunk.spec_draft_tokens is not None:
+            accepted, drafted = chunk.spec_accepted_tokens, chunk.spec_draft_tokens
+        finish_reason = chunk.finish_reason or finish_reason
+        if not chunk.has_choices:
+            continue
+        if cum is not None:
+            n = max(cum - prev_cum, 0)
+            prev_cum = max(prev_cum, cum)
+        elif chunk.text_chars:
+            n = 1
+            estimated = True
+        else:
+            n = 0
+        if n == 0:
+            continue
+        chunks += 1
+        output_counted += n
+        max_per_chunk = max(max_per_chunk, n)
+        if first_t is None:
+            first_t = t
+        else:
+            gap = (t - last_t) * 1000.0
+            gaps.append(gap)
+            share = gap / n
+            itl.extend([share] * n)
+        last_t = t
+    if error is None and not done:
+        error = "no_done: stream ended without [DONE]"
+    output_tokens = output_counted if usage_total is None else max(usage_total, output_counted)
+    ttft = (first_t - start) * 1000.0 if first_t is not None else None
+    tpot = None
+    if first_t is not None and output_tokens > 1:
+        tpot = (last_t - first_t) * 1000.0 / (output_tokens - 1)
+    return RequestTiming(
+        ttft_ms=ttft,
+        tpot_ms=tpot,
+        e2e_ms=(end - start) * 1000.0,
+        output_tokens=output_tokens,
+        prompt_tokens=prompt_tokens,
+        tokens_estimated=estimated,
+        chunks=chunks,
+        max_tokens_per_chunk=max_per_chunk,
+        finish_reason=finish_reason,
+        itl_ms=tuple(itl),
+        chunk_gaps_ms=tuple(gaps),
+        itl_p50_ms=percentile(itl, 50),
+        itl_p99_ms=percentile(itl, 99),
+        chunk_gap_p50_ms=percentile(gaps, 50),
+        spec_accepted_tokens=accepted,
+        spec_draft_tokens=drafted,
+        done=done,
+        error=error,
+    )
+
+
+def percentile(values: Sequence[float], pct: float) -> float | None:
+    """Linear-interpolated percentile of a small sample (numpy's default method); None when empty."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    rank = (len(ordered) - 1) * pct / 100.0
+    lo = math.floor(rank)
+    hi = min(lo + 1, len(ordered) - 1)
+    return ordered[lo] + (ordered[hi] - ordered[lo]) * (rank - lo)
