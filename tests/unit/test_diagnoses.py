@@ -1,0 +1,128 @@
+"""Each diagnosis: when it fires, when it stays quiet, and the evidence it carries."""
+
+from __future__ import annotations
+
+import pytest
+
+from analysis import diagnoses
+from analysis.model import ClassStats, LevelInput
+from analysis.verdict import Thresholds, judge_level
+from tests.unit.test_verdict_rules import arm, spec
+
+
+@pytest.mark.parametrize(
+    ("per_position", "suggested_k"),
+    [
+        ((0.9, 0.6, 0.3, 0.1), 2),  # position 2 below half of position 0
+        ((0.8, 0.35, 0.2), 1),  # position 1 already below half; k never below 1
+        ((0.4, 0.1, 0.05), 1),
+    ],
+)
+def test_proposal_length_fires_on_a_steep_fall_and_names_k(per_position, suggested_k):
+    found = diagnoses.proposal_length(per_position, 0.5)
+    assert found is not None and found.kind == "proposal_length"
+    assert found.evidence["suggested_k"] == suggested_k
+    assert f"num_speculative_tokens to {suggested_k}" in found.message
+
+
+@pytest.mark.parametrize(
+    "per_position",
+    [
+        (0.794, 0.569, 0.424, 0.318),  # the real vLLM capture: falls gently
+        (0.9, 0.85, 0.8),
+        (0.9,),
+        (),
+        (0.9, 0.6, 0.5),  # position 2 (0.5) stays above half of position 0 (0.45)
+    ],
+)
+def test_proposal_length_quiet_when_acceptance_holds(per_position):
+    assert diagnoses.proposal_length(per_position, 0.5) is None
+
+
+def _inactive(spec_stats, rows_show=False):
+    return diagnoses.speculation_inactive(LevelInput(4, arm(), arm(), spec_stats, rows_show))
+
+
+@pytest.mark.parametrize(
+    ("spec_stats", "rows_show", "cause"),
+    [
+        (spec(None, (), 0, 0, gen=0), False, "points at another server"),
+        (spec(None, (), 0, 0, gen=5000), True, "per-request stats show drafted tokens"),
+        (spec(None, (), 0, 0, gen=5000, families=("vllm:generation_tokens",)), False,
+         "exposes no speculative-decoding counters"),
+        (spec(None, (), 0, 0, gen=5000), False, "grammar"),
+    ],
+)
+def test_speculation_inactive_says_which_cause(spec_stats, rows_show, cause):
+    found = _inactive(spec_stats, rows_show)
+    assert found is not None and found.kind == "speculation_inactive"
+    assert cause in found.message
+    assert found.evidence["completed_requests"] == 50
+
+
+def test_speculation_inactive_quiet_when_drafts_moved_or_no_counters():
+    assert _inactive(spec(0.7)) is None
+    assert _inactive(None) is None
+
+
+@pytest.mark.parametrize(("acceptance", "fires"), [(0.0, True), (0.05, True), (0.1, False), (0.6, False)])
+def test_draft_disagrees_on_near_zero_acceptance(acceptance, fires):
+    found = diagnoses.draft_disagrees(spec(acceptance), 0.1)
+    assert (found is not None) == fires
+    if fires:
+        assert "spec-verdict vocab TARGET DRAFT" in found.message
+        assert found.evidence["acceptance"] == acceptance
+
+
+@pytest.mark.parametrize(
+    ("cand_gap", "cand_tpc", "fires"),
+    [
+        (40.0, 1.5, True),  # step time doubled, tokens per chunk +50%
+        (40.0, 2.5, False),  # step time doubled, tokens per chunk +150%: earns its cost
+        (20.2, 1.0, False),  # inside the noise band
+        (30.0, 1.5, False),  # equal ratios
+    ],
+)
+def test_draft_cost_when_step_time_rises_more_than_tokens_per_chunk(cand_gap, cand_tpc, fires):
+    found = diagnoses.draft_cost(arm(gap=20.0, tpc=1.0), arm(gap=cand_gap, tpc=cand_tpc), 2.0)
+    assert (found is not None) == fires
+    if fires:
+        assert "eats more than it earns" in found.message
+        assert found.evidence["chunk_gap_p50_ms"] == [20.0, cand_gap]
+
+
+@pytest.mark.parametrize(("cand_ttft", "word"), [(60.0, "rose"), (40.0, "fell"), (50.5, None)])
+def test_ttft_change_reported_beyond_the_band(cand_ttft, word):
+    found = diagnoses.ttft_change(arm(ttft=50.0), arm(ttft=cand_ttft), 2.0)
+    if word is None:
+        assert found is None
+    else:
+        assert word in found.message and found.evidence["ttft_p50_ms"] == [50.0, cand_ttft]
+
+
+def test_per_class_names_where_it_pays():
+    stats = [ClassStats("json", 0.85, 900, 20, 20.0, 11.0), ClassStats("code", 0.7, 800, 20, 20.0, 13.0),
+             ClassStats("creative", 0.2, 700, 20, 20.0, 24.0), ClassStats("chat", 0.55, 700, 20, 20.0, 19.0),
+             ClassStats("unmeasured", None, 0, 20, 20.0, 20.0)]
+    found = diagnoses.per_class(stats, 2 / 3, 0.5)
+    assert "pays on json, code" in found.message
+    assert "not on creative" in found.message
+    assert "in between on chat" in found.message
+    assert [c["class"] for c in found.evidence["classes"]] == ["json", "code", "creative", "chat"]
+
+
+def test_per_class_quiet_without_per_request_stats():
+    assert diagnoses.per_class([ClassStats("json", None, 0, 20, 20.0, 11.0)], 2 / 3, 0.5) is None
+
+
+def test_cross_check_one_diagnosis_per_warning():
+    found = diagnoses.cross_check([("baseline", "a"), ("candidate", "b")])
+    assert [(d.kind, d.message) for d in found] == [("cross_check", "baseline: a"),
+                                                    ("cross_check", "candidate: b")]
+
+
+def test_level_verdict_collects_its_diagnoses():
+    lv = LevelInput(1, arm(gap=20.0, tpc=1.0, ttft=50.0), arm(itl=15, gap=45.0, tpc=1.5, ttft=70.0),
+                    spec(0.05, (0.1, 0.01, 0.0)))
+    kinds = {d.kind for d in judge_level(lv, Thresholds()).diagnoses}
+    assert kinds == {"draft_disagrees", "proposal_length", "draft_cost", "ttft_change"}
