@@ -1,0 +1,99 @@
+"""spec-sim command line: parse the options, build engine and server, serve until SIGTERM/SIGINT."""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+from pathlib import Path
+
+import gevent
+import orjson
+
+from locust_spec.sim import roofline
+from locust_spec.sim.drafters import parse_spec_config
+from locust_spec.sim.engine import Engine, EngineConfig
+from locust_spec.sim.faults import FaultConfig
+from locust_spec.sim.metrics import SimMetrics
+from locust_spec.sim.model import tokenizer
+from locust_spec.sim.sendlog import SendLog
+from locust_spec.sim.server import ServerOptions, SimServer, serve
+
+
+def _rate(text: str) -> float:
+    value = float(text)
+    if not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(f"a rate must be within 0..1, got {text}")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="spec-sim", description=__doc__)
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=8000)
+    p.add_argument("--served-model-name", default="sim-8b")
+    p.add_argument("--speculative-config", default="", help="vLLM's JSON, e.g. "
+                   '\'{"method": "ngram", "num_speculative_tokens": 5, "prompt_lookup_max": 4}\'')
+    p.add_argument("--max-num-seqs", type=int, default=256, help="running requests at most; others wait")
+    p.add_argument("--max-model-len", type=int, default=8192)
+    p.add_argument("--time-scale", type=float, default=1.0,
+                   help="multiply every step time (0.1 runs ten times faster than the modelled GPU)")
+    p.add_argument("--gpu", choices=sorted(roofline.GPUS), default="h100")
+    p.add_argument("--model-size", default="8b", help="1b, 3b, 8b, 70b or a size in billions of parameters")
+    p.add_argument("--draft-size", default="1b", help="draft model size for method draft_model")
+    p.add_argument("--send-log", type=Path, help="CSV of every chunk sent: request_id,time_ns,tokens")
+    p.add_argument("--per-request-spec-decode-metrics", choices=["detailed"],
+                   help="add metrics.speculative_decoding to responses, as vLLM")
+    p.add_argument("--grammar-disables-spec", action="store_true",
+                   help="requests with response_format decode without speculation (silent fallback)")
+    p.add_argument("--seed", type=int, default=0)
+    f = p.add_argument_group("faults (rates 0..1 per request)")
+    f.add_argument("--fault-500", type=_rate, default=0.0)
+    f.add_argument("--fault-429", type=_rate, default=0.0, help="429 with Retry-After")
+    f.add_argument("--fault-reset", type=_rate, default=0.0, help="connection reset mid-stream")
+    f.add_argument("--fault-malformed", type=_rate, default=0.0, help="a malformed SSE line mid-stream")
+    f.add_argument("--fault-stall", type=_rate, default=0.0, help="a stall of --stall-seconds mid-stream")
+    f.add_argument("--stall-seconds", type=float, default=30.0)
+    f.add_argument("--stall-at-token", type=int, default=1,
+                   help="the stall starts after this many tokens were sent (0: before the first)")
+    f.add_argument("--fault-no-done", type=_rate, default=0.0, help="stream ends without data: [DONE]")
+    f.add_argument("--restart-after", type=float, default=0.0,
+                   help="seconds until a simulated restart (connections drop, counters reset); "
+                        "POST /admin/restart does the same on demand")
+    return p
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = build_parser().parse_args(argv)
+    try:
+        spec = parse_spec_config(orjson.loads(args.speculative_config)) if args.speculative_config else None
+        model = roofline.model_for(args.model_size)
+        draft = roofline.model_for(args.draft_size)
+    except (ValueError, orjson.JSONDecodeError) as e:
+        sys.exit(f"spec-sim: {e}")
+    if args.time_scale <= 0:
+        sys.exit("spec-sim: --time-scale must be positive")
+    tok = tokenizer()
+    cfg = EngineConfig(roofline.GPUS[args.gpu], model, spec, draft if spec and spec.method == "draft_model" else None,
+                       args.max_num_seqs, args.time_scale)
+    engine = Engine(cfg, tok, SimMetrics(args.served_model_name, spec.num_speculative_tokens if spec else 0))
+    faults = FaultConfig(args.fault_500, args.fault_429, args.fault_reset, args.fault_malformed, args.fault_stall,
+                         args.fault_no_done, args.stall_seconds, args.stall_at_token)
+    opts = ServerOptions(args.served_model_name, args.max_model_len, args.per_request_spec_decode_metrics == "detailed",
+                         args.grammar_disables_spec, faults, args.seed)
+    send_log = SendLog(args.send_log) if args.send_log else None
+    sim = SimServer(engine, opts, send_log)
+    srv = serve(sim, args.host, args.port)
+    engine.start()
+    if args.restart_after > 0:
+        gevent.spawn_later(args.restart_after, sim.restart)
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        gevent.signal_handler(sig, srv.stop, 1)
+    print(f"spec-sim: serving {args.served_model_name} on http://{args.host}:{srv.server_port} "
+          f"(gpu {args.gpu}, model {model.name}, speculation {spec.method if spec else 'off'})", flush=True)
+    try:
+        srv.serve_forever()
+    finally:
+        if send_log:
+            send_log.close()
+        print(f"spec-sim: stopped; schedule {orjson.dumps(engine.schedule.as_dict()).decode()}", flush=True)

@@ -1,0 +1,294 @@
+"""The continuous-batching engine loop: every running request advances in one step, timed by the roofline."""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import gevent
+import gevent.event
+
+from locust_spec.sim import roofline
+from locust_spec.sim.drafters import NgramIndex, SpecConfig, draft_model_proposal
+from locust_spec.sim.metrics import SimMetrics
+from locust_spec.sim.model import EOS, Target
+from locust_spec.sim.tokenizer import Tokenizer
+
+
+@dataclass
+class StepOutput:
+    """What one step produced for one request: its new tokens, their text, and the finish reason if done."""
+
+    tokens: int
+    text: str
+    finish: str | None = None
+    stop_reason: str | None = None
+
+
+@dataclass
+class SpecStats:
+    """Per-request speculative-decoding record, in the shape of vLLM's per-request metrics."""
+
+    k: int
+    accepted: list[int] = field(default_factory=list)
+    drafted: list[int] = field(default_factory=list)
+
+    def as_dict(self) -> dict:
+        steps = len(self.accepted)
+        acc, dr = sum(self.accepted), sum(self.drafted)
+        hist = [0] * (self.k + 1)
+        for a in self.accepted:
+            hist[a] += 1
+        return {
+            "mean_acceptance_length": 1 + acc / steps if steps else 1.0,
+            "draft_acceptance_rate": acc / dr if dr else 0.0,
+            "acceptance_histogram": hist,
+            "num_spec_steps": steps,
+            "num_accepted_draft_tokens": acc,
+            "num_draft_tokens": dr,
+            "num_spec_tokens": self.k,
+            "per_step_accepted": list(self.accepted),
+            "per_step_drafted": list(self.drafted),
+        }
+
+
+class Request:
+    """One generation in the engine: its prompt, its target sequence, progress and delivery callback."""
+
+    def __init__(self, rid: str, prompt: list[int], target: Target, max_tokens: int,
+                 deliver: Callable[[Request, StepOutput], bool], *, stop: tuple[str, ...] = (),
+                 speculate: bool = True, seed: int = 0, stall_at_token: int = -1, stall_s: float = 0.0):
+        self.id = rid
+        self.prompt = prompt
+        self.target = target
+        self.max_tokens = max_tokens
+        self.deliver = deliver
+        self.stop = stop
+        self.speculate = speculate
+        self.seed = seed
+        self.stall_at_token = stall_at_token
+        self.stall_s = stall_s
+        self.generated = 0
+        self.prefilled = False
+        self.paused_until = 0.0
+        self.arrival = time.perf_counter()
+        self.first_token_at = 0.0
+        self.last_emit_at = 0.0
+        self.text_tail = ""
+        self.index: NgramIndex | None = None
+        self.spec: SpecStats | None = None
+        self.finished = False
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    """Engine settings: hardware, model, speculation, scheduling limits and the time acceleration."""
+
+    gpu: roofline.Gpu
+    model: roofline.ModelShape
+    spec: SpecConfig | None = None
+    draft: roofline.ModelShape | None = None
+    max_num_seqs: int = 256
+    time_scale: float = 1.0
+
+
+@dataclass
+class ScheduleStats:
+    """How well the loop kept its own schedule: lateness of each step's emission after its due time."""
+
+    steps: int = 0
+    late_steps: int = 0
+    max_late_s: float = 0.0
+    sum_late_s: float = 0.0
+    sum_step_s: float = 0.0
+    max_batch: int = 0
+
+    def as_dict(self) -> dict:
+        n = max(1, self.steps)
+        return {"steps": self.steps, "late_steps": self.late_steps, "max_late_ms": self.max_late_s * 1e3,
+                "mean_late_ms": self.sum_late_s / n * 1e3, "mean_step_ms": self.sum_step_s / n * 1e3,
+                "max_batch": self.max_batch}
+
+
+class Engine:
+    """Steps all running requests together; new requests wait when `max_num_seqs` are running."""
+
+    def __init__(self, cfg: EngineConfig, tokenizer: Tokenizer, metrics: SimMetrics):
+        self.cfg = cfg
+        self.tok = tokenizer
+        self.metrics = metrics
+        self.waiting: deque[Request] = deque()
+        self.running: list[Request] = []
+        self.wake = gevent.event.Event()
+        self.schedule = ScheduleStats()
+        self._loop: gevent.Greenlet | None = None
+
+    def start(self) -> None:
+        self._loop = gevent.spawn(self._run)
+
+    def submit(self, req: Request) -> None:
+        if self.cfg.spec is not None and req.speculate:
+            req.spec = SpecStats(self.cfg.spec.num_speculative_tokens)
+            if self.cfg.spec.method == "ngram":
+                req.index = NgramIndex(list(req.prompt), self.cfg.spec.prompt_lookup_min,
+                                       self.cfg.spec.prompt_lookup_max)
+        self.waiting.append(req)
+        self.wake.set()
+
+    def abort(self, req: Request) -> None:
+        req.finished = True
+
+    def abort_all(self) -> list[Request]:
+        dropped = [r for r in (*self.running, *self.waiting) if not r.finished]
+        for r in dropped:
+            r.finished = True
+        self.running.clear()
+        self.waiting.clear()
+        return dropped
+
+    def _run(self) -> None:
+        deadline = time.perf_counter()
+        while True:
+            self.running = [r for r in self.running if not r.finished]
+            while self.waiting and len(self.running) < self.cfg.max_num_seqs:
+                r = self.waiting.popleft()
+                if not r.finished:
+                    self.running.append(r)
+            now = time.perf_counter()
+            active = [r for r in self.running if r.paused_until <= now]
+            if not active:
+                self.wake.clear()
+                paused = [r.paused_until for r in self.running]
+                self.wake.wait(timeout=(min(paused) - now) if paused else None)
+                deadline = time.perf_counter()
+                continue
+            plan, load = self._plan(active)
+            dur = self._step_seconds(load) * self.cfg.time_scale
+            deadline = max(deadline, now) + dur
+            gevent.sleep(max(0.0, deadline - time.perf_counter()))
+            emit_at = time.perf_counter()
+            self._record_schedule(emit_at - deadline, dur, len(active))
+            self._emit(plan, emit_at)
+
+    def _step_seconds(self, load: roofline.StepLoad) -> float:
+        spec = self.cfg.spec
+        return roofline.step_seconds(self.cfg.gpu, self.cfg.model, load, spec.method if spec else "",
+                                     self.cfg.draft, spec.num_speculative_tokens if spec else 0)
+
+    def _record_schedule(self, late: float, dur: float, batch: int) -> None:
+        s = self.schedule
+        s.steps += 1
+        s.sum_step_s += dur
+        s.max_batch = max(s.max_batch, batch)
+        if late > 0:
+            s.sum_late_s += late
+            s.max_late_s = max(s.max_late_s, late)
+            if late > 0.2 * dur:
+                s.late_steps += 1
+
+    def _plan(self, active: list[Request]) -> tuple[list[tuple[Request, list[int], int, int]], roofline.StepLoad]:
+        """Decide every request's tokens for this step (proposals verified against the target)."""
+        query = kv = pairs = 0
+        plan = []
+        spec = self.cfg.spec
+        for r in active:
+            if not r.prefilled:
+                n = len(r.prompt)
+                query += n
+                pairs += n * (n + 1) // 2
+                plan.append((r, [r.target.token(0)], -1, 0))
+                continue
+            ctx = len(r.prompt) + r.generated
+            drafts: list[int] = []
+            room = r.max_tokens - r.generated - 1
+            if r.spec is not None and room > 0:
+                k = min(spec.num_speculative_tokens, room)
+                if r.index is not None:
+                    drafts = r.index.propose(k)
+                else:
+                    drafts = draft_model_proposal(r.target.token, r.seed, r.generated, k, spec.agreement)
+            accepted = 0
+            while accepted < len(drafts) and drafts[accepted] == r.target.token(r.generated + accepted):
+                accepted += 1
+            toks = [r.target.token(r.generated + i) for i in range(accepted + 1)]
+            positions = len(drafts) + 1
+            query += positions
+            kv += ctx
+            pairs += positions * ctx
+            plan.append((r, toks, len(drafts), accepted))
+        return plan, roofline.StepLoad(len(active), query, kv, pairs)
+
+    def _emit(self, plan: list[tuple[Request, list[int], int, int]], now: float) -> None:
+        m = self.metrics
+        gen = prompt = 0
+        drafts = draft_tokens = accepted_total = 0
+        per_pos = [0] * (self.cfg.spec.num_speculative_tokens if self.cfg.spec else 0)
+        itls = []
+        for r, toks, n_draft, accepted in plan:
+            if r.finished:
+                continue
+            if n_draft > 0:
+                drafts += 1
+                draft_tokens += n_draft
+                accepted_total += accepted
+                for j in range(accepted):
+                    per_pos[j] += 1
+                r.spec.accepted.append(accepted)
+                r.spec.drafted.append(n_draft)
+            out = self._advance(r, toks)
+            gen += out.tokens
+            if not r.prefilled:
+                r.prefilled = True
+                prompt += len(r.prompt)
+                r.first_token_at = now
+                m.ttft.observe(now - r.arrival)
+            else:
+                itls.append(now - r.last_emit_at)
+            r.last_emit_at = now
+            if r.stall_at_token >= 0 and r.generated >= r.stall_at_token and out.finish is None:
+                r.paused_until = now + r.stall_s
+                r.stall_at_token = -1
+            if out.finish is not None:
+                r.finished = True
+                self._finish_metrics(r, out.finish, now)
+            if not r.deliver(r, out):
+                r.finished = True
+        m.step(gen, prompt, itls, drafts, draft_tokens, accepted_total, per_pos,
+               running=sum(1 for r in self.running if not r.finished), waiting=len(self.waiting),
+               kv_usage=self._kv_usage())
+
+    def _advance(self, r: Request, toks: list[int]) -> StepOutput:
+        text = []
+        count = 0
+        for t in toks:
+            if t == EOS:
+                return StepOutput(count, "".join(text), "stop")
+            piece = self.tok.decode_one(t)
+            r.generated += 1
+            count += 1
+            if r.index is not None:
+                r.index.append(t)
+            if r.stop:
+                r.text_tail = (r.text_tail + piece)[-256:]
+                hit = next((s for s in r.stop if s in r.text_tail), None)
+                if hit is not None:
+                    cut = len(r.text_tail) - r.text_tail.index(hit)
+                    text.append(piece)
+                    joined = "".join(text)
+                    return StepOutput(count, joined[: max(0, len(joined) - cut)], "stop", hit)
+            text.append(piece)
+            if r.generated >= r.max_tokens:
+                return StepOutput(count, "".join(text), "length")
+        return StepOutput(count, "".join(text))
+
+    def _finish_metrics(self, r: Request, reason: str, now: float) -> None:
+        e2e = now - r.arrival
+        decode = now - r.first_token_at
+        self.metrics.finish(reason, e2e, decode / (r.generated - 1) if r.generated > 1 else 0.0)
+
+    def _kv_usage(self) -> float:
+        cap = self.cfg.gpu.kv_capacity_tokens(self.cfg.model)
+        used = sum(len(r.prompt) + r.generated for r in self.running if not r.finished)
+        return min(1.0, used / cap) if cap > 0 else 0.0

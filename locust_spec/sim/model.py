@@ -1,0 +1,157 @@
+"""The deterministic target "model": copies spans of its context when asked to, writes Markov text when not."""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import random
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from locust_spec.sim.tokenizer import Tokenizer, corpus
+
+EOS = -1
+
+
+@dataclass(frozen=True)
+class Style:
+    """How a continuation relates to its context: copied spans, novel insertions between them, skips."""
+
+    name: str
+    span: tuple[int, int]
+    insert: tuple[int, int]
+    skip: tuple[int, int]
+    copies: bool = True
+
+
+NOVEL = Style("novel", (0, 0), (0, 0), (0, 0), copies=False)
+# Keyword -> style, first match wins, checked in the last user message (lower-cased). Copy-heavy
+# instructions produce long copied spans (high n-gram acceptance); edits and extraction interleave
+# short copies with new tokens; open and creative requests are novel text.
+KEYWORDS: tuple[tuple[tuple[str, ...], Style], ...] = (
+    (("verbatim", "quote", "copy", "repeat", "reproduce"), Style("quote", (30, 120), (0, 1), (0, 0))),
+    (("refactor", "rename", "rewrite", "fix the", "edit", "add type hints", "convert"),
+     Style("edit", (8, 40), (0, 3), (0, 2))),
+    (("json", "extract", "fill in", "template", "form", "boilerplate", "table"),
+     Style("extract", (3, 14), (1, 3), (0, 6))),
+    (("summar", "explain"), Style("summary", (2, 6), (3, 10), (0, 30))),
+    (("poem", "story", "imagine", "invent", "creative", "haiku", "song"), NOVEL),
+)
+
+
+def style_for(text: str, has_response_format: bool = False) -> Style:
+    low = text.lower()
+    for words, style in KEYWORDS:
+        if any(w in low for w in words):
+            return style
+    return KEYWORDS[2][1] if has_response_format else NOVEL
+
+
+def copy_source(text: str) -> str:
+    """The material a copying request works on: what follows the instruction line (or colon)."""
+    for sep in ("\n", ":"):
+        head, found, rest = text.partition(sep)
+        if found and rest.strip():
+            return rest
+    return text
+
+
+@functools.lru_cache(maxsize=1)
+def _chain() -> tuple[dict[tuple[int, int], tuple[int, ...]], dict[int, tuple[int, ...]]]:
+    _, toks = corpus()
+    order2: dict[tuple[int, int], list[int]] = {}
+    order1: dict[int, list[int]] = {}
+    for a, b, c in zip(toks, toks[1:], toks[2:]):
+        order2.setdefault((a, b), []).append(c)
+        order1.setdefault(b, []).append(c)
+    return ({k: tuple(v) for k, v in order2.items()}, {k: tuple(v) for k, v in order1.items()})
+
+
+def _markov(rng: random.Random, a: int, b: int) -> Iterator[int]:
+    order2, order1 = _chain()
+    _, toks = corpus()
+    while True:
+        succ = order2.get((a, b)) or order1.get(b)
+        c = succ[rng.randrange(len(succ))] if succ else toks[rng.randrange(len(toks))]
+        yield c
+        a, b = b, c
+
+
+def _copying(rng: random.Random, source: list[int], style: Style, a: int, b: int) -> Iterator[int]:
+    pos = 0
+    while True:
+        span = rng.randint(*style.span)
+        for t in source[pos:pos + span]:
+            yield t
+            a, b = b, t
+        pos += span
+        if pos >= len(source):
+            yield EOS
+            pos = rng.randrange(len(source))
+        novel = _markov(rng, a, b)
+        for _ in range(rng.randint(*style.insert)):
+            t = next(novel)
+            yield t
+            a, b = b, t
+        pos += rng.randint(*style.skip)
+
+
+def _novel(rng: random.Random, a: int, b: int) -> Iterator[int]:
+    length = rng.randint(60, 500)
+    for i, t in enumerate(_markov(rng, a, b)):
+        if i == length:
+            yield EOS
+        yield t
+
+
+def request_seed(parts: list[str]) -> int:
+    digest = hashlib.blake2b("\x00".join(parts).encode("utf-8", "surrogatepass"), digest_size=8).digest()
+    return int.from_bytes(digest, "big")
+
+
+class Target:
+    """The target's output for one request, produced lazily; `token(i)` is the i-th output token or EOS.
+
+    The sequence depends only on the request (messages, seed, temperature), never on speculation, so
+    greedy output is identical with speculation on and off.
+    """
+
+    def __init__(self, prompt: list[int], source: list[int], style: Style, seed: int, ignore_eos: bool):
+        rng = random.Random(seed)
+        a, b = (prompt[-2], prompt[-1]) if len(prompt) >= 2 else (0, 0)
+        if style.copies and source:
+            gen = _copying(rng, source, style, a, b)
+        else:
+            gen = _novel(rng, a, b)
+        self._gen = (t for t in gen if t != EOS) if ignore_eos else gen
+        self._out: list[int] = []
+        self.style = style
+
+    def token(self, i: int) -> int:
+        out = self._out
+        while len(out) <= i:
+            out.append(next(self._gen))
+        return out[i]
+
+
+def render_prompt(messages: list[dict]) -> str:
+    """A chat template in the spirit of Llama's: role headers around each message's text."""
+    parts = []
+    for m in messages:
+        content = m.get("content")
+        if isinstance(content, list):
+            content = "".join(p.get("text", "") for p in content if isinstance(p, dict))
+        parts.append(f"<|{m.get('role', 'user')}|>\n{content or ''}\n")
+    parts.append("<|assistant|>\n")
+    return "".join(parts)
+
+
+def last_user_text(messages: list[dict]) -> str:
+    for m in reversed(messages):
+        if m.get("role") == "user" and isinstance(m.get("content"), str):
+            return m["content"]
+    return ""
+
+
+def tokenizer() -> Tokenizer:
+    return corpus()[0]
