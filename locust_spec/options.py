@@ -1,0 +1,88 @@
+"""The plugin's Locust command-line options (shown in the web UI) and the request settings read from them."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import orjson
+from locust import events
+
+
+@events.init_command_line_parser.add_listener
+def _add_options(parser, **_kw) -> None:
+    parser.add_argument("--prompts", action="append", include_in_web_ui=True,
+                       help="Prompt set: a JSONL path or built-in name, optionally NAME:WEIGHT; "
+                            "repeatable (default: all built-in sets)")
+    parser.add_argument("--model", default="", include_in_web_ui=True,
+                       help="Model name (default: the first id from GET /v1/models)")
+    parser.add_argument("--max-tokens", type=int, default=256, include_in_web_ui=True,
+                       help="max_tokens per request unless a prompt sets its own")
+    parser.add_argument("--temperature", type=float, default=0.0, include_in_web_ui=True)
+    parser.add_argument("--ignore-eos", action="store_true", default=False, include_in_web_ui=True,
+                       help="Ask the server (vLLM) to generate max_tokens regardless of EOS")
+    parser.add_argument("--api-key", default=os.environ.get("OPENAI_API_KEY", ""), include_in_web_ui=False,
+                       help="Bearer token (default: $OPENAI_API_KEY); never written anywhere")
+    parser.add_argument("--response-format", default="", include_in_web_ui=True,
+                       help="Grammar mode: json_object, or a path to a JSON-schema file")
+    parser.add_argument("--client", choices=("fast", "openai"), default="fast", include_in_web_ui=True,
+                       help="fast: geventhttpclient line reader (accurate); openai: the official SDK "
+                            "(accurate only at low concurrency per process)")
+    parser.add_argument("--request-timeout", type=float, default=600.0, include_in_web_ui=True,
+                       help="Seconds for a whole request (failure: timeout_request)")
+    parser.add_argument("--connect-timeout", type=float, default=10.0, include_in_web_ui=True,
+                       help="Seconds to open the connection (failure: timeout_connect)")
+    parser.add_argument("--first-token-timeout", type=float, default=120.0, include_in_web_ui=True,
+                       help="Seconds from sending to the first token (failure: timeout_first_token)")
+    parser.add_argument("--idle-timeout", type=float, default=60.0, include_in_web_ui=True,
+                       help="Seconds without bytes once tokens flow (failure: timeout_idle)")
+    parser.add_argument("--seed", type=int, default=0, include_in_web_ui=True,
+                       help="Seed of the prompt order")
+
+
+@dataclass(frozen=True)
+class RequestSettings:
+    """What every request of the run is sent with, resolved once from the options."""
+
+    model: str
+    max_tokens: int
+    temperature: float
+    ignore_eos: bool
+    response_format: dict | None
+    client: str
+    request_timeout: float
+    connect_timeout: float
+    first_token_timeout: float
+    idle_timeout: float
+
+
+def response_format(value: str) -> dict | None:
+    """`json_object` or a JSON-schema file -> the request's `response_format`; raises ValueError."""
+    if not value:
+        return None
+    if value == "json_object":
+        return {"type": "json_object"}
+    path = Path(value)
+    try:
+        schema = orjson.loads(path.read_bytes())
+    except (OSError, orjson.JSONDecodeError) as e:
+        raise ValueError(
+            f"--response-format: {value} is neither json_object nor a readable JSON schema ({e})"
+        ) from None
+    return {"type": "json_schema", "json_schema": {"name": path.stem, "schema": schema}}
+
+
+def settings_from(options, model: str) -> RequestSettings:
+    return RequestSettings(
+        model=model,
+        max_tokens=options.max_tokens,
+        temperature=options.temperature,
+        ignore_eos=options.ignore_eos,
+        response_format=response_format(options.response_format),
+        client=options.client,
+        request_timeout=options.request_timeout,
+        connect_timeout=options.connect_timeout,
+        first_token_timeout=options.first_token_timeout,
+        idle_timeout=options.idle_timeout,
+    )

@@ -1,0 +1,263 @@
+"""Per-process plugin state and Locust listeners: settings, prompt sampler, the off-hot-path processor
+that turns finished streams into Locust events, rows and histograms, the record sink, the lag monitor."""
+
+from __future__ import annotations
+
+import logging
+import urllib.request
+from collections import deque
+from dataclasses import dataclass, field
+
+import gevent
+import gevent.event
+import gevent.lock
+import orjson
+from locust import events
+from locust.runners import MasterRunner, WorkerRunner
+
+from locust_spec import level as level_mod
+from locust_spec.lag import LagMonitor
+from locust_spec.options import RequestSettings, settings_from
+from locust_spec.prompts import Prompt, PromptError, PromptSampler
+from locust_spec.records import FileSink, RecordSink, make_row
+from locust_spec.sse import DONE, parse_lines, parse_object
+from locust_spec.timing import RequestTiming, request_timing
+
+log = logging.getLogger(__name__)
+INLINE_BACKLOG = 5000  # past this many waiting streams, process inline so memory stays bounded
+
+
+@dataclass(eq=False)
+class Started:
+    """One request from start to end, as the user hands it over: raw, unparsed arrivals."""
+
+    prompt: Prompt
+    level_users: int
+    warmup: bool
+    start_unix: float = 0.0
+    start: float = 0.0
+    end: float = 0.0
+    lines: list = field(default_factory=list)
+    objects: list | None = None
+    sdk_done: bool = False
+    error: str | None = None
+
+
+class StreamError(Exception):
+    """What Locust shows for a failed request: the row's short error text."""
+
+
+class Plugin:
+    def __init__(self, environment) -> None:
+        self.environment = environment
+        options = environment.parsed_options
+        self.api_key: str = getattr(options, "api_key", "") or ""
+        self.sampler = PromptSampler(options.prompts or ["all"], options.seed)
+        self.sink: RecordSink | None = None
+        self.lag = LagMonitor()
+        self._queue: deque[Started] = deque()
+        self._wake = gevent.event.Event()
+        self._worker: gevent.Greenlet | None = None
+        self._settings: dict[str, RequestSettings] = {}
+        self._settings_lock = gevent.lock.Semaphore()
+        self._no_continuous: set[str] = set()
+        self._sdk_clients: dict[str, object] = {}
+        self.requests = 0
+        self.failures = 0
+
+    def level(self) -> level_mod.Level:
+        return level_mod.current(self.environment)
+
+    def settings(self, host: str) -> RequestSettings:
+        """Resolved once per host; the model defaults to the first id of GET /v1/models."""
+        with self._settings_lock:
+            if host not in self._settings:
+                model = self.environment.parsed_options.model or self._first_model(host)
+                self._settings[host] = settings_from(self.environment.parsed_options, model)
+            return self._settings[host]
+
+    def _first_model(self, host: str) -> str:
+        from locust_spec.transport import Endpoint
+
+        endpoint = Endpoint(host)
+        scheme = "https" if endpoint.ssl else "http"
+        request = urllib.request.Request(f"{scheme}://{endpoint.host_header}{endpoint.api_base}/models")
+        if self.api_key:
+            request.add_header("Authorization", f"Bearer {self.api_key}")
+        try:
+            timeout = self.environment.parsed_options.connect_timeout
+            with urllib.request.urlopen(request, timeout=timeout) as r:
+                return orjson.loads(r.read())["data"][0]["id"]
+        except (OSError, ValueError, KeyError, IndexError, TypeError) as e:
+            raise RuntimeError(f"cannot read the model from {host}/v1/models ({e}); pass --model") from None
+
+    def continuous_usage(self, host: str) -> bool:
+        return host not in self._no_continuous
+
+    def reject_continuous_usage(self, host: str) -> None:
+        if host not in self._no_continuous:
+            self._no_continuous.add(host)
+            log.warning("locust-spec: %s rejects continuous_usage_stats; tokens per chunk are estimated",
+                        host)
+
+    def openai_client(self, host: str):
+        """One shared SDK client per host; no retries (a retry would hide a failure and skew timing)."""
+        if host not in self._sdk_clients:
+            import httpx
+            import openai
+
+            for name in ("openai", "httpx", "httpcore"):
+                logging.getLogger(name).setLevel(logging.WARNING)
+            from locust_spec.transport import Endpoint
+
+            endpoint = Endpoint(host)
+            opts = self.environment.parsed_options
+            scheme = "https" if endpoint.ssl else "http"
+            self._sdk_clients[host] = openai.OpenAI(
+                base_url=f"{scheme}://{endpoint.host_header}{endpoint.api_base}",
+                api_key=self.api_key or "none", max_retries=0,
+                timeout=httpx.Timeout(opts.request_timeout, connect=opts.connect_timeout,
+                                      read=opts.idle_timeout),
+            )
+        return self._sdk_clients[host]
+
+    def submit(self, started: Started) -> None:
+        """Queue a finished stream; the processor greenlet handles it when readers are idle."""
+        if len(self._queue) >= INLINE_BACKLOG:
+            self.process(started)
+            return
+        self._queue.append(started)
+        self._wake.set()
+
+    def start(self) -> None:
+        if self._worker is None:
+            self._worker = gevent.spawn(self._run)
+        self.lag.start()
+
+    def _run(self) -> None:
+        while True:
+            self._wake.wait()
+            self._wake.clear()
+            while self._queue:
+                self.process(self._queue.popleft())
+                gevent.sleep(0)  # let readers with pending bytes run between requests
+
+    def drain(self) -> None:
+        while self._queue:
+            self.process(self._queue.popleft())
+
+    def stop(self) -> None:
+        self.drain()
+        if self._worker is not None:
+            self._worker.kill(block=False)
+            self._worker = None
+        self.lag.stop()
+
+    def process(self, started: Started) -> None:
+        """Parse, time, and report one request: Locust events, a row, histograms."""
+        timing = _timing(started)
+        error = started.error or (timing.error if timing is not None else None)
+        prompt = started.prompt
+        row = make_row(started.start_unix, started.level_users, prompt.cls, prompt.id, started.warmup,
+                       timing, error)
+        if self.sink is not None:
+            self.sink.add(row, timing)
+        self.requests += 1
+        fire = self.environment.events.request.fire
+        if error is None and timing is not None and timing.ttft_ms is not None:
+            fire(request_type="TTFT", name=prompt.cls, response_time=timing.ttft_ms, response_length=0,
+                 exception=None, context={})
+            if timing.tpot_ms is not None:
+                fire(request_type="TPOT", name=prompt.cls, response_time=timing.tpot_ms, response_length=0,
+                     exception=None, context={})
+            fire(request_type="E2E", name=prompt.cls, response_time=timing.e2e_ms,
+                 response_length=timing.output_tokens, exception=None, context={})
+        else:
+            self.failures += 1
+            elapsed = (started.end - started.start) * 1000.0 if started.start else 0.0
+            fire(request_type="E2E", name=prompt.cls, response_time=elapsed, response_length=0,
+                 exception=StreamError(error or "no_token: stream carried no token"), context={})
+
+    def flush(self) -> None:
+        if self.sink is not None:
+            self.sink.flush()
+
+    def close(self) -> None:
+        if self.sink is not None:
+            self.sink.close()
+            self.sink = None
+
+    def client_summary(self) -> dict:
+        """For PREFIX_summary.json's "client" part."""
+        return {"requests": self.requests, "failures": self.failures, **self.lag.summary()}
+
+
+def _timing(started: Started) -> RequestTiming | None:
+    if started.objects is not None:
+        timed = [(t, parse_object(chunk.to_dict())) for t, chunk in started.objects]
+        if started.sdk_done:
+            timed.append((started.end, DONE))
+    else:
+        timed = parse_lines(started.lines)
+    if not started.start:
+        return None
+    return request_timing(started.start, timed, started.end)
+
+
+_plugins: dict[int, Plugin] = {}
+
+
+def get(environment) -> Plugin:
+    return _plugins[id(environment)]
+
+
+FLUSH_INTERVAL_S = 2.0
+
+
+@events.init.add_listener
+def _on_init(environment, **_kw) -> None:
+    if environment.parsed_options is None or not hasattr(environment.parsed_options, "prompts"):
+        return
+    try:
+        plugin = Plugin(environment)
+    except (PromptError, ValueError) as e:
+        raise SystemExit(f"locust-spec: {e}") from None
+    _plugins[id(environment)] = plugin
+    prefix = getattr(environment.parsed_options, "csv_prefix", None)
+    if prefix and not isinstance(environment.runner, WorkerRunner):
+        plugin.sink = FileSink(prefix)
+    if not isinstance(environment.runner, MasterRunner):
+        gevent.spawn(_flush_periodically, plugin)
+
+
+def _flush_periodically(plugin: Plugin) -> None:
+    while True:
+        gevent.sleep(FLUSH_INTERVAL_S)
+        if plugin.sink is not None:
+            plugin.sink.flush()
+
+
+@events.test_start.add_listener
+def _on_test_start(environment, **_kw) -> None:
+    plugin = _plugins.get(id(environment))
+    if plugin is not None and not isinstance(environment.runner, MasterRunner):
+        plugin.start()
+
+
+@events.test_stop.add_listener
+def _on_test_stop(environment, **_kw) -> None:
+    plugin = _plugins.get(id(environment))
+    if plugin is not None:
+        plugin.stop()
+        plugin.flush()
+        lag = plugin.lag.max_lag_ms
+        if lag >= plugin.lag.warn_ms:
+            log.warning("locust-spec: max event-loop lag %.1f ms during the run; see warnings above", lag)
+
+
+@events.quitting.add_listener
+def _on_quitting(environment, **_kw) -> None:
+    plugin = _plugins.get(id(environment))
+    if plugin is not None:
+        plugin.stop()
+        plugin.close()

@@ -1,0 +1,144 @@
+"""Request rows: the PREFIX_requests.csv row, its streaming writer, and the sinks rows and timings go to."""
+
+from __future__ import annotations
+
+import csv
+from dataclasses import astuple, dataclass, fields
+from pathlib import Path
+from typing import Protocol
+
+from locust_spec.histograms import LatencyHistograms
+from locust_spec.timing import RequestTiming
+
+
+@dataclass(frozen=True, slots=True)
+class RequestRow:
+    """One request started: the contract's columns in order, plus `warmup`. None = empty cell."""
+
+    start_unix_s: float
+    level_users: int
+    prompt_class: str
+    prompt_id: str
+    prompt_tokens: int | None = None
+    output_tokens: int | None = None
+    tokens_estimated: int | None = None
+    chunks: int | None = None
+    max_tokens_per_chunk: int | None = None
+    ttft_ms: float | None = None
+    tpot_ms: float | None = None
+    e2e_ms: float | None = None
+    itl_p50_ms: float | None = None
+    itl_p99_ms: float | None = None
+    chunk_gap_p50_ms: float | None = None
+    finish_reason: str | None = None
+    spec_accepted_tokens: int | None = None
+    spec_draft_tokens: int | None = None
+    error: str | None = None
+    warmup: int = 0
+
+
+COLUMNS = tuple(f.name for f in fields(RequestRow))
+
+
+def make_row(start_unix_s: float, level_users: int, prompt_class: str, prompt_id: str, warmup: bool,
+             timing: RequestTiming | None, error: str | None) -> RequestRow:
+    """The row for a request; `timing` is whatever was measured before it ended (None if nothing)."""
+    if timing is None:
+        return RequestRow(start_unix_s, level_users, prompt_class, prompt_id, error=error, warmup=int(warmup))
+    return RequestRow(
+        start_unix_s, level_users, prompt_class, prompt_id,
+        prompt_tokens=timing.prompt_tokens,
+        output_tokens=timing.output_tokens,
+        tokens_estimated=int(timing.tokens_estimated),
+        chunks=timing.chunks,
+        max_tokens_per_chunk=timing.max_tokens_per_chunk,
+        ttft_ms=timing.ttft_ms,
+        tpot_ms=timing.tpot_ms,
+        e2e_ms=timing.e2e_ms,
+        itl_p50_ms=timing.itl_p50_ms,
+        itl_p99_ms=timing.itl_p99_ms,
+        chunk_gap_p50_ms=timing.chunk_gap_p50_ms,
+        finish_reason=timing.finish_reason,
+        spec_accepted_tokens=timing.spec_accepted_tokens,
+        spec_draft_tokens=timing.spec_draft_tokens,
+        error=error,
+        warmup=int(warmup),
+    )
+
+
+def _cell(value: object) -> object:
+    if value is None:
+        return ""
+    if isinstance(value, float):
+        return f"{value:.3f}"
+    return value
+
+
+class RowWriter:
+    """Appends rows to a CSV, buffering at most `buffer_rows` before writing them out."""
+
+    def __init__(self, path: Path, buffer_rows: int = 256) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._file = path.open("w", newline="", encoding="utf-8")
+        self._csv = csv.writer(self._file)
+        self._csv.writerow(COLUMNS)
+        self._buffer: list[RequestRow] = []
+        self._limit = buffer_rows
+        self.rows_written = 0
+
+    def add(self, row: RequestRow) -> None:
+        self._buffer.append(row)
+        if len(self._buffer) >= self._limit:
+            self.flush()
+
+    def flush(self) -> None:
+        if self._file.closed:
+            return
+        self._csv.writerows([_cell(v) for v in astuple(r)] for r in self._buffer)
+        self.rows_written += len(self._buffer)
+        self._buffer.clear()
+        self._file.flush()
+
+    def close(self) -> None:
+        self.flush()
+        self._file.close()
+
+
+class RecordSink(Protocol):
+    """Where finished requests go. A local run writes files; a distributed layer can put a worker
+    sink here that batches rows and histogram deltas to the master (which feeds a FileSink)."""
+
+    def add(self, row: RequestRow, timing: RequestTiming | None) -> None: ...
+
+    def flush(self) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class FileSink:
+    """Writes PREFIX_requests.csv as rows come and PREFIX_latency.json on flush; histograms take
+    only successful requests, level histograms only those outside warm-up."""
+
+    def __init__(self, prefix: str) -> None:
+        self.requests_path = Path(f"{prefix}_requests.csv")
+        self.latency_path = Path(f"{prefix}_latency.json")
+        self.rows = RowWriter(self.requests_path)
+        self.histograms = LatencyHistograms()
+
+    def add(self, row: RequestRow, timing: RequestTiming | None) -> None:
+        self.rows.add(row)
+        if timing is not None and not row.error:
+            self.histograms.record_timing(timing, row.prompt_class, row.level_users, bool(row.warmup))
+
+    def add_rows(self, rows: list[RequestRow]) -> None:
+        """Rows measured elsewhere (a worker), whose histograms arrive via `histograms.merge_encoded`."""
+        for row in rows:
+            self.rows.add(row)
+
+    def flush(self) -> None:
+        self.rows.flush()
+        self.histograms.write(self.latency_path)
+
+    def close(self) -> None:
+        self.flush()
+        self.rows.close()

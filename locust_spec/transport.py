@@ -1,0 +1,157 @@
+"""The fast HTTP path: one kept-alive socket per user, the request written in one send, the SSE body read
+line by line, each line stamped with perf_counter on arrival and left unparsed (parsing waits for the end)."""
+
+from __future__ import annotations
+
+import socket
+import time
+from urllib.parse import urlsplit
+
+import gevent
+import gevent.socket
+import gevent.ssl
+from geventhttpclient.response import HTTPParseError, HTTPSocketResponse
+
+from locust_spec.sse import Chunk, parse_payload
+
+_DONE_LINE = b"data: [DONE]"
+
+
+class StreamFailure(Exception):
+    """A request that failed; str() is the short `kind: detail` that goes into rows and Locust."""
+
+    def __init__(self, kind: str, detail: str = "") -> None:
+        super().__init__(f"{kind}: {detail}" if detail else kind)
+        self.kind = kind
+
+
+class RequestTimeout(Exception):
+    """Raised by gevent.Timeout when a whole request outlives --request-timeout."""
+
+
+class Endpoint:
+    """Where to send: scheme, host, port and the API base path (`/v1`) taken from Locust's --host."""
+
+    def __init__(self, url: str) -> None:
+        parts = urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(f"--host must be an http(s) URL, got {url!r}")
+        self.ssl = parts.scheme == "https"
+        self.host = parts.hostname
+        self.port = parts.port or (443 if self.ssl else 80)
+        base = parts.path.rstrip("/")
+        self.api_base = base if base.endswith("/v1") else base + "/v1"
+        default_port = (self.ssl and self.port == 443) or (not self.ssl and self.port == 80)
+        self.host_header = self.host if default_port else f"{self.host}:{self.port}"
+
+
+def request_bytes(endpoint: Endpoint, path: str, body: bytes, api_key: str) -> bytes:
+    auth = f"Authorization: Bearer {api_key}\r\n" if api_key else ""
+    head = (f"POST {endpoint.api_base}{path} HTTP/1.1\r\nHost: {endpoint.host_header}\r\n"
+            f"Content-Type: application/json\r\nAccept: text/event-stream\r\n{auth}"
+            f"Content-Length: {len(body)}\r\n\r\n")
+    return head.encode("latin-1") + body
+
+
+def _carries_token(line: bytes) -> bool:
+    if not line.startswith(b"data:"):
+        return False
+    event = parse_payload(line[5:].strip())
+    return isinstance(event, Chunk) and event.has_choices and bool(
+        (event.completion_tokens or 0) > 0 or event.text_chars
+    )
+
+
+class Connection:
+    """One persistent connection, opened ahead of time so that no request's clock pays for a connect."""
+
+    def __init__(self, endpoint: Endpoint, connect_timeout: float) -> None:
+        self.endpoint = endpoint
+        self.connect_timeout = connect_timeout
+        self.sock = None
+        self.start_unix = 0.0
+        self.start = 0.0
+
+    def connect(self) -> None:
+        if self.sock is not None:
+            return
+        try:
+            sock = gevent.socket.create_connection((self.endpoint.host, self.endpoint.port),
+                                                   timeout=self.connect_timeout)
+        except TimeoutError:
+            raise StreamFailure("timeout_connect", f"{self.endpoint.host}:{self.endpoint.port}") from None
+        except OSError as e:
+            raise StreamFailure("connect", e.strerror or type(e).__name__) from None
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if self.endpoint.ssl:
+            sock = gevent.ssl.create_default_context().wrap_socket(sock, server_hostname=self.endpoint.host)
+        self.sock = sock
+
+    def close(self) -> None:
+        if self.sock is not None:
+            try:
+                self.sock.close()
+            finally:
+                self.sock = None
+
+    def stream(self, request: bytes, lines: list, first_token_timeout: float, idle_timeout: float
+               ) -> tuple[int, bytes]:
+        """Send `request`, append (perf_counter, raw line) to `lines` as they arrive.
+
+        Returns (HTTP status, body of a non-200 answer). `start`/`start_unix` hold the clock taken just
+        before the bytes went out, also after a failure. The caller owns `lines`, so what arrived
+        before a failure is kept. Raises StreamFailure.
+        """
+        self.connect()
+        sock = self.sock
+        phase = "timeout_first_token"
+        try:
+            sock.settimeout(first_token_timeout)
+            self.start_unix = time.time()
+            self.start = time.perf_counter()
+            sock.sendall(request)
+            response = HTTPSocketResponse(sock, block_size=65536, method="POST")
+            status = response.status_code
+            if status != 200:
+                body = response.read()
+                if response.should_close():
+                    self.close()
+                return status, body
+            readline = response.readline
+            clock = time.perf_counter
+            append = lines.append
+            while True:
+                line = readline(b"\n")
+                t = clock()
+                if not line:
+                    return status, b""
+                append((t, line))
+                if _carries_token(line) or line.startswith(_DONE_LINE):
+                    break
+            phase = "timeout_idle"
+            sock.settimeout(idle_timeout)
+            while not line.startswith(_DONE_LINE):
+                line = readline(b"\n")
+                t = clock()
+                if not line:
+                    return status, b""
+                append((t, line))
+            while readline(b"\n"):
+                pass
+            if response.should_close():
+                self.close()
+            return status, b""
+        except TimeoutError:
+            self.close()
+            raise StreamFailure(phase, "no bytes from the server") from None
+        except (HTTPParseError, OSError) as e:
+            self.close()
+            raise StreamFailure("reset", str(e) or type(e).__name__) from None
+        except BaseException:
+            self.close()
+            raise
+
+
+def with_timeout(seconds: float):
+    """A gevent.Timeout that raises RequestTimeout (caught and named by the caller)."""
+    return gevent.Timeout(seconds, RequestTimeout)
