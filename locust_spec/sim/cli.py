@@ -74,13 +74,14 @@ def main(argv: list[str] | None = None) -> None:
     if args.time_scale <= 0:
         sys.exit("spec-sim: --time-scale must be positive")
     tok = tokenizer()
-    cfg = EngineConfig(roofline.GPUS[args.gpu], model, spec, draft if spec and spec.method == "draft_model" else None,
-                       args.max_num_seqs, args.time_scale)
+    use_draft = draft if spec and spec.method == "draft_model" else None
+    cfg = EngineConfig(roofline.GPUS[args.gpu], model, spec, use_draft, args.max_num_seqs, args.time_scale)
     engine = Engine(cfg, tok, SimMetrics(args.served_model_name, spec.num_speculative_tokens if spec else 0))
-    faults = FaultConfig(args.fault_500, args.fault_429, args.fault_reset, args.fault_malformed, args.fault_stall,
-                         args.fault_no_done, args.stall_seconds, args.stall_at_token)
-    opts = ServerOptions(args.served_model_name, args.max_model_len, args.per_request_spec_decode_metrics == "detailed",
-                         args.grammar_disables_spec, faults, args.seed)
+    faults = FaultConfig(args.fault_500, args.fault_429, args.fault_reset, args.fault_malformed,
+                         args.fault_stall, args.fault_no_done, args.stall_seconds, args.stall_at_token)
+    detailed = args.per_request_spec_decode_metrics == "detailed"
+    opts = ServerOptions(args.served_model_name, args.max_model_len, detailed, args.grammar_disables_spec,
+                         faults, args.seed)
     send_log = SendLog(args.send_log) if args.send_log else None
     sim = SimServer(engine, opts, send_log)
     srv = serve(sim, args.host, args.port)

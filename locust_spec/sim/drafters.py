@@ -1,4 +1,4 @@
-"""Draft proposers: n-gram prompt lookup (as vLLM's) and a simulated draft model that agrees with probability p."""
+"""Draft proposers: vLLM-style n-gram prompt lookup, and a simulated draft model agreeing with p."""
 
 from __future__ import annotations
 

@@ -82,6 +82,10 @@ class Request:
         self.finished = False
 
 
+# One request's share of a step: the request, its new tokens, drafts proposed, drafts accepted.
+Planned = tuple[Request, list[int], int, int]
+
+
 @dataclass(frozen=True)
 class EngineConfig:
     """Engine settings: hardware, model, speculation, scheduling limits and the time acceleration."""
@@ -188,7 +192,7 @@ class Engine:
             if late > 0.2 * dur:
                 s.late_steps += 1
 
-    def _plan(self, active: list[Request]) -> tuple[list[tuple[Request, list[int], int, int]], roofline.StepLoad]:
+    def _plan(self, active: list[Request]) -> tuple[list[Planned], roofline.StepLoad]:
         """Decide every request's tokens for this step (proposals verified against the target)."""
         query = kv = pairs = 0
         plan = []
@@ -220,7 +224,7 @@ class Engine:
             plan.append((r, toks, len(drafts), accepted))
         return plan, roofline.StepLoad(len(active), query, kv, pairs)
 
-    def _emit(self, plan: list[tuple[Request, list[int], int, int]], now: float) -> None:
+    def _emit(self, plan: list[Planned], now: float) -> None:
         m = self.metrics
         gen = prompt = 0
         drafts = draft_tokens = accepted_total = 0

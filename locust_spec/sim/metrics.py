@@ -1,4 +1,4 @@
-"""vLLM V1 Prometheus metrics (same names, labels and buckets as vLLM 0.32) in a fresh registry per engine life."""
+"""vLLM V1 Prometheus metrics (names, labels, buckets as vLLM 0.32), in a fresh registry per engine life."""
 
 from __future__ import annotations
 
@@ -28,11 +28,10 @@ class SimMetrics:
             return Counter(name, doc, (*BASE, *extra) if extra else BASE, registry=reg)
 
         if num_spec_tokens:
-            self.drafts = counter("vllm:spec_decode_num_drafts", "Number of spec decoding drafts.").labels(**labels)
-            self.draft_tokens = counter("vllm:spec_decode_num_draft_tokens", "Number of draft tokens.").labels(
-                **labels)
-            self.accepted = counter("vllm:spec_decode_num_accepted_tokens", "Number of accepted tokens.").labels(
-                **labels)
+            spec = "vllm:spec_decode_num_"
+            self.drafts = counter(spec + "drafts", "Number of spec decoding drafts.").labels(**labels)
+            self.draft_tokens = counter(spec + "draft_tokens", "Number of draft tokens.").labels(**labels)
+            self.accepted = counter(spec + "accepted_tokens", "Number of accepted tokens.").labels(**labels)
             per_pos = counter("vllm:spec_decode_num_accepted_tokens_per_pos",
                               "Accepted tokens per draft position.", ("position",))
             self.per_pos = [per_pos.labels(position=str(i), **labels) for i in range(num_spec_tokens)]
@@ -42,7 +41,8 @@ class SimMetrics:
                              BASE, registry=reg).labels(**labels)
         self.kv_usage = Gauge("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.",
                               BASE, registry=reg).labels(**labels)
-        self.prompt_tokens = counter("vllm:prompt_tokens", "Number of prefill tokens processed.").labels(**labels)
+        self.prompt_tokens = counter("vllm:prompt_tokens",
+                                     "Number of prefill tokens processed.").labels(**labels)
         self.generation_tokens = counter("vllm:generation_tokens",
                                          "Number of generation tokens processed.").labels(**labels)
         success = counter("vllm:request_success", "Count of successfully processed requests.",
@@ -52,14 +52,14 @@ class SimMetrics:
         def histogram(name: str, doc: str, buckets: tuple[float, ...]):
             return Histogram(name, doc, BASE, buckets=buckets, registry=reg).labels(**labels)
 
-        self.ttft = histogram("vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.",
-                              TTFT_BUCKETS)
-        self.itl = histogram("vllm:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.",
-                             ITL_BUCKETS)
+        self.ttft = histogram("vllm:time_to_first_token_seconds",
+                              "Histogram of time to first token in seconds.", TTFT_BUCKETS)
+        self.itl = histogram("vllm:inter_token_latency_seconds",
+                             "Histogram of inter-token latency in seconds.", ITL_BUCKETS)
         self.tpot = histogram("vllm:request_time_per_output_token_seconds",
                               "Histogram of time_per_output_token_seconds per request.", ITL_BUCKETS)
-        self.e2e = histogram("vllm:e2e_request_latency_seconds", "Histogram of e2e request latency in seconds.",
-                             E2E_BUCKETS)
+        self.e2e = histogram("vllm:e2e_request_latency_seconds",
+                             "Histogram of e2e request latency in seconds.", E2E_BUCKETS)
         self.num_spec_tokens = num_spec_tokens
 
     def step(self, gen: int, prompt: int, itls: list[float], drafts: int, draft_tokens: int, accepted: int,
@@ -75,7 +75,7 @@ class SimMetrics:
             self.drafts.inc(drafts)
             self.draft_tokens.inc(draft_tokens)
             self.accepted.inc(accepted)
-            for child, n in zip(self.per_pos, per_pos):
+            for child, n in zip(self.per_pos, per_pos, strict=True):
                 if n:
                     child.inc(n)
         self.running.set(running)

@@ -1,4 +1,4 @@
-"""The deterministic target "model": copies spans of its context when asked to, writes Markov text when not."""
+"""The deterministic target "model": copies spans of its context when asked to, else writes Markov text."""
 
 from __future__ import annotations
 
@@ -61,7 +61,7 @@ def _chain() -> tuple[dict[tuple[int, int], tuple[int, ...]], dict[int, tuple[in
     _, toks = corpus()
     order2: dict[tuple[int, int], list[int]] = {}
     order1: dict[int, list[int]] = {}
-    for a, b, c in zip(toks, toks[1:], toks[2:]):
+    for a, b, c in zip(toks, toks[1:], toks[2:], strict=False):
         order2.setdefault((a, b), []).append(c)
         order1.setdefault(b, []).append(c)
     return ({k: tuple(v) for k, v in order2.items()}, {k: tuple(v) for k, v in order1.items()})
@@ -119,10 +119,7 @@ class Target:
     def __init__(self, prompt: list[int], source: list[int], style: Style, seed: int, ignore_eos: bool):
         rng = random.Random(seed)
         a, b = (prompt[-2], prompt[-1]) if len(prompt) >= 2 else (0, 0)
-        if style.copies and source:
-            gen = _copying(rng, source, style, a, b)
-        else:
-            gen = _novel(rng, a, b)
+        gen = _copying(rng, source, style, a, b) if style.copies and source else _novel(rng, a, b)
         self._gen = (t for t in gen if t != EOS) if ignore_eos else gen
         self._out: list[int] = []
         self.style = style

@@ -22,19 +22,21 @@ class StreamFormat:
         self.prompt_tokens = prompt_tokens
         self.include_usage = include_usage
         self.continuous = include_usage and continuous_usage
-        self._head = f'data: {{"id":{_s(rid)},"object":"chat.completion.chunk","created":{created},"model":{_s(model)},'
+        self._head = (f'data: {{"id":{_s(rid)},"object":"chat.completion.chunk","created":{created},'
+                      f'"model":{_s(model)},')
 
     def _usage(self, completion: int) -> str:
         p = self.prompt_tokens
-        return (f'"usage":{{"prompt_tokens":{p},"total_tokens":{p + completion},"completion_tokens":{completion},'
-                f'"completion_tokens_details":null}}')
+        return (f'"usage":{{"prompt_tokens":{p},"total_tokens":{p + completion},'
+                f'"completion_tokens":{completion},"completion_tokens_details":null}}')
 
     def role(self) -> bytes:
         usage = self._usage(0) + "," if self.continuous else ""
-        return (f'{self._head}"choices":[{{"index":0,"delta":{{"role":"assistant","content":""}},"logprobs":null,'
-                f'"finish_reason":null}}],{usage}"prompt_token_ids":null,"prompt_text":null}}\n\n').encode()
+        return (f'{self._head}"choices":[{{"index":0,"delta":{{"role":"assistant","content":""}},'
+                f'"logprobs":null,"finish_reason":null}}],{usage}"prompt_token_ids":null,"prompt_text":null}}\n\n').encode()
 
-    def token(self, text: str, completion: int, finish: str | None = None, stop_reason: str | None = None) -> bytes:
+    def token(self, text: str, completion: int, finish: str | None = None,
+              stop_reason: str | None = None) -> bytes:
         if finish is None:
             tail = '"finish_reason":null,"token_ids":null}]'
         else:
@@ -45,7 +47,9 @@ class StreamFormat:
 
     def usage(self, completion: int, spec_metrics: dict | None = None) -> bytes:
         p = self.prompt_tokens
-        metrics = ',"metrics":' + orjson.dumps({"speculative_decoding": spec_metrics}).decode() if spec_metrics else ""
+        metrics = ""
+        if spec_metrics:
+            metrics = ',"metrics":' + orjson.dumps({"speculative_decoding": spec_metrics}).decode()
         return (f'{self._head}"choices":[],"usage":{{"prompt_tokens":{p},"total_tokens":{p + completion},'
                 f'"completion_tokens":{completion}}},"system_fingerprint":"{FINGERPRINT}"{metrics}}}\n\n').encode()
 
@@ -68,17 +72,19 @@ def completion(rid: str, created: int, model: str, text: str, finish: str, stop_
         "ec_transfer_params": None,
     }
     if spec_metrics is not None:
-        body["metrics"] = {"time_to_first_token_ms": None, "generation_time_ms": None, "queue_time_ms": None,
-                           "mean_itl_ms": None, "tokens_per_second": None, "speculative_decoding": spec_metrics}
+        body["metrics"] = {"time_to_first_token_ms": None, "generation_time_ms": None,
+                           "queue_time_ms": None, "mean_itl_ms": None, "tokens_per_second": None,
+                           "speculative_decoding": spec_metrics}
     return orjson.dumps(body)
 
 
-ERROR_TYPES = {400: "BadRequestError", 404: "NotFoundError", 429: "RateLimitError", 500: "InternalServerError"}
+ERROR_TYPES = {400: "BadRequestError", 404: "NotFoundError", 429: "RateLimitError",
+               500: "InternalServerError"}
 
 
 def error(status: int, message: str) -> bytes:
-    return orjson.dumps({"error": {"message": message, "type": ERROR_TYPES.get(status, "Error"), "param": None,
-                                   "code": status}})
+    kind = ERROR_TYPES.get(status, "Error")
+    return orjson.dumps({"error": {"message": message, "type": kind, "param": None, "code": status}})
 
 
 def models(name: str, created: int, max_model_len: int) -> bytes:
@@ -140,8 +146,8 @@ def parse_chat(body: object, served_model: str) -> ChatParams:
     if not isinstance(stop, list | tuple) or not all(isinstance(s, str) and s for s in stop):
         raise BadRequest(400, "stop must be a string or a list of non-empty strings")
     rf = body.get("response_format")
-    if rf is not None and (not isinstance(rf, dict) or rf.get("type") not in ("text", "json_object",
-                                                                                 "json_schema", "structural_tag")):
+    known = ("text", "json_object", "json_schema", "structural_tag")
+    if rf is not None and (not isinstance(rf, dict) or rf.get("type") not in known):
         raise BadRequest(400, "response_format must be an object with a known type")
     opts = body.get("stream_options") or {}
     if not isinstance(opts, dict):
@@ -150,4 +156,5 @@ def parse_chat(body: object, served_model: str) -> ChatParams:
     return ChatParams(messages, bool(body.get("stream", False)), max_tokens, float(temperature),
                       bool(body.get("ignore_eos", False)), tuple(stop),
                       rf is not None and rf.get("type") != "text", bool(opts.get("include_usage", False)),
-                      bool(opts.get("continuous_usage_stats", False)), seed if isinstance(seed, int) else None)
+                      bool(opts.get("continuous_usage_stats", False)),
+                      seed if isinstance(seed, int) else None)

@@ -23,12 +23,12 @@ class Gpu:
 GPUS: dict[str, Gpu] = {
     g.name: g
     for g in (
-        Gpu("h100", 3.35e12, 989e12, 80e9, "NVIDIA H100 SXM5 datasheet: 80 GB HBM3 3.35 TB/s, BF16 dense 989 TFLOPS"),
-        Gpu("h200", 4.8e12, 989e12, 141e9, "NVIDIA H200 SXM datasheet: HBM3e 4.8 TB/s, BF16 dense 989 TFLOPS"),
-        Gpu("a100", 2.039e12, 312e12, 80e9, "NVIDIA A100 80GB SXM datasheet: HBM2e 2,039 GB/s, BF16 312 TFLOPS"),
-        Gpu("l40s", 864e9, 362e12, 48e9, "NVIDIA L40S datasheet: GDDR6 864 GB/s, BF16 dense 362 TFLOPS (733 sparse)"),
-        Gpu("l4", 300e9, 121e12, 24e9, "NVIDIA L4 datasheet: GDDR6 300 GB/s, BF16 dense 121 TFLOPS (242 sparse)"),
-        Gpu("mi300x", 5.3e12, 1307e12, 192e9, "AMD Instinct MI300X datasheet: HBM3 5.3 TB/s, BF16 dense 1307 TFLOPS"),
+        Gpu("h100", 3.35e12, 989e12, 80e9, "NVIDIA H100 SXM5 sheet: HBM3 3.35 TB/s, BF16 dense 989 TFLOPS"),
+        Gpu("h200", 4.8e12, 989e12, 141e9, "NVIDIA H200 SXM sheet: HBM3e 4.8 TB/s, BF16 dense 989 TFLOPS"),
+        Gpu("a100", 2.039e12, 312e12, 80e9, "NVIDIA A100 80GB SXM sheet: HBM2e 2,039 GB/s, BF16 312 TFLOPS"),
+        Gpu("l40s", 864e9, 362e12, 48e9, "NVIDIA L40S sheet: GDDR6 864 GB/s, BF16 dense 362 TFLOPS"),
+        Gpu("l4", 300e9, 121e12, 24e9, "NVIDIA L4 sheet: GDDR6 300 GB/s, BF16 dense 121 TFLOPS"),
+        Gpu("mi300x", 5.3e12, 1307e12, 192e9, "AMD MI300X sheet: HBM3 5.3 TB/s, BF16 dense 1307 TFLOPS"),
     )
 }
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import random
 import socket
@@ -21,7 +22,7 @@ from locust_spec.sim.faults import FaultConfig, RequestFaults, draw
 from locust_spec.sim.metrics import SimMetrics
 from locust_spec.sim.sendlog import SendLog
 
-REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed", 429: "Too Many Requests",
+REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 429: "Too Many Requests",
            500: "Internal Server Error"}
 MAX_HEADER = 65536
 MAX_BODY = 16 << 20
@@ -82,13 +83,12 @@ class _Stream:
                 self.done.set()
                 return False
             if self.chunks == self.faults.malformed_at_chunk:
-                parts.append(_chunk(b'data: {"id":"' + self.rid.encode() + b'","object":"chat.completion.chu\n\n'))
+                cut = b'data: {"id":"' + self.rid.encode() + b'","object":"chat.completion.chu\n\n'
+                parts.append(_chunk(cut))
             parts.append(_chunk(self.fmt.token(out.text, req.generated, out.finish, out.stop_reason)))
             if out.finish is not None:
                 if self.fmt.include_usage:
-                    spec = req.spec.as_dict() if req.spec is not None and self.sim.opts.per_request_spec_metrics \
-                        else None
-                    parts.append(_chunk(self.fmt.usage(req.generated, spec)))
+                    parts.append(_chunk(self.fmt.usage(req.generated, self.sim.spec_metrics(req))))
                 if not self.faults.no_done:
                     parts.append(_chunk(protocol.DONE))
                 parts.append(b"0\r\n\r\n")
@@ -134,15 +134,21 @@ class SimServer:
         self.restarts = 0
 
     def restart(self) -> None:
-        """What a process restart looks like from outside: in-flight connections drop, counters start at zero."""
+        """A process restart as seen from outside: in-flight connections drop, counters start at zero."""
         self.engine.abort_all()
         for sock, done in list(self.inflight.values()):
             _reset(sock)
             done.set()
         self.inflight.clear()
         spec = self.engine.cfg.spec
-        self.engine.metrics = SimMetrics(self.opts.served_model_name, spec.num_speculative_tokens if spec else 0)
+        k = spec.num_speculative_tokens if spec else 0
+        self.engine.metrics = SimMetrics(self.opts.served_model_name, k)
         self.restarts += 1
+
+    def spec_metrics(self, req: Request) -> dict | None:
+        if req.spec is None or not self.opts.per_request_spec_metrics:
+            return None
+        return req.spec.as_dict()
 
     def handle(self, sock, _addr) -> None:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -180,10 +186,8 @@ class SimServer:
         except OSError:
             return
         finally:
-            try:
+            with contextlib.suppress(OSError):
                 sock.close()
-            except OSError:
-                pass
 
     def route(self, sock, method: bytes, path: bytes, body: bytes) -> bool:
         """Answer one request; False when the connection must close (a reset or an abort)."""
@@ -243,7 +247,8 @@ class SimServer:
             seed_parts.append(str(params.seed if params.seed is not None else self.rng.getrandbits(64)))
         seed = sim_model.request_seed(seed_parts)
         style = sim_model.style_for(user, params.response_format)
-        target = sim_model.Target(prompt, tok.encode(sim_model.copy_source(user)), style, seed, params.ignore_eos)
+        source = tok.encode(sim_model.copy_source(user))
+        target = sim_model.Target(prompt, source, style, seed, params.ignore_eos)
         done = gevent.event.Event()
         created = int(time.time())
         if params.stream:
@@ -255,9 +260,9 @@ class SimServer:
             sink = _Collect(done)
         speculate = not (self.opts.grammar_disables_spec and params.response_format)
         fc = self.opts.faults
+        stall_at = fc.stall_at_token if faults.stall else -1
         req = Request(rid, prompt, target, params.max_tokens or room, sink.deliver, stop=params.stop,
-                      speculate=speculate, seed=seed, stall_at_token=fc.stall_at_token if faults.stall else -1,
-                      stall_s=fc.stall_seconds)
+                      speculate=speculate, seed=seed, stall_at_token=stall_at, stall_s=fc.stall_seconds)
         self.inflight[rid] = (sock, done)
         self.engine.submit(req)
         try:
@@ -269,9 +274,9 @@ class SimServer:
             return sink.completed
         if sink.finish is None:
             return False
-        spec = req.spec.as_dict() if req.spec is not None and self.opts.per_request_spec_metrics else None
         payload = protocol.completion(rid, created, self.opts.served_model_name, "".join(sink.text),
-                                      sink.finish.finish, sink.finish.stop_reason, len(prompt), req.generated, spec)
+                                      sink.finish.finish, sink.finish.stop_reason, len(prompt), req.generated,
+                                      self.spec_metrics(req))
         if self.send_log:
             self.send_log.write(rid, req.generated)
         self._json(sock, 200, payload)

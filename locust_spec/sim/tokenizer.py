@@ -23,7 +23,7 @@ _PIECE = re.compile(r" ?[A-Za-z]+| ?[0-9]{1,3}| ?[^\sA-Za-z0-9]+|\n| +(?! )| ")
 
 @dataclass(frozen=True)
 class Tokenizer:
-    """Greedy word-piece tokenizer: a pre-split piece is one token when known, else its longest known prefixes."""
+    """Greedy word-piece tokenizer: a known pre-split piece is one token, else its longest known prefixes."""
 
     pieces: tuple[str, ...]
     ids: dict[str, int]
