@@ -1,0 +1,98 @@
+"""Python API (used by spec-ab): the verdict for two arms' runs, and writing it in every format."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+from analysis import levels as lv
+from analysis.model import LevelInput, PlotData, Verdict
+from analysis.runs import InputError, RunData, discover, read_run
+from analysis.verdict import Thresholds, build_verdict
+
+
+def load_arm(paths: Iterable[Path | str], name: str) -> list[RunData]:
+    runs = [read_run(prefix) for path in paths for prefix in discover(Path(path))]
+    if not runs:
+        raise InputError(f"no {name} run given")
+    return runs
+
+
+def _levels_text(users: Iterable[int]) -> str:
+    return ", ".join(str(u) for u in sorted(users)) or "none"
+
+
+def verdict_for(
+    baseline: Sequence[Path | str],
+    candidate: Sequence[Path | str],
+    *,
+    serving_concurrency: int | None = None,
+    **thresholds: float,
+) -> Verdict:
+    """Read both arms (prefixes or folders; several = repeats) and judge every level they share.
+
+    Keyword thresholds are `analysis.verdict.Thresholds` fields (e.g. ship_acceptance=0.7).
+    Raises InputError (one line) on bad input.
+    """
+    th = Thresholds(**{k: v for k, v in thresholds.items() if v is not None})
+    base_runs, cand_runs = load_arm(baseline, "baseline"), load_arm(candidate, "candidate")
+    base_levels = [lv.run_levels(r) for r in base_runs]
+    cand_levels = [lv.run_levels(r) for r in cand_runs]
+    base_users = set().union(*base_levels)
+    cand_users = set().union(*cand_levels)
+    common = sorted(base_users & cand_users)
+    if not common:
+        raise InputError(f"baseline and candidate share no concurrency level (baseline: "
+                         f"{_levels_text(base_users)}; candidate: {_levels_text(cand_users)})")
+    inputs, notes, cdf = [], [], {}
+    for users in common:
+        base_at = [levels[users] for levels in base_levels if users in levels]
+        cand_at = [(run, levels[users]) for run, levels in zip(cand_runs, cand_levels, strict=True)
+                   if users in levels]
+        spec = [s for run, level in cand_at if (s := lv.spec_stats(run, level)) is not None]
+        inputs.append(LevelInput(
+            users=users,
+            baseline=lv.combine(base_at),
+            candidate=lv.combine([level for _, level in cand_at]),
+            spec=lv.combine_spec(spec),
+            rows_show_speculation=any(level.rows_show_speculation for _, level in cand_at),
+        ))
+        cdf[users] = {"baseline": lv.merged_itl_cdf(base_runs, users),
+                      "candidate": lv.merged_itl_cdf(cand_runs, users)}
+    if any(i.baseline.itl_source == "rows" or i.candidate.itl_source == "rows" for i in inputs):
+        notes.append("ITL p50 from per-request medians (a _latency.json is missing): approximate, no ITL p95")
+    warnings = [(arm, w) for arm, runs in (("baseline", base_runs), ("candidate", cand_runs))
+                for run in runs for w in run.warnings]
+    return build_verdict(inputs, th, serving=serving_concurrency,
+                         class_stats=lv.class_stats(base_runs, cand_runs),
+                         run_warnings=warnings, notes=notes, plots=PlotData(itl_cdf=cdf))
+
+
+def render(verdict: Verdict, fmt: str) -> str:
+    from analysis.report import html, markdown, schema, text
+
+    renderers = {"text": text.render, "json": schema.render, "markdown": markdown.render, "html": html.render}
+    if fmt not in renderers:
+        raise InputError(f"unknown format {fmt!r} (text, json, markdown, html)")
+    return renderers[fmt](verdict)
+
+
+FORMAT_BY_SUFFIX = {".json": "json", ".md": "markdown", ".markdown": "markdown", ".html": "html",
+                    ".htm": "html", ".txt": "text"}
+
+
+def format_for(path: Path) -> str:
+    fmt = FORMAT_BY_SUFFIX.get(path.suffix.lower())
+    if fmt is None:
+        raise InputError(f"{path}: unknown output suffix (use .json, .md, .html or .txt)")
+    return fmt
+
+
+def write_outputs(verdict: Verdict, paths: Iterable[Path | str]) -> None:
+    """Write the verdict to each path, the format chosen by the suffix."""
+    for path in map(Path, paths):
+        content = render(verdict, format_for(path))
+        try:
+            path.write_text(content, encoding="utf-8")
+        except OSError as exc:
+            raise InputError(f"{path}: cannot write: {exc.strerror}") from None

@@ -1,0 +1,131 @@
+"""spec-verdict's command line (click): compare two arms, or check two tokenizers with `vocab`."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from analysis.runs import InputError
+from analysis.verdict import INCONCLUSIVE, OFF, TRADEOFF, Thresholds
+
+DEFAULTS = Thresholds()
+EXIT_BAD_INPUT = 2
+FORMATS = ("text", "json", "markdown", "html")
+
+
+class DefaultCompareGroup(click.Group):
+    """`spec-verdict A B` means `spec-verdict compare A B`; `spec-verdict vocab T D` stays vocab."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        if args and args[0] not in self.commands and args[0] not in ("--help", "-h"):
+            args = ["compare", *args]
+        return super().parse_args(ctx, args)
+
+
+@click.group(cls=DefaultCompareGroup, context_settings={"help_option_names": ["-h", "--help"]})
+def cli() -> None:
+    """Should you switch speculative decoding on? Compare a run without it (BASELINE) and one with it
+    (CANDIDATE), level by level, and get the verdict with its reasons.
+
+    \b
+    Usage:
+      spec-verdict BASELINE CANDIDATE [OPTIONS]   (same as: spec-verdict compare ...)
+      spec-verdict vocab TARGET DRAFT
+
+    BASELINE and CANDIDATE are each a Locust --csv prefix (PREFIX_requests.csv, PREFIX_latency.json,
+    PREFIX_server_metrics.csv, PREFIX_summary.json) or a folder of runs (several runs = repeats).
+    See `spec-verdict compare --help` for the options.
+
+    \b
+    Exit codes: 0 verdict produced; 1 the verdict is one named by --fail-on;
+    2 bad input (one line on stderr).
+    """
+
+
+@cli.command("compare")
+@click.argument("baseline", type=click.Path(path_type=Path))
+@click.argument("candidate", type=click.Path(path_type=Path))
+@click.option("--format", "fmt", type=click.Choice(FORMATS), default="text", show_default=True,
+              help="What to print on stdout.")
+@click.option("-o", "--output", "outputs", multiple=True, type=click.Path(path_type=Path),
+              help="Also write to PATH, the format from its suffix (.json .md .html .txt); repeatable.")
+@click.option("--serving-concurrency", type=click.IntRange(min=1), metavar="N",
+              help="The concurrency you serve at: the overall verdict is that level's (nearest measured).")
+@click.option("--ship-acceptance", type=float, default=DEFAULTS.ship_acceptance, show_default=True,
+              help="Acceptance at or above which speculation is worth it.")
+@click.option("--off-acceptance", type=float, default=DEFAULTS.off_acceptance, show_default=True,
+              help="Acceptance below which to switch it off; in between, the measurements decide.")
+@click.option("--noise-pct", type=float, default=DEFAULTS.noise_pct, show_default=True,
+              help="Differences within +-this % are ties (widened to the repeats' spread).")
+@click.option("--max-failure-rate", type=float, default=DEFAULTS.max_failure_rate, show_default=True,
+              help="An arm failing more than this fraction of requests at a level makes it inconclusive.")
+@click.option("--min-requests", type=int, default=DEFAULTS.min_requests, show_default=True,
+              help="Fewest measured requests per arm and level.")
+@click.option("--min-tokens", "min_output_tokens", type=int, default=DEFAULTS.min_output_tokens,
+              show_default=True, help="Fewest output tokens per arm and level.")
+@click.option("--disagree-acceptance", type=float, default=DEFAULTS.disagree_acceptance, show_default=True,
+              help="Acceptance below which draft and target are said to disagree.")
+@click.option("--position-acceptance", type=float, default=DEFAULTS.position_acceptance, show_default=True,
+              help="Per-position acceptance a draft position must keep to be worth proposing.")
+@click.option("--fail-on", multiple=True, type=click.Choice((OFF, TRADEOFF, INCONCLUSIVE)),
+              help="Exit 1 when the overall verdict is this (repeatable), for CI.")
+def compare(baseline: Path, candidate: Path, fmt: str, outputs: tuple[Path, ...],
+            serving_concurrency: int | None, fail_on: tuple[str, ...], **thresholds: float) -> int:
+    """Compare BASELINE (speculation off) with CANDIDATE (speculation on) and print the verdict."""
+    from analysis.api import format_for, render, verdict_for, write_outputs
+
+    for path in outputs:
+        format_for(path)
+    verdict = verdict_for([baseline], [candidate], serving_concurrency=serving_concurrency, **thresholds)
+    write_outputs(verdict, outputs)
+    click.echo(render(verdict, fmt), nl=False)
+    return 1 if verdict.verdict in fail_on else 0
+
+
+@cli.command("vocab")
+@click.argument("target", type=click.Path(path_type=Path))
+@click.argument("draft", type=click.Path(path_type=Path))
+def vocab(target: Path, draft: Path) -> int:
+    """Compare TARGET's and DRAFT's tokenizers: model folders, or their config.json / tokenizer.json.
+
+    Exit 0 when they agree, 1 on a mismatch, 2 on bad input.
+    """
+    from analysis import vocab as v
+
+    t, d = v.read_facts(target), v.read_facts(draft)
+    problems = v.compare(t, d)
+    click.echo(v.report(t, d, problems), nl=False)
+    return 1 if problems else 0
+
+
+def _fail(message: str) -> int:
+    first = (message.strip().splitlines() or ["error"])[0]
+    click.echo(f"spec-verdict: {first}", err=True)
+    return EXIT_BAD_INPUT
+
+
+def run(argv: list[str] | None = None) -> int:
+    """Run the CLI and return the exit code; every error becomes one line on stderr."""
+    args = sys.argv[1:] if argv is None else argv
+    if not args:
+        click.echo(cli.get_help(click.Context(cli, info_name="spec-verdict")))
+        return _fail("missing BASELINE and CANDIDATE (see above)")
+    try:
+        code = cli.main(args=args, prog_name="spec-verdict", standalone_mode=False)
+    except InputError as exc:
+        return _fail(str(exc))
+    except click.exceptions.Abort:
+        return _fail("aborted")
+    except click.ClickException as exc:
+        return _fail(exc.format_message())
+    except BrokenPipeError:
+        return 0
+    except Exception as exc:  # never a traceback: bad input can reach any layer
+        return _fail(f"cannot analyse these inputs: {type(exc).__name__}: {exc}")
+    return code if isinstance(code, int) else 0
+
+
+def main() -> None:
+    sys.exit(run())

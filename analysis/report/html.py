@@ -1,0 +1,55 @@
+"""The self-contained HTML report: tables, verdict lines, embedded PNG plots; all input text escaped."""
+
+from __future__ import annotations
+
+import base64
+from html import escape
+
+from analysis.model import Verdict
+from analysis.report.plots import FIGURES
+from analysis.report.table import HEADER, acceptance_line, rows, runs_line
+
+STYLE = """
+body{font-family:system-ui,sans-serif;margin:2em;max-width:1100px;color:#222}
+table{border-collapse:collapse;margin:.5em 0}td,th{border:1px solid #ccc;padding:.2em .6em}
+td:not(:first-child){text-align:right}.v{font-weight:bold;text-transform:uppercase}
+.ship{color:#176c2a}.off{color:#a11}.tradeoff{color:#a66a00}.inconclusive{color:#555}
+img{max-width:100%;display:block;margin:.5em 0}
+"""
+
+
+def _list(items: list[str]) -> str:
+    return "<ul>" + "".join(f"<li>{i}</li>" for i in items) + "</ul>" if items else ""
+
+
+def _diag(d) -> str:
+    return f"<b>{escape(d.kind)}</b>: {escape(d.message)}"
+
+
+def render(verdict: Verdict) -> str:
+    v = escape(verdict.verdict)
+    parts = [f"<h1>Speculative decoding: <span class='v {v}'>{v}</span></h1>",
+             f"<p>{escape(verdict.summary)}</p>"]
+    for lv in verdict.levels:
+        lvv = escape(lv.verdict)
+        parts.append(f"<h2>{lv.users} users: <span class='v {lvv}'>{lvv}</span></h2>")
+        parts.append(f"<p>{escape(acceptance_line(lv))}</p>")
+        extra = runs_line(lv)
+        if extra:
+            parts.append(f"<p>{escape(extra)}</p>")
+        head = "".join(f"<th>{escape(h)}</th>" for h in HEADER)
+        body = "".join("<tr>" + "".join(f"<td>{escape(c)}</td>" for c in r) + "</tr>" for r in rows(lv))
+        parts.append(f"<table><tr>{head}</tr>{body}</table>")
+        parts.append(_list([escape(r) for r in lv.reasons] + [_diag(d) for d in lv.diagnoses]))
+    if verdict.diagnoses:
+        parts += ["<h2>Diagnoses</h2>", _list([_diag(d) for d in verdict.diagnoses])]
+    if verdict.warnings:
+        parts += ["<h2>Warnings</h2>", _list([escape(w) for w in verdict.warnings])]
+    parts.append("<h2>Plots</h2>")
+    for title, draw in FIGURES:
+        data = base64.b64encode(draw(verdict)).decode("ascii")
+        parts.append(f"<h3>{escape(title)}</h3>"
+                     f"<img alt='{escape(title)}' src='data:image/png;base64,{data}'>")
+    return ("<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
+            f"<title>spec-verdict: {v}</title><style>{STYLE}</style></head><body>"
+            + "\n".join(parts) + "</body></html>\n")

@@ -1,0 +1,32 @@
+"""The terminal report: a compact table per level and the verdict lines."""
+
+from __future__ import annotations
+
+from analysis.model import Verdict
+from analysis.report.table import HEADER, acceptance_line, rows, runs_line
+
+
+def _table(lines: list[tuple[str, str, str, str]]) -> list[str]:
+    widths = [max(len(r[i]) for r in lines) for i in range(4)]
+    return ["  " + "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths,
+            strict=True))) for r in lines]
+
+
+def render(verdict: Verdict) -> str:
+    out = [f"VERDICT: {verdict.verdict.upper()}", verdict.summary, ""]
+    for lv in verdict.levels:
+        out.append(f"{lv.users} users: {lv.verdict.upper()}  ({acceptance_line(lv)})")
+        extra = runs_line(lv)
+        if extra:
+            out.append(f"  {extra}")
+        out.extend(_table([HEADER, *rows(lv)]))
+        out.extend(f"  - {r}" for r in lv.reasons)
+        out.extend(f"  * {d.kind}: {d.message}" for d in lv.diagnoses)
+        out.append("")
+    if verdict.diagnoses:
+        out.append("Diagnoses:")
+        out.extend(f"  * {d.kind}: {d.message}" for d in verdict.diagnoses)
+    if verdict.warnings:
+        out.append("Warnings:")
+        out.extend(f"  ! {w}" for w in verdict.warnings)
+    return "\n".join(out).rstrip() + "\n"

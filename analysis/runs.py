@@ -1,0 +1,180 @@
+"""Read one run's files (a Locust --csv prefix) into RunData; every bad input is one clear InputError."""
+
+from __future__ import annotations
+
+import csv
+import io
+from dataclasses import dataclass
+from pathlib import Path
+
+import orjson
+import pandas as pd
+
+from locust_spec import counters
+
+REQUESTS_COLUMNS = (
+    "start_unix_s", "level_users", "prompt_class", "prompt_id", "prompt_tokens", "output_tokens",
+    "tokens_estimated", "chunks", "max_tokens_per_chunk", "ttft_ms", "tpot_ms", "e2e_ms", "itl_p50_ms",
+    "itl_p99_ms", "chunk_gap_p50_ms", "finish_reason", "spec_accepted_tokens", "spec_draft_tokens", "error",
+)
+# Only what the analysis reads, with explicit dtypes: a million rows stay well under a gigabyte.
+NUMERIC = {
+    "start_unix_s": "float64", "level_users": "float64", "output_tokens": "float64", "chunks": "float64",
+    "ttft_ms": "float64", "tpot_ms": "float64", "e2e_ms": "float64", "itl_p50_ms": "float64",
+    "chunk_gap_p50_ms": "float64", "spec_accepted_tokens": "float64", "spec_draft_tokens": "float64",
+    "warmup": "float64",
+}
+TEXT = {"prompt_class": "category", "error": "category"}
+REQUIRED_VALUES = ("start_unix_s", "level_users")
+SERVER_COLUMNS = ("timestamp_unix_s", "url", "metric", "labels", "value")
+SUFFIXES = ("_requests.csv", "_latency.json", "_server_metrics.csv", "_summary.json")
+
+
+class InputError(Exception):
+    """A bad input file or argument; the message is the one line the user sees."""
+
+
+@dataclass(frozen=True)
+class RunData:
+    prefix: Path
+    requests: pd.DataFrame
+    latency: dict | None
+    snapshots: list | None
+    warnings: tuple[str, ...]
+
+
+def discover(path: Path) -> list[Path]:
+    """The run prefixes an argument names: a prefix, a PREFIX_requests.csv, or a folder of runs."""
+    if path.is_dir():
+        found = sorted(p.with_name(p.name[: -len("_requests.csv")]) for p in path.glob("*_requests.csv"))
+        if not found:
+            raise InputError(f"{path}: folder holds no run (no *_requests.csv)")
+        return found
+    for suffix in SUFFIXES:
+        if path.name.endswith(suffix):
+            path = path.with_name(path.name[: -len(suffix)])
+            break
+    if not Path(f"{path}_requests.csv").is_file():
+        raise InputError(f"{path}: no such run ({path}_requests.csv does not exist)")
+    return [path]
+
+
+def _check_complete(path: Path, header: list[str]) -> None:
+    """A last line without newline and with fewer fields than the header means the file was cut off."""
+    with path.open("rb") as fh:
+        fh.seek(max(0, path.stat().st_size - 65536))
+        tail = fh.read()
+    if tail.endswith(b"\n"):
+        return
+    last = tail.rsplit(b"\n", 1)[-1].decode("utf-8", "replace")
+    fields = next(csv.reader([last]), [])
+    if len(fields) < len(header):
+        raise InputError(f"{path}: truncated: the last row has {len(fields)} of {len(header)} fields")
+
+
+def _bad_numeric(path: Path, columns: list[str]) -> str:
+    """Name the first numeric cell that is not a number (only on the error path)."""
+    frame = pd.read_csv(path, usecols=columns, dtype=str, keep_default_na=False)
+    for col in columns:
+        values = frame[col]
+        bad = values[(values != "") & pd.to_numeric(values, errors="coerce").isna()]
+        if len(bad):
+            return f"{path}: column {col} row {bad.index[0] + 1} is not a number: {bad.iloc[0][:40]!r}"
+    return f"{path}: a numeric column holds text"
+
+
+def read_requests(path: Path) -> pd.DataFrame:
+    if not path.is_file():
+        raise InputError(f"{path}: missing")
+    if path.stat().st_size == 0:
+        raise InputError(f"{path}: empty file")
+    try:
+        with path.open(encoding="utf-8", newline="") as fh:
+            header = next(csv.reader(io.StringIO(fh.readline())), [])
+    except UnicodeDecodeError:
+        raise InputError(f"{path}: not a text CSV") from None
+    missing = [c for c in REQUESTS_COLUMNS if c not in header]
+    if len(missing) == len(REQUESTS_COLUMNS):
+        raise InputError(f"{path}: not a locust-spec requests CSV (header: {','.join(header)[:80]})")
+    if missing:
+        raise InputError(f"{path}: wrong columns: missing {', '.join(missing)}")
+    _check_complete(path, header)
+    numeric = {c: t for c, t in NUMERIC.items() if c in header}
+    try:
+        frame = pd.read_csv(path, usecols=[*numeric, *TEXT], dtype={**numeric, **TEXT}, encoding="utf-8")
+    except ValueError as exc:
+        if "convert" in str(exc) or "could not" in str(exc):
+            raise InputError(_bad_numeric(path, list(numeric))) from None
+        raise InputError(f"{path}: unreadable CSV: {str(exc).splitlines()[0]}") from None
+    except (pd.errors.ParserError, UnicodeDecodeError) as exc:
+        raise InputError(f"{path}: unreadable CSV: {str(exc).strip().splitlines()[-1]}") from None
+    if frame.empty:
+        raise InputError(f"{path}: no request rows")
+    for col in REQUIRED_VALUES:
+        empty = frame[col].isna()
+        if empty.any():
+            raise InputError(f"{path}: row {int(empty.idxmax()) + 1} has no {col}")
+    if "warmup" not in frame:
+        frame["warmup"] = 0.0
+    return frame
+
+
+def _read_json(path: Path) -> dict:
+    try:
+        data = orjson.loads(path.read_bytes())
+    except orjson.JSONDecodeError as exc:
+        raise InputError(f"{path}: not valid JSON (truncated?): {exc}") from None
+    if not isinstance(data, dict):
+        raise InputError(f"{path}: not a JSON object")
+    if data.get("schema") != 1:
+        raise InputError(f"{path}: unknown schema {data.get('schema')!r} (this spec-verdict reads schema 1)")
+    return data
+
+
+def read_latency(path: Path) -> dict | None:
+    if not path.is_file():
+        return None
+    data = _read_json(path)
+    if data.get("unit", "ms") != "ms":
+        raise InputError(f"{path}: unit {data.get('unit')!r}, expected 'ms'")
+    for key in ("metrics", "levels"):
+        if not isinstance(data.get(key, {}), dict):
+            raise InputError(f"{path}: {key!r} is not an object")
+    return data
+
+
+def read_server_metrics(path: Path) -> list | None:
+    if not path.is_file():
+        return None
+    try:
+        with path.open(encoding="utf-8", newline="") as fh:
+            reader = csv.DictReader(fh)
+            if reader.fieldnames is None:
+                raise InputError(f"{path}: empty file")
+            missing = [c for c in SERVER_COLUMNS if c not in reader.fieldnames]
+            if missing:
+                raise InputError(f"{path}: not a server metrics CSV: missing {', '.join(missing)}")
+            return counters.snapshots_from_rows(reader)
+    except UnicodeDecodeError:
+        raise InputError(f"{path}: not a text CSV") from None
+    except (ValueError, TypeError, KeyError) as exc:
+        raise InputError(f"{path}: bad server metrics row: {exc}") from None
+
+
+def read_warnings(path: Path) -> tuple[str, ...]:
+    if not path.is_file():
+        return ()
+    warnings = _read_json(path).get("warnings", [])
+    if not isinstance(warnings, list) or not all(isinstance(w, str) for w in warnings):
+        raise InputError(f"{path}: 'warnings' is not a list of strings")
+    return tuple(warnings)
+
+
+def read_run(prefix: Path) -> RunData:
+    return RunData(
+        prefix=prefix,
+        requests=read_requests(Path(f"{prefix}_requests.csv")),
+        latency=read_latency(Path(f"{prefix}_latency.json")),
+        snapshots=read_server_metrics(Path(f"{prefix}_server_metrics.csv")),
+        warnings=read_warnings(Path(f"{prefix}_summary.json")),
+    )
