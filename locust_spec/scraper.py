@@ -1,0 +1,291 @@
+"""Scrapes the server's /metrics once per test (master or local runner): CSV rows and counter windows."""
+
+from __future__ import annotations
+
+import csv
+import logging
+import os
+import time
+import urllib.error
+import urllib.request
+import weakref
+from collections.abc import Callable
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+import gevent
+from gevent.event import Event
+from gevent.lock import Semaphore
+from locust import events
+from locust.runners import WorkerRunner
+
+from locust_spec.counters import Snapshot, SpecWindow, WindowAccumulator, parse_exposition_checked
+from locust_spec.exposition import CSV_COLUMNS, rows_from_snapshot
+
+log = logging.getLogger(__name__)
+
+TOKEN_ENV = "LOCUST_SPEC_METRICS_TOKEN"
+MAX_BODY_BYTES = 32 * 1024 * 1024
+CSV_SUFFIX = "_server_metrics.csv"
+
+Fetch = Callable[[str], str]
+
+
+def display_url(url: str) -> str:
+    """The URL as it may be logged or written: no user:password, no query (either can hold a secret)."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    netloc = f"[{host}]" if ":" in host else host
+    if parts.port:
+        netloc += f":{parts.port}"
+    return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
+
+
+def default_metrics_url(host: str) -> str:
+    """HOST/metrics; an OpenAI-style base URL ending in /v1 still means the server's root."""
+    base = host.rstrip("/")
+    if base.endswith("/v1"):
+        base = base[: -len("/v1")]
+    return base + "/metrics"
+
+
+def metrics_urls(option: list[str] | None, host: str | None) -> list[str]:
+    """The URLs to scrape from `--metrics-url` (repeatable, `off` disables) and the Locust host."""
+    if option and any(u.strip().lower() == "off" for u in option):
+        return []
+    if option:
+        return list(dict.fromkeys(u.strip() for u in option if u.strip()))
+    return [default_metrics_url(host)] if host else []
+
+
+def http_fetcher(token: str | None, timeout_s: float) -> Fetch:
+    """GET the exposition text; raises OSError/ValueError with a short message on any failure."""
+    headers = {"Accept": "text/plain;version=0.0.4"}
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
+
+    def fetch(url: str) -> str:
+        req = urllib.request.Request(url, headers=headers)
+        try:
+            with urllib.request.urlopen(req, timeout=timeout_s) as resp:
+                if resp.status != 200:
+                    raise ValueError(f"HTTP {resp.status}")
+                body = resp.read(MAX_BODY_BYTES + 1)
+        except urllib.error.HTTPError as e:
+            hint = " (is --metrics-token needed?)" if e.code in (401, 403) else ""
+            raise ValueError(f"HTTP {e.code}{hint}") from None
+        if len(body) > MAX_BODY_BYTES:
+            raise ValueError(f"response larger than {MAX_BODY_BYTES} bytes")
+        return body.decode("utf-8", errors="replace")
+
+    return fetch
+
+
+class Scraper:
+    """One test's scrapes: writes each to the CSV (when there is one) and folds it into counter windows.
+
+    Memory stays bounded: per-URL first and last snapshots, the snapshots taken at ladder-level changes,
+    and one accumulator per level, whose size depends on the series exposed, not on the run's length.
+    """
+
+    def __init__(self, urls: list[str], interval_s: float, fetch: Fetch, csv_path: Path | None = None):
+        self.urls = urls
+        self.interval_s = interval_s
+        self._fetch = fetch
+        self._csv_path = csv_path
+        self._file = None
+        self._writer = None
+        self._lock = Semaphore()
+        self._stopped = Event()
+        self._loop: gevent.Greenlet | None = None
+        self._reset_run()
+
+    def _reset_run(self) -> None:
+        self._run = WindowAccumulator()
+        self._levels: list[tuple[int, WindowAccumulator]] = []
+        self.first: dict[str, Snapshot] = {}
+        self.last: dict[str, Snapshot] = {}
+        self.level_snapshots: list[tuple[int, tuple[Snapshot, ...]]] = []
+        self._failures: dict[str, list] = {}
+
+    def start(self) -> None:
+        """Scrape now, then every interval until `stop`."""
+        self._reset_run()
+        self._stopped.clear()
+        if self._csv_path is not None and self._file is None:
+            self._file = self._csv_path.open("w", newline="")
+            self._writer = csv.writer(self._file)
+            self._writer.writerow(CSV_COLUMNS)
+            self._file.flush()
+        self.scrape()
+        self._loop = gevent.spawn(self._every_interval)
+
+    @property
+    def running(self) -> bool:
+        return self._loop is not None
+
+    def _every_interval(self) -> None:
+        while not self._stopped.wait(self.interval_s):
+            self.scrape()
+
+    def level_changed(self, users: int) -> None:
+        """The ladder reached a new level: scrape at once so acceptance is known per level."""
+        gevent.spawn(self.scrape, users)
+
+    def stop(self) -> None:
+        """The final scrape; the CSV stays open for a later test in the same process."""
+        self._stopped.set()
+        if self._loop is not None:
+            self._loop.join(timeout=self.interval_s + 10)
+            self._loop = None
+        self.scrape()
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+
+    def scrape(self, level_users: int | None = None) -> list[Snapshot]:
+        """One round over every URL; a failed URL leaves a gap and a warning, never an exception."""
+        with self._lock:
+            taken = [s for s in (self._scrape_one(url) for url in self.urls) if s is not None]
+            for snap in taken:
+                self._run.add(snap)
+                if self._levels:
+                    self._levels[-1][1].add(snap)
+                self.first.setdefault(snap.url, snap)
+                self.last[snap.url] = snap
+            if level_users is not None and taken:
+                level = WindowAccumulator()
+                for snap in taken:
+                    level.add(snap)
+                self._levels.append((level_users, level))
+                self.level_snapshots.append((level_users, tuple(taken)))
+            return taken
+
+    def _scrape_one(self, url: str) -> Snapshot | None:
+        shown = display_url(url)
+        sent = time.time()
+        try:
+            text = self._fetch(url)
+        except (OSError, ValueError) as e:
+            self._failed(shown, _reason(e))
+            return None
+        received = time.time()
+        parsed = parse_exposition_checked(text)
+        if not parsed.samples:
+            self._failed(shown, f"no Prometheus samples in the answer ({parsed.bad_lines} unreadable lines)")
+            return None
+        # The server read its counters somewhere between our request and its answer.
+        snap = Snapshot((sent + received) / 2, shown, tuple(parsed.samples))
+        if self._writer is not None and self._file is not None:
+            self._writer.writerows(rows_from_snapshot(snap))
+            self._file.flush()
+        return snap
+
+    def _failed(self, url: str, reason: str) -> None:
+        log.warning("metrics scrape of %s failed: %s; a gap in the server counters", url, reason)
+        entry = self._failures.setdefault(url, [0, reason])
+        entry[0] += 1
+
+    def run_window(self) -> SpecWindow:
+        """The server counters over the whole test so far."""
+        return self._run.window()
+
+    def level_windows(self) -> list[tuple[int, SpecWindow]]:
+        """(users, counters over that level) for each ladder level, in order."""
+        return [(users, acc.window()) for users, acc in self._levels]
+
+    def warnings(self) -> list[str]:
+        """One line per URL that failed to scrape, then the run window's notes (restarts, no counters)."""
+        lines = [
+            f"metrics scrape of {url} failed {n} time(s), first: {reason}"
+            for url, (n, reason) in self._failures.items()
+        ]
+        return lines + list(self.run_window().notes)
+
+
+def _reason(e: BaseException) -> str:
+    if isinstance(e, urllib.error.URLError):
+        e = e.reason if isinstance(e.reason, BaseException) else e
+    text = str(e) or type(e).__name__
+    return text if len(text) <= 200 else text[:200] + "..."
+
+
+_scrapers: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def scraper_for(environment) -> Scraper | None:
+    """This environment's scraper (None on workers, with `--metrics-url off`, or with no host)."""
+    return _scrapers.get(environment)
+
+
+@events.init_command_line_parser.add_listener
+def _add_options(parser) -> None:
+    # Locust's own add_argument (not an argument group's) knows include_in_web_ui: keep URLs and the token
+    # out of the web UI's form.
+    parser.add_argument(
+        "--metrics-url", action="append", default=None, include_in_web_ui=False,
+        help="The server's Prometheus /metrics URL (repeat for replicas); default HOST/metrics; off: none",
+    )
+    parser.add_argument(
+        "--metrics-interval", type=float, default=5.0,
+        help="Seconds between /metrics scrapes (also scraped at start, each ladder level and stop)",
+    )
+    parser.add_argument(
+        "--metrics-token", default=None, include_in_web_ui=False,
+        help=f"Bearer token for a protected /metrics (default: ${TOKEN_ENV}); never logged or written",
+    )
+
+
+def _is_worker(environment) -> bool:
+    return isinstance(getattr(environment, "runner", None), WorkerRunner)
+
+
+def _scraper_for_test(environment) -> Scraper | None:
+    existing = _scrapers.get(environment)
+    if existing is not None:
+        return existing
+    opts = environment.parsed_options
+    host = environment.host or getattr(opts, "host", None)
+    urls = metrics_urls(getattr(opts, "metrics_url", None), host)
+    if not urls:
+        return None
+    interval = max(0.1, float(getattr(opts, "metrics_interval", 5.0) or 5.0))
+    token = getattr(opts, "metrics_token", None) or os.environ.get(TOKEN_ENV) or None
+    prefix = getattr(opts, "csv_prefix", None)
+    csv_path = Path(prefix + CSV_SUFFIX) if prefix else None
+    scraper = Scraper(urls, interval, http_fetcher(token, timeout_s=min(3.0, interval)), csv_path)
+    _scrapers[environment] = scraper
+    return scraper
+
+
+@events.test_start.add_listener
+def _on_test_start(environment, **_kw) -> None:
+    if _is_worker(environment) or environment.parsed_options is None:
+        return
+    scraper = _scraper_for_test(environment)
+    if scraper is not None:
+        scraper.start()
+
+
+@events.spawning_complete.add_listener
+def _on_spawning_complete(user_count: int, **_kw) -> None:
+    # Scrapers exist only on the master or local runner, so a worker's event finds none running.
+    for scraper in list(_scrapers.values()):
+        if scraper.running:
+            scraper.level_changed(int(user_count))
+
+
+@events.test_stop.add_listener
+def _on_test_stop(environment, **_kw) -> None:
+    scraper = None if _is_worker(environment) else _scrapers.get(environment)
+    if scraper is not None:
+        scraper.stop()
+
+
+@events.quitting.add_listener
+def _on_quitting(environment, **_kw) -> None:
+    scraper = _scrapers.get(environment)
+    if scraper is not None:
+        scraper.close()
