@@ -1,4 +1,4 @@
-"""Exact latency distributions: HDR histograms (µs) per (metric, prompt class, level); merge, encode, write."""
+"""Exact latency distributions: HDR histograms (µs) per (metric, prompt class, level): merge, encode."""
 
 from __future__ import annotations
 

@@ -82,6 +82,7 @@ class RowWriter:
         self._file = path.open("w", newline="", encoding="utf-8")
         self._csv = csv.writer(self._file)
         self._csv.writerow(COLUMNS)
+        self._file.flush()
         self._buffer: list[RequestRow] = []
         self._limit = buffer_rows
         self.rows_written = 0

@@ -1,0 +1,78 @@
+"""HDR histograms: fast recording equals the library's, percentiles, merging, the latency.json document."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from locust_spec.histograms import LatencyHistograms, new_histogram, percentiles_us, record_ms
+from locust_spec.timing import RequestTiming
+
+values_ms = st.lists(st.floats(min_value=0.0, max_value=3_000_000.0, allow_nan=False),
+                     min_size=1, max_size=300)
+
+
+@settings(max_examples=40, deadline=None)
+@given(values_ms)
+def test_fast_record_matches_the_library_record_value(values):
+    fast, reference = new_histogram(), new_histogram()
+    record_ms(fast, values)
+    for v in values:
+        reference.record_value(max(int(v * 1000 + 0.5), 1))
+    assert list(fast.counts) == list(reference.counts)
+    assert (fast.total_count, fast.get_min_value(), fast.get_max_value()) == (
+        reference.total_count, reference.get_min_value(), reference.get_max_value())
+
+
+@settings(max_examples=40, deadline=None)
+@given(values_ms)
+def test_one_pass_percentiles_match_the_library(values):
+    hist = new_histogram()
+    record_ms(hist, values)
+    pcts = (50.0, 90.0, 95.0, 99.0, 100.0)
+    assert percentiles_us(hist, pcts) == [hist.get_value_at_percentile(p) for p in pcts]
+
+
+def timing(ttft: float, itl: tuple[float, ...]) -> RequestTiming:
+    return RequestTiming(ttft_ms=ttft, tpot_ms=sum(itl) / len(itl), e2e_ms=ttft + sum(itl),
+                         output_tokens=len(itl) + 1, prompt_tokens=10, tokens_estimated=False,
+                         chunks=len(itl) + 1, max_tokens_per_chunk=1, finish_reason="length", itl_ms=itl,
+                         chunk_gaps_ms=itl, itl_p50_ms=None, itl_p99_ms=None, chunk_gap_p50_ms=None,
+                         spec_accepted_tokens=None, spec_draft_tokens=None, done=True, error=None)
+
+
+def test_latency_json_has_per_class_all_and_levels_without_warmup():
+    hists = LatencyHistograms()
+    hists.record_timing(timing(20.0, (5.0, 5.0)), "code", 8, warmup=True)
+    hists.record_timing(timing(30.0, (7.0,)), "code", 8, warmup=False)
+    hists.record_timing(timing(40.0, (9.0,)), "chat", 8, warmup=False)
+    doc = hists.to_json()
+    assert doc["schema"] == 1 and doc["unit"] == "ms"
+    ttft = doc["metrics"]["ttft"]
+    assert (ttft["all"]["count"], ttft["code"]["count"], ttft["chat"]["count"]) == (3, 2, 1)
+    assert abs(ttft["code"]["max"] - 30.0) < 0.05
+    assert doc["metrics"]["itl"]["all"]["count"] == 4
+    level = doc["levels"]["8"]
+    assert level["ttft"]["all"]["count"] == 2 and level["itl"]["code"]["count"] == 1
+    assert set(ttft["all"]) == {"count", "p50", "p90", "p95", "p99", "max", "hdr"}
+    assert abs(ttft["all"]["p50"] - 30.0) < 0.05
+
+
+def test_encoded_histograms_merge_into_the_same_numbers():
+    worker_a, worker_b, master = LatencyHistograms(), LatencyHistograms(), LatencyHistograms()
+    worker_a.record("ttft", "code", 4, [10.0, 20.0], warmup=False)
+    worker_b.record("ttft", "code", 4, [30.0], warmup=False)
+    master.merge_encoded(worker_a.encode())
+    master.merge_encoded(worker_b.encode())
+    local = LatencyHistograms()
+    local.record("ttft", "code", 4, [10.0, 20.0, 30.0], warmup=False)
+    assert master.to_json()["levels"] == local.to_json()["levels"]
+    assert master.to_json()["metrics"]["ttft"]["all"]["count"] == 3
+
+
+def test_write_is_atomic_json(tmp_path):
+    hists = LatencyHistograms()
+    hists.record("e2e", "chat", 1, [100.0], warmup=False)
+    path = tmp_path / "x_latency.json"
+    hists.write(path)
+    assert path.read_text().startswith("{") and not list(tmp_path.glob("*.tmp"))
