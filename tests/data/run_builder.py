@@ -1,0 +1,155 @@
+"""Write contract-conformant run files: requests CSV, HDR latency JSON, server metrics from real captures.
+
+The runs follow a simple roofline: a decode step costs a fixed floor plus a share per token verified, so
+speculation wins at 1 user (memory-bound) and loses at 64 (compute-bound). The server counters are the real
+vLLM 0.32 n-gram capture, interpolated between its before and after scrape in proportion to tokens produced.
+"""
+
+from __future__ import annotations
+
+import csv
+import random
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import orjson
+
+from locust_spec.exposition import Sample, Snapshot, parse_exposition, rows_from_snapshot
+from locust_spec.histograms import LatencyHistograms
+from locust_spec.records import COLUMNS
+from tests.support import REFERENCE
+
+CAPTURES = REFERENCE / "vllm-0.32-cpu"
+# The capture's own per-position acceptance (988, 708, 528, 395 accepted of 1032 drafts per position).
+PER_POSITION = (0.794, 0.569, 0.424, 0.318)
+T0 = 1_800_000_000.0
+COUNTER_SUFFIXES = ("_total", "_sum", "_count", "_bucket")
+SCRAPES_PER_LEVEL = 4
+
+
+@dataclass
+class ArmSpec:
+    """How one arm behaves: speculation on or off, and the shape of the load."""
+
+    speculative: bool
+    levels: tuple[int, ...] = (1, 64)
+    requests_per_user: dict[int, int] = field(default_factory=lambda: {1: 40, 64: 3})
+    output_tokens: int = 100
+    classes: tuple[str, ...] = ("json", "code", "creative")
+    per_request_stats: bool = True
+    server_metrics: bool = True
+    warnings: tuple[str, ...] = ()
+    seed: int = 1
+
+
+def step_ms(users: int, speculative: bool) -> float:
+    tokens_verified = users * (1 + len(PER_POSITION)) if speculative else users
+    return 10.0 + 0.3 * tokens_verified + (1.0 if speculative else 0.0)
+
+
+def _chunk_sizes(rng: random.Random, n: int, speculative: bool) -> list[int]:
+    sizes, left = [], n
+    while left > 0:
+        size = 1
+        if speculative:
+            prev = 1.0
+            for p in PER_POSITION:
+                if rng.random() >= p / prev:
+                    break
+                size, prev = size + 1, p
+        size = min(size, left)
+        sizes.append(size)
+        left -= size
+    return sizes
+
+
+def _request(rng, start, users, arm, cls, warmup):
+    step = step_ms(users, arm.speculative)
+    sizes = _chunk_sizes(rng, arm.output_tokens, arm.speculative)
+    gaps = [step * rng.uniform(0.95, 1.05) for _ in sizes[1:]]
+    itl = [g / size for g, size in zip(gaps, sizes[1:], strict=True) for _ in range(size)]
+    ttft = 40.0 + step * rng.uniform(0.95, 1.05)
+    e2e = ttft + sum(gaps)
+    draft = accepted = None
+    if arm.speculative and arm.per_request_stats:
+        draft = len(sizes) * len(PER_POSITION)
+        accepted = arm.output_tokens - len(sizes)
+    row = {"start_unix_s": f"{start:.6f}", "level_users": users, "prompt_class": cls,
+           "prompt_id": f"{cls}-{rng.randrange(50)}", "prompt_tokens": 120,
+           "output_tokens": arm.output_tokens,
+           "tokens_estimated": 0, "chunks": len(sizes), "max_tokens_per_chunk": max(sizes),
+           "ttft_ms": f"{ttft:.3f}", "tpot_ms": f"{sum(gaps) / (arm.output_tokens - 1):.3f}",
+           "e2e_ms": f"{e2e:.3f}", "itl_p50_ms": f"{sorted(itl)[len(itl) // 2]:.3f}",
+           "itl_p99_ms": f"{sorted(itl)[int(len(itl) * 0.99)]:.3f}",
+           "chunk_gap_p50_ms": f"{sorted(gaps)[len(gaps) // 2]:.3f}", "finish_reason": "length",
+           "spec_accepted_tokens": "" if accepted is None else accepted,
+           "spec_draft_tokens": "" if draft is None else draft, "error": "", "warmup": int(warmup)}
+    return row, {"ttft": [ttft], "itl": itl, "chunk_gap": gaps, "tpot": [float(row["tpot_ms"])], "e2e": [e2e]}
+
+
+def _capture(name: str) -> list[Sample]:
+    return parse_exposition((CAPTURES / name).read_text())
+
+
+def _server_rows(arm: ArmSpec, requests: list[tuple[float, float, int]], scrape_times: list[float]):
+    """Scrapes interpolated between the real before/after captures by the share of tokens produced."""
+    stem = "metrics_ngram" if arm.speculative else "metrics_spec_off"
+    before, after = _capture(f"{stem}_before.txt"), _capture(f"{stem}_after.txt")
+    final = {(s.metric, s.labels): s.value for s in after}
+    total = sum(tokens for _, _, tokens in requests)
+    for t in scrape_times:
+        done = sum(tokens * min(1.0, max(0.0, (t - s) / (e - s))) for s, e, tokens in requests) / total
+        samples = tuple(
+            Sample(s.metric, s.labels, s.value + (final.get((s.metric, s.labels), s.value) - s.value) * done)
+            if s.metric.endswith(COUNTER_SUFFIXES) else s
+            for s in before
+        )
+        yield from rows_from_snapshot(Snapshot(t, "http://127.0.0.1:8000/metrics", samples))
+
+
+def write_run(prefix: Path, arm: ArmSpec) -> Path:
+    """Write PREFIX_requests.csv, _latency.json, _server_metrics.csv and _summary.json; return the prefix."""
+    rng = random.Random(arm.seed)
+    hists = LatencyHistograms()
+    rows, spans, scrapes = [], [], [T0]
+    now = T0 + 0.5
+    for users in arm.levels:
+        scrapes.append(now)
+        level_end = now
+        for user in range(users):
+            t = now + user * 0.001
+            for i in range(arm.requests_per_user[users]):
+                cls = arm.classes[(user + i) % len(arm.classes)]
+                row, measured = _request(rng, t, users, arm, cls, warmup=i == 0)
+                rows.append(row)
+                for metric, values in measured.items():
+                    hists.record(metric, cls, users, values, warmup=i == 0)
+                end = t + float(row["e2e_ms"]) / 1000.0
+                spans.append((t, end, arm.output_tokens))
+                t = end + 0.001
+                level_end = max(level_end, end)
+        scrapes += [now + (level_end - now) * k / SCRAPES_PER_LEVEL for k in range(1, SCRAPES_PER_LEVEL + 1)]
+        now = level_end + 0.2
+    scrapes.append(now)
+    rows.sort(key=lambda r: float(r["start_unix_s"]))
+    prefix.parent.mkdir(parents=True, exist_ok=True)
+    with open(f"{prefix}_requests.csv", "w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=COLUMNS)
+        writer.writeheader()
+        writer.writerows(rows)
+    Path(f"{prefix}_latency.json").write_bytes(orjson.dumps(hists.to_json()))
+    if arm.server_metrics:
+        with open(f"{prefix}_server_metrics.csv", "w", newline="") as fh:
+            writer = csv.writer(fh)
+            writer.writerow(("timestamp_unix_s", "url", "metric", "labels", "value"))
+            writer.writerows(_server_rows(arm, spans, sorted(scrapes)))
+    summary = {"schema": 1, "warnings": list(arm.warnings), "crosscheck": {}, "client": {}}
+    Path(f"{prefix}_summary.json").write_bytes(orjson.dumps(summary))
+    return prefix
+
+
+def write_pair(folder: Path, **candidate_overrides) -> tuple[Path, Path]:
+    """A baseline (speculation off) and a candidate (n-gram) run of the same load."""
+    base = write_run(folder / "off" / "run", ArmSpec(speculative=False, seed=1))
+    cand = write_run(folder / "ngram" / "run", ArmSpec(speculative=True, seed=2, **candidate_overrides))
+    return base, cand

@@ -1,0 +1,92 @@
+"""spec-verdict on two realistic runs (off vs n-gram, 1 and 64 users): the verdict and every output format."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+import pytest
+
+from tests.data.run_builder import ArmSpec, write_pair, write_run
+from tests.support import BIN
+
+
+@pytest.fixture(scope="module")
+def pair(tmp_path_factory):
+    return write_pair(tmp_path_factory.mktemp("runs"))
+
+
+def spec_verdict(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([str(BIN / "spec-verdict"), *map(str, args)], capture_output=True, text=True,
+                          timeout=120)
+
+
+def test_ships_at_1_user_and_not_at_64(pair, tmp_path):
+    out = tmp_path / "verdict.json"
+    result = spec_verdict(*pair, "-o", out)
+    assert result.returncode == 0, result.stderr
+    doc = json.loads(out.read_text())
+    by_users = {lv["users"]: lv for lv in doc["levels"]}
+    assert set(by_users) == {1, 64}
+    assert by_users[1]["verdict"] == "ship"
+    assert by_users[64]["verdict"] != "ship"
+    assert by_users[1]["acceptance"] == pytest.approx(2619 / 4128, abs=0.01)  # the real capture's acceptance
+    assert by_users[1]["per_position"] == pytest.approx([0.794, 0.569, 0.424, 0.318], abs=0.01)
+    assert "ship at 1 concurrent user" in doc["summary"]
+    assert "SHIP" in result.stdout and "64 users" in result.stdout
+
+
+def test_json_follows_the_documented_schema(pair):
+    doc = json.loads(spec_verdict(*pair, "--format", "json").stdout)
+    assert doc["schema"] == 1 and doc["verdict"] in {"ship", "off", "tradeoff", "inconclusive"}
+    assert set(doc) == {"schema", "verdict", "summary", "levels", "diagnoses", "warnings"}
+    level = doc["levels"][0]
+    assert set(level) == {"users", "verdict", "acceptance", "mean_acceptance_length", "per_position",
+                          "baseline", "candidate", "change_pct", "reasons", "diagnoses"}
+    assert set(level["baseline"]) == {"requests", "failures", "ttft_p50_ms", "itl_p50_ms", "itl_p95_ms",
+                                      "tpot_p50_ms", "chunk_gap_p50_ms", "output_tok_s", "tokens_per_chunk"}
+    assert level["baseline"]["requests"] == 39  # 40 started, the first one in warm-up
+    for d in doc["diagnoses"] + level["diagnoses"]:
+        assert set(d) == {"kind", "message", "evidence"}
+
+
+def test_serving_concurrency_decides_the_overall_verdict_and_fail_on_exits_1(pair):
+    result = spec_verdict(*pair, "--serving-concurrency", "64", "--fail-on", "tradeoff", "--fail-on", "off")
+    assert result.returncode == 1
+    assert "at your serving concurrency (64 concurrent users)" in result.stdout
+    assert spec_verdict(*pair, "--serving-concurrency", "1", "--fail-on", "tradeoff").returncode == 0
+
+
+def test_markdown_and_html_outputs(pair, tmp_path):
+    md, html = tmp_path / "r.md", tmp_path / "r.html"
+    assert spec_verdict(*pair, "-o", md, "-o", html).returncode == 0
+    assert md.read_text().startswith("## Speculative decoding verdict")
+    page = html.read_text()
+    assert page.count("src='data:image/png;base64,") == 4
+    assert "<script" not in page
+
+
+def test_repeats_in_a_folder_show_their_spread(tmp_path):
+    base, _ = write_pair(tmp_path)
+    for seed in (3, 4, 5):
+        write_run(tmp_path / "ngram" / f"run{seed}", ArmSpec(speculative=True, seed=seed))
+    result = spec_verdict(base, tmp_path / "ngram")
+    assert result.returncode == 0, result.stderr
+    assert "repeats: 1 baseline, 4 candidate runs" in result.stdout
+
+
+def test_run_warnings_flow_into_the_verdict(tmp_path):
+    base = write_run(tmp_path / "off" / "run", ArmSpec(speculative=False, levels=(1,)))
+    warned = ("client counted 12% more tokens than the server",)
+    cand = write_run(tmp_path / "on" / "run", ArmSpec(speculative=True, levels=(1,), warnings=warned))
+    doc = json.loads(spec_verdict(base, cand, "--format", "json").stdout)
+    assert doc["warnings"] == ["candidate: client counted 12% more tokens than the server"]
+    assert [d["kind"] for d in doc["diagnoses"]].count("cross_check") == 1
+
+
+def test_no_server_metrics_on_the_candidate_is_inconclusive(tmp_path):
+    base = write_run(tmp_path / "off" / "run", ArmSpec(speculative=False, levels=(1,)))
+    cand = write_run(tmp_path / "on" / "run", ArmSpec(speculative=True, levels=(1,), server_metrics=False))
+    doc = json.loads(spec_verdict(base, cand, "--format", "json").stdout)
+    assert doc["verdict"] == "inconclusive"
+    assert any("no server counters" in r for r in doc["levels"][0]["reasons"])
