@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import csv
 import threading
+import time
+import urllib.request
 from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -11,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from locust_spec.counters import snapshots_from_rows, spec_window
+from locust_spec.crosscheck import cross_check, read_client_totals, warnings
 from tests.support import REFERENCE, REPO, run_locust
 
 CPU = REFERENCE / "vllm-0.32-cpu"
@@ -195,3 +198,83 @@ def test_several_replicas_are_scraped_and_summed(metrics_server, tmp_path):
     w = spec_window(snaps, 0, 1e12)
     assert (w.drafts, w.accepted) == (2 * 1244, 2 * 2619)
     assert round(w.acceptance_rate, 3) == 0.634
+
+
+NGRAM = '{"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_max": 4, "prompt_lookup_min": 2}'
+CHAT_LOCUSTFILE = str(REPO / "tests" / "e2e" / "scraper_chat_locustfile.py")
+
+
+def chat_run(url: str, tmp: Path, seconds: int = 3):
+    prefix = tmp / "run"
+    proc = run_locust(
+        ["-f", CHAT_LOCUSTFILE, "--headless", "-u", "4", "-r", "4", "-t", f"{seconds}s", "--host", url,
+         "--csv", str(prefix), "--metrics-interval", "1", "--prompts", "code", "--max-tokens", "64",
+         "--only-summary"],
+        cwd=tmp,
+    )
+    assert proc.returncode in (0, 1), proc.stderr[-3000:]
+    assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    return proc, prefix
+
+
+def test_spec_sim_counters_agree_with_the_client(spec_sim, tmp_path):
+    sim = spec_sim("--speculative-config", NGRAM, "--time-scale", "0.1",
+                   "--per-request-spec-decode-metrics", "detailed")
+    _, prefix = chat_run(sim.url, tmp_path)
+    snaps = snapshots_from_rows(read_rows(Path(f"{prefix}_server_metrics.csv")))
+    w = spec_window(snaps, 0, 1e12)
+    assert w.server_kind == "vllm-v1" and w.resets == 0
+    assert w.drafts > 0 and 0 < w.acceptance_rate <= 1
+    assert len(w.per_position) == 4
+    assert list(w.per_position) == sorted(w.per_position, reverse=True)
+    totals = read_client_totals(Path(f"{prefix}_requests.csv"))
+    assert totals.ok > 0
+    assert warnings(cross_check(totals, w)) == []
+
+
+def positive(cell: str | None) -> bool:
+    """A cell of a row the scraper may still be writing (cut short, or no value yet)."""
+    try:
+        return float(cell or "0") > 0 and cell.endswith(".0")
+    except ValueError:
+        return False
+
+
+def test_spec_sim_restart_mid_run_is_counted_and_flagged(spec_sim, tmp_path):
+    sim = spec_sim("--speculative-config", NGRAM, "--time-scale", "0.1")
+    # Restart the server once a scrape has seen drafts, so counts from before the restart exist.
+    csv_path = tmp_path / "run_server_metrics.csv"
+
+    def restart_after_first_drafts() -> None:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if csv_path.exists() and any(
+                r["metric"] == "vllm:spec_decode_num_drafts_total" and positive(r.get("value"))
+                for r in read_rows(csv_path)
+            ):
+                urllib.request.urlopen(
+                    urllib.request.Request(sim.url + "/admin/restart", method="POST"), timeout=5).read()
+                return
+            time.sleep(0.1)
+
+    restart = threading.Thread(target=restart_after_first_drafts)
+    restart.start()
+    try:
+        _, prefix = chat_run(sim.url, tmp_path, seconds=5)
+    finally:
+        restart.join()
+    snaps = snapshots_from_rows(read_rows(Path(f"{prefix}_server_metrics.csv")))
+    w = spec_window(snaps, 0, 1e12)
+    assert w.resets == 1
+    assert any("reset 1 time" in n for n in w.notes)
+
+    def drafts(name: str) -> list[float]:
+        return [next(s.value for s in snap.samples if s.metric == name) for snap in snaps]
+
+    total = drafts("vllm:spec_decode_num_drafts_total")
+    created = drafts("vllm:spec_decode_num_drafts_created")
+    after = next(i for i in range(1, len(snaps)) if created[i] != created[i - 1])
+    assert total[after - 1] > 0
+    # Everything counted before the restart, plus everything counted since; last minus first loses some.
+    assert w.drafts == total[after - 1] - total[0] + total[-1]
+    assert w.drafts > total[-1] - total[0]

@@ -1,0 +1,8 @@
+"""Streaming chat load with the server-metrics scraper: what a user's locustfile with both looks like."""
+
+import locust_spec.scraper  # noqa: F401  (registers the --metrics-* options and listeners)
+from locust_spec import ChatCompletionUser
+
+
+class ChatUser(ChatCompletionUser):
+    pass
