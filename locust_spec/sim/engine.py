@@ -207,6 +207,7 @@ class Engine:
             ctx = len(r.prompt) + r.generated
             drafts: list[int] = []
             room = r.max_tokens - r.generated - 1
+            k = 0
             if r.spec is not None and room > 0:
                 k = min(spec.num_speculative_tokens, room)
                 if r.index is not None:
@@ -217,7 +218,9 @@ class Engine:
             while accepted < len(drafts) and drafts[accepted] == r.target.token(r.generated + accepted):
                 accepted += 1
             toks = [r.target.token(r.generated + i) for i in range(accepted + 1)]
-            positions = len(drafts) + 1
+            # The verifier runs k+1 positions for every speculating request: drafts are padded to a
+            # [batch, k] tensor, so a short or empty proposal still costs the full verification.
+            positions = k + 1
             query += positions
             kv += ctx
             pairs += positions * ctx

@@ -5,12 +5,16 @@ from __future__ import annotations
 import functools
 import hashlib
 import random
+import re
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 
 from locust_spec.sim.tokenizer import Tokenizer, corpus
 
 EOS = -1
+# Rank decay of the successor choice: rank r is chosen with probability ~ exp(-decay*r).
+SUCCESSOR_DECAY = 1.0
 
 
 @dataclass(frozen=True)
@@ -28,23 +32,31 @@ NOVEL = Style("novel", (0, 0), (0, 0), (0, 0), copies=False)
 # Keyword -> style, first match wins, checked in the last user message (lower-cased). Copy-heavy
 # instructions produce long copied spans (high n-gram acceptance); edits and extraction interleave
 # short copies with new tokens; open and creative requests are novel text.
-KEYWORDS: tuple[tuple[tuple[str, ...], Style], ...] = (
-    (("verbatim", "quote", "copy", "repeat", "reproduce"), Style("quote", (30, 120), (0, 1), (0, 0))),
-    (("refactor", "rename", "rewrite", "fix the", "edit", "add type hints", "convert"),
-     Style("edit", (8, 40), (0, 3), (0, 2))),
-    (("json", "extract", "fill in", "template", "form", "boilerplate", "table"),
-     Style("extract", (3, 14), (1, 3), (0, 6))),
-    (("summar", "explain"), Style("summary", (2, 6), (3, 10), (0, 30))),
-    (("poem", "story", "imagine", "invent", "creative", "haiku", "song"), NOVEL),
+# Quoting copies whole sentences and skips between them; templates copy their frame and fill slots; code
+# edits copy runs between changed identifiers; extraction copies short values between JSON syntax.
+QUOTE = Style("quote", (12, 60), (0, 2), (0, 40))
+TEMPLATE = Style("template", (6, 30), (1, 4), (0, 4))
+EDIT = Style("edit", (4, 24), (1, 3), (0, 3))
+EXTRACT = Style("extract", (2, 8), (2, 5), (0, 30))
+SUMMARY = Style("summary", (2, 5), (4, 12), (0, 60))
+KEYWORDS: tuple[tuple[re.Pattern[str], Style], ...] = tuple(
+    (re.compile(r"\b(?:" + words + r")\b"), style) for words, style in (
+        (r"verbatim|quote|copy|repeat|reproduce", QUOTE),
+        (r"fill in|template|boilerplate|form", TEMPLATE),
+        (r"refactor|rename|rewrite|fix|edit|add type hints|convert|port", EDIT),
+        (r"json|extract|table|yaml|csv", EXTRACT),
+        (r"summari[sz]e|explain", SUMMARY),
+        (r"poem|story|imagine|invent|creative|haiku|song|limerick", NOVEL),
+    )
 )
 
 
 def style_for(text: str, has_response_format: bool = False) -> Style:
     low = text.lower()
-    for words, style in KEYWORDS:
-        if any(w in low for w in words):
+    for pattern, style in KEYWORDS:
+        if pattern.search(low):
             return style
-    return KEYWORDS[2][1] if has_response_format else NOVEL
+    return EXTRACT if has_response_format else NOVEL
 
 
 def copy_source(text: str) -> str:
@@ -58,21 +70,30 @@ def copy_source(text: str) -> str:
 
 @functools.lru_cache(maxsize=1)
 def _chain() -> tuple[dict[tuple[int, int], tuple[int, ...]], dict[int, tuple[int, ...]]]:
+    """Successors of each corpus bigram and token, most frequent first."""
     _, toks = corpus()
-    order2: dict[tuple[int, int], list[int]] = {}
-    order1: dict[int, list[int]] = {}
+    order2: dict[tuple[int, int], Counter[int]] = {}
+    order1: dict[int, Counter[int]] = {}
     for a, b, c in zip(toks, toks[1:], toks[2:], strict=False):
-        order2.setdefault((a, b), []).append(c)
-        order1.setdefault(b, []).append(c)
-    return ({k: tuple(v) for k, v in order2.items()}, {k: tuple(v) for k, v in order1.items()})
+        order2.setdefault((a, b), Counter())[c] += 1
+        order1.setdefault(b, Counter())[c] += 1
+
+    def ranked(counts: Counter[int]) -> tuple[int, ...]:
+        return tuple(t for t, _ in counts.most_common())
+
+    return ({k: ranked(v) for k, v in order2.items()}, {k: ranked(v) for k, v in order1.items()})
 
 
 def _markov(rng: random.Random, a: int, b: int) -> Iterator[int]:
+    """Low-entropy text like greedy decoding: mostly the likeliest successor, sometimes a less likely one."""
     order2, order1 = _chain()
     _, toks = corpus()
     while True:
         succ = order2.get((a, b)) or order1.get(b)
-        c = succ[rng.randrange(len(succ))] if succ else toks[rng.randrange(len(toks))]
+        if succ:
+            c = succ[min(len(succ) - 1, int(rng.expovariate(SUCCESSOR_DECAY)))]
+        else:
+            c = toks[rng.randrange(len(toks))]
         yield c
         a, b = b, c
 

@@ -18,7 +18,7 @@ CORPUS_MODULES = (
 VOCAB_SIZE = 6000
 # Characters outside the vocabulary get ids above this, so any text round-trips.
 CHAR_BASE = 1_000_000
-_PIECE = re.compile(r" ?[A-Za-z]+| ?[0-9]{1,3}| ?[^\sA-Za-z0-9]+|\n| +(?! )| ")
+_PIECE = re.compile(r" ?[A-Za-z]+| ?[0-9]{1,3}| ?[^\sA-Za-z0-9]+|\n| +(?! )|\s")
 
 
 @dataclass(frozen=True)
