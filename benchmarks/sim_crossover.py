@@ -1,4 +1,4 @@
-"""Speculation's crossover on spec-sim: spec-off vs n-gram, per-token latency and throughput at 1..128 streams.
+"""Speculation's crossover on spec-sim: spec-off vs n-gram, per-token latency and throughput by concurrency.
 
 Usage: python benchmarks/sim_crossover.py [--users 1,64,128] [--seconds 20] [--prompts all]
 Each arm is a spec-sim process on core 0; the streaming clients are gevent greenlets on core 1.
@@ -149,12 +149,14 @@ def main() -> None:
             tpot = statistics.median(arm.tpots_ms) if arm.tpots_ms else float("nan")
             tps = arm.tokens / args.seconds / args.time_scale
             late = stats["schedule"]["late_steps"] / max(1, stats["schedule"]["steps"])
+            step = stats["schedule"]["mean_step_ms"]
             print(f"{users:>5} {name:>6} {tpot:>12.2f} {tps:>9.0f} {arm.requests:>8}"
-                  f"   (mean step {stats['schedule']['mean_step_ms']:.2f} ms, late steps {late:.1%})", flush=True)
+                  f"   (mean step {step:.2f} ms, late steps {late:.1%})", flush=True)
         off, on = results["off"], results["ngram"]
         if off.tpots_ms and on.tpots_ms and off.tokens:
-            print(f"{users:>5} ratio  TPOT ngram/off {statistics.median(on.tpots_ms) / statistics.median(off.tpots_ms):.2f}"
-                  f"  throughput ngram/off {on.tokens / off.tokens:.2f}", flush=True)
+            tpot_ratio = statistics.median(on.tpots_ms) / statistics.median(off.tpots_ms)
+            print(f"{users:>5} ratio  TPOT ngram/off {tpot_ratio:.2f}  throughput ngram/off "
+                  f"{on.tokens / off.tokens:.2f}", flush=True)
 
 
 if __name__ == "__main__":

@@ -96,8 +96,9 @@ def test_openai_sdk_streams_and_completes(spec_sim):
     client = openai.OpenAI(base_url=sim.url + "/v1", api_key="x")
     full = client.chat.completions.create(model="sim-8b", messages=QUOTE, max_tokens=40, temperature=0)
     assert full.usage.completion_tokens == 40 and full.choices[0].message.content
-    chunks = list(client.chat.completions.create(model="sim-8b", messages=QUOTE, max_tokens=40, temperature=0,
-                                                 stream=True, stream_options={"include_usage": True}))
+    chunks = list(client.chat.completions.create(
+        model="sim-8b", messages=QUOTE, max_tokens=40, temperature=0, stream=True,
+        stream_options={"include_usage": True}))
     text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
     assert text == full.choices[0].message.content
     assert chunks[-1].usage.completion_tokens == 40
@@ -124,15 +125,16 @@ def test_speculation_counters_add_up_and_copying_is_accepted_more_than_stories(s
         delta = {k: after[k] - before.get(k, 0.0) for k in after}
         drafted = delta[f"vllm:spec_decode_num_draft_tokens_total{labels}"]
         accepted = delta[f"vllm:spec_decode_num_accepted_tokens_total{labels}"]
-        per_pos = [delta[f'vllm:spec_decode_num_accepted_tokens_per_pos_total{{engine="0",model_name="sim-8b",'
-                         f'position="{i}"}}'] for i in range(4)]
+        pos = ('vllm:spec_decode_num_accepted_tokens_per_pos_total'
+               '{engine="0",model_name="sim-8b",position="%d"}')
+        per_pos = [delta[pos % i] for i in range(4)]
         assert sum(per_pos) == accepted
         assert per_pos == sorted(per_pos, reverse=True)
         rates.append(accepted / drafted if drafted else 0.0)
     assert rates[0] > 0.5 > rates[1]
     m = metrics(sim.url)
     assert m[f"vllm:generation_tokens_total{labels}"] == 240
-    assert m[f'vllm:request_success_total{{engine="0",finished_reason="length",model_name="sim-8b"}}'] == 2
+    assert m['vllm:request_success_total{engine="0",finished_reason="length",model_name="sim-8b"}'] == 2
     assert m[f"vllm:time_to_first_token_seconds_count{labels}"] == 2
     assert f"vllm:kv_cache_usage_perc{labels}" in m and f"vllm:num_requests_waiting{labels}" in m
 

@@ -4,15 +4,18 @@ from locust_spec.sim import model as M
 from locust_spec.sim.drafters import NgramIndex, draft_model_proposal, parse_spec_config
 
 TEXT = ("The Python Software Foundation License allows use, copying and distribution of the software. "
-        "Redistributions must retain the copyright notice, this list of conditions and the disclaimer. ") * 3
+        "Redistributions must retain the copyright notice, this list of conditions and the disclaimer. "
+        ) * 3
 
 
-def target_for(instruction: str, seed_text: str = TEXT, ignore_eos: bool = True) -> tuple[list[int], M.Target]:
+def target_for(instruction: str, seed_text: str = TEXT,
+               ignore_eos: bool = True) -> tuple[list[int], M.Target]:
     tok = M.tokenizer()
     user = f"{instruction}\n{seed_text}"
     prompt = tok.encode(M.render_prompt([{"role": "user", "content": user}]))
     style = M.style_for(user)
-    return prompt, M.Target(prompt, tok.encode(M.copy_source(user)), style, M.request_seed([user]), ignore_eos)
+    source = tok.encode(M.copy_source(user))
+    return prompt, M.Target(prompt, source, style, M.request_seed([user]), ignore_eos)
 
 
 def ngram_acceptance(instruction: str, k: int = 5, tokens: int = 200) -> tuple[float, list[int], int]:
@@ -77,9 +80,11 @@ def test_draft_model_agreement_is_deterministic_and_follows_p():
     prompt, target = target_for("Write a poem")
     perfect = draft_model_proposal(target.token, 1, 0, 4, 1.0)
     assert perfect == [target.token(i) for i in range(4)]
-    hits = sum(draft_model_proposal(target.token, 7, pos, 1, 0.3)[0] == target.token(pos) for pos in range(400))
+    hits = sum(draft_model_proposal(target.token, 7, pos, 1, 0.3)[0] == target.token(pos)
+               for pos in range(400))
     assert 80 < hits < 160
-    assert draft_model_proposal(target.token, 7, 3, 4, 0.5) == draft_model_proposal(target.token, 7, 3, 4, 0.5)
+    again = draft_model_proposal(target.token, 7, 3, 4, 0.5)
+    assert draft_model_proposal(target.token, 7, 3, 4, 0.5) == again
 
 
 def test_spec_config_accepts_vllm_keys_and_rejects_nonsense():
