@@ -26,6 +26,8 @@ log = logging.getLogger(__name__)
 
 TOKEN_ENV = "LOCUST_SPEC_METRICS_TOKEN"
 MAX_BODY_BYTES = 32 * 1024 * 1024
+# Short enough that a dead server costs little, long enough for a busy one's /metrics (seen >1 s under load).
+SCRAPE_TIMEOUT_S = 3.0
 CSV_SUFFIX = "_server_metrics.csv"
 
 Fetch = Callable[[str], str]
@@ -255,7 +257,7 @@ def _scraper_for_test(environment) -> Scraper | None:
     token = getattr(opts, "metrics_token", None) or os.environ.get(TOKEN_ENV) or None
     prefix = getattr(opts, "csv_prefix", None)
     csv_path = Path(prefix + CSV_SUFFIX) if prefix else None
-    scraper = Scraper(urls, interval, http_fetcher(token, timeout_s=min(3.0, interval)), csv_path)
+    scraper = Scraper(urls, interval, http_fetcher(token, timeout_s=SCRAPE_TIMEOUT_S), csv_path)
     _scrapers[environment] = scraper
     return scraper
 

@@ -260,12 +260,12 @@ def test_spec_sim_restart_mid_run_is_counted_and_flagged(spec_sim, tmp_path):
     restart = threading.Thread(target=restart_after_first_drafts)
     restart.start()
     try:
-        _, prefix = chat_run(sim.url, tmp_path, seconds=5)
+        proc, prefix = chat_run(sim.url, tmp_path, seconds=5)
     finally:
         restart.join()
     snaps = snapshots_from_rows(read_rows(Path(f"{prefix}_server_metrics.csv")))
     w = spec_window(snaps, 0, 1e12)
-    assert w.resets == 1
+    assert w.resets == 1, [line for line in proc.stderr.splitlines() if "metrics scrape" in line]
     assert any("reset 1 time" in n for n in w.notes)
 
     def drafts(name: str) -> list[float]:
