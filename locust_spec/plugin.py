@@ -13,7 +13,8 @@ import gevent.event
 import gevent.lock
 import orjson
 from locust import events
-from locust.runners import MasterRunner, WorkerRunner
+from locust.runners import STATE_RUNNING, STATE_SPAWNING, LocalRunner, MasterRunner, WorkerRunner
+from locust.stats import CSV_STATS_INTERVAL_SEC
 
 from locust_spec import level as level_mod
 from locust_spec.lag import LagMonitor
@@ -64,6 +65,7 @@ class Plugin:
         self._sdk_clients: dict[str, object] = {}
         self.requests = 0
         self.failures = 0
+        self.gave_up = False
 
     def level(self) -> level_mod.Level:
         return level_mod.current(self.environment)
@@ -90,6 +92,16 @@ class Plugin:
                 return orjson.loads(r.read())["data"][0]["id"]
         except (OSError, ValueError, KeyError, IndexError, TypeError) as e:
             raise RuntimeError(f"cannot read the model from {host}/v1/models ({e}); pass --model") from None
+
+    def give_up(self, message: str) -> None:
+        """The run cannot measure anything (no model to ask for): one error line, exit code 2, quit now."""
+        if self.gave_up:
+            return
+        self.gave_up = True
+        log.error("locust-spec: %s", message)
+        self.environment.process_exit_code = 2
+        if self.environment.runner is not None:
+            gevent.spawn(self.environment.runner.quit)
 
     def continuous_usage(self, host: str) -> bool:
         return host not in self._no_continuous
@@ -250,6 +262,11 @@ def _on_test_stop(environment, **_kw) -> None:
     if plugin is not None:
         plugin.stop()
         plugin.flush()
+        local = isinstance(environment.runner, LocalRunner)
+        if local and getattr(environment.parsed_options, "csv_prefix", None):
+            # Locust rewrites PREFIX_stats.csv only every CSV_STATS_INTERVAL_SEC and not at exit: let it
+            # take the requests reported at stop (interrupted, drained), so its counts equal our rows.
+            gevent.sleep(CSV_STATS_INTERVAL_SEC + 0.2)
         lag = plugin.lag.max_lag_ms
         if lag >= plugin.lag.warn_ms:
             log.warning("locust-spec: max event-loop lag %.1f ms during the run; see warnings above", lag)
@@ -259,5 +276,10 @@ def _on_test_stop(environment, **_kw) -> None:
 def _on_quitting(environment, **_kw) -> None:
     plugin = _plugins.get(id(environment))
     if plugin is not None:
+        runner = environment.runner
+        if isinstance(runner, LocalRunner) and runner.state in (STATE_SPAWNING, STATE_RUNNING):
+            # SIGINT/SIGTERM quit before Locust stops the users: stop them now, so that each request
+            # in flight gets its `interrupted` row before the files close.
+            runner.stop()
         plugin.stop()
         plugin.close()

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import contextlib
+import math
 import time
 
+import gevent
 import orjson
 from gevent import GreenletExit
 from locust import User, constant, task
@@ -35,7 +37,12 @@ class ChatCompletionUser(User):
     def on_start(self) -> None:
         self._plugin = plugin.get(self.environment)
         self._endpoint = Endpoint(self.host or "")
-        self._settings = self._plugin.settings(self.host)
+        self._conn = None
+        try:
+            self._settings = self._plugin.settings(self.host)
+        except RuntimeError as e:
+            self._plugin.give_up(str(e))
+            gevent.sleep(math.inf)  # until the quit that give_up started stops this user
         self._sdk = self._plugin.openai_client(self.host) if self._settings.client == "openai" else None
         self._conn = Connection(self._endpoint, self._settings.connect_timeout)
         if self._sdk is None:
@@ -44,7 +51,8 @@ class ChatCompletionUser(User):
                 self._conn.connect()
 
     def on_stop(self) -> None:
-        self._conn.close()
+        if self._conn is not None:
+            self._conn.close()
 
     @task
     def chat(self) -> None:
