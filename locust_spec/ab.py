@@ -1,0 +1,390 @@
+"""spec-ab: sweep the concurrency ladder against both arms in turn, then write and print the verdict."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TextIO
+
+import click
+
+from analysis import api
+from analysis.runs import InputError
+from locust_spec.shape import parse_duration, parse_levels, parse_stage_time, stage_at
+
+ARMS = ("baseline", "candidate")
+LOCUSTFILES = Path(__file__).resolve().parent.parent / "locustfiles"
+SWEEP_LOCUSTFILE = LOCUSTFILES / "sweep.py"
+"""The sweep locustfile, beside the package in the (editable) checkout or image."""
+
+SIM_SPECULATIVE_CONFIG = {"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_max": 4,
+                          "prompt_lookup_min": 2}
+SERVER_CPU = "0"
+CLIENT_CPU = "1"
+VERDICT_FILES = ("verdict.json", "report.html", "report.md")
+
+
+@dataclass(frozen=True)
+class Ladder:
+    """The ladder every run of the A/B climbs."""
+
+    levels: str
+    stage_time: str
+    warmup: str
+
+    @property
+    def seconds(self) -> float:
+        return len(parse_levels(self.levels)) * parse_stage_time(self.stage_time)
+
+    def check(self) -> None:
+        """Raise ValueError, with the reason, if Locust would refuse these options."""
+        parse_levels(self.levels)
+        parse_stage_time(self.stage_time)
+        parse_duration(self.warmup)
+
+
+REAL_LADDER = Ladder("1,4,16,64", "60s", "5s")
+REAL_MAX_TOKENS = 256
+DEMO_LADDER = Ladder("1,64", "25s", "3s")
+DEMO_MAX_TOKENS = 128
+"""On the built-in simulators: both arms in about two minutes on two cores, with enough requests at one
+user for a verdict (at least 10 and 1000 output tokens after the warm-up)."""
+DEMO_TIME_SCALE = 1.0
+DEMO_GPU = "a100"
+"""The simulated GPU: its compute-to-bandwidth ratio makes verification compute-bound by 64 users."""
+
+
+@dataclass(frozen=True)
+class Run:
+    """One sweep of one arm: its place in the A/B and its Locust `--csv` prefix."""
+
+    arm: str
+    repeat: int
+    prefix: Path
+
+
+def schedule(repeats: int, out: Path) -> list[Run]:
+    """Arms alternate ABBA...: baseline first in even repeats, candidate first in odd ones.
+
+    Alternating spreads slow drift of the machine (thermal, noisy neighbours) over both arms.
+    """
+    runs = []
+    for repeat in range(repeats):
+        order = ARMS if repeat % 2 == 0 else ARMS[::-1]
+        runs += [Run(arm, repeat, out / arm / f"r{repeat}") for arm in order]
+    return runs
+
+
+def base_url(url: str) -> str:
+    """The server's root URL (Locust's host): OpenAI-style `.../v1` and trailing slashes removed."""
+    url = url.rstrip("/")
+    return url[: -len("/v1")] if url.endswith("/v1") else url
+
+
+@dataclass(frozen=True)
+class Load:
+    """What every run sends: the same prompts in the same order with the same limits, on both arms."""
+
+    prompts: tuple[str, ...]
+    max_tokens: int
+    ignore_eos: bool
+    seed: int
+    model: str
+    processes: int
+
+
+def locust_command(run: Run, host: str, metrics_url: str, ladder: Ladder, load: Load,
+                   locustfile: Path = SWEEP_LOCUSTFILE) -> list[str]:
+    """The headless Locust command line of one run."""
+    cmd = [str(Path(sys.executable).parent / "locust"), "-f", str(locustfile), "--headless",
+           "--host", host, "--csv", str(run.prefix), "--metrics-url", metrics_url,
+           "--levels", ladder.levels, "--stage-time", ladder.stage_time, "--warmup", ladder.warmup,
+           "--max-tokens", str(load.max_tokens), "--seed", str(load.seed)]
+    for prompts in load.prompts:
+        cmd += ["--prompts", prompts]
+    if load.ignore_eos:
+        cmd.append("--ignore-eos")
+    if load.model:
+        cmd += ["--model", load.model]
+    if load.processes != 1:
+        cmd += ["--processes", str(load.processes)]
+    return cmd
+
+
+def progress_text(position: int, runs: list[Run], run: Run, elapsed_s: float,
+                  ladder: Ladder) -> tuple[str, str]:
+    """(key, line) for the progress display; the key changes when the level does."""
+    levels = parse_levels(ladder.levels)
+    stage_s = parse_stage_time(ladder.stage_time)
+    stage = stage_at(min(elapsed_s, len(levels) * stage_s - 1e-9), levels, stage_s,
+                     parse_duration(ladder.warmup))
+    head = f"[{position + 1}/{len(runs)}] {run.arm} r{run.repeat}"
+    key = f"{head} level {stage.users}"
+    phase = "warm-up" if elapsed_s < stage.warmup_end_s else "measuring"
+    line = (f"{key} users ({stage.index + 1}/{len(levels)}, {phase}) "
+            f"{elapsed_s - stage.start_s:4.0f}s/{stage_s:g}s  total {elapsed_s:4.0f}s/{ladder.seconds:g}s")
+    return key, line
+
+
+class Progress:
+    """One line rewritten in place on a terminal; a plain line per level otherwise (logs, CI)."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self.stream = stream
+        self.tty = stream.isatty()
+        self._key = ""
+
+    def update(self, key: str, line: str) -> None:
+        if self.tty:
+            self.stream.write(f"\r{line}\x1b[K")
+        elif key != self._key:
+            self.stream.write(line + "\n")
+        self._key = key
+        self.stream.flush()
+
+    def say(self, line: str) -> None:
+        self.stream.write(("\r\x1b[K" if self.tty and self._key else "") + line + "\n")
+        self._key = ""
+        self.stream.flush()
+
+
+class AbError(Exception):
+    """A failure the user sees as one line."""
+
+
+def _pinned(cmd: list[str], cpu: str) -> list[str]:
+    """Pin to one core so simulators and load generator do not contend on small machines."""
+    if shutil.which("taskset") and (os.cpu_count() or 1) > 1:
+        return ["taskset", "-c", cpu, *cmd]
+    return cmd
+
+
+def _die_with_parent() -> None:
+    """In the child: get SIGTERM if spec-ab dies, so no simulator or Locust outlives it."""
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except OSError:
+        pass
+
+
+def _spawn(cmd: list[str], log: Path) -> subprocess.Popen:
+    # Own process group: a terminal's Ctrl-C reaches spec-ab alone, which then stops children in order.
+    with log.open("w") as fh:
+        return subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                start_new_session=True, preexec_fn=_die_with_parent)
+
+
+def _stop(proc: subprocess.Popen, sig: int = signal.SIGTERM, timeout: float = 15.0) -> None:
+    if proc.poll() is None:
+        proc.send_signal(sig)
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(5)
+
+
+def _tail(log: Path, lines: int = 5) -> str:
+    text = log.read_text(errors="replace").strip().splitlines() if log.exists() else []
+    return " | ".join(text[-lines:])
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _wait_ready(url: str, proc: subprocess.Popen, log: Path, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise AbError(f"spec-sim exited with {proc.returncode} at start: {_tail(log)}")
+        try:
+            with urllib.request.urlopen(url + "/health", timeout=1) as r:
+                if r.status == 200:
+                    return
+        except OSError:
+            time.sleep(0.1)
+    raise AbError(f"spec-sim at {url} not ready after {timeout:g}s; see {log}")
+
+
+@contextmanager
+def simulators(out: Path, time_scale: float, gpu: str, speculative_config: dict) -> Iterator[dict[str, str]]:
+    """Two spec-sim servers on free loopback ports, speculation off and on: {arm: url}; stopped on exit."""
+    procs: list[subprocess.Popen] = []
+    try:
+        urls = {}
+        for arm in ARMS:
+            port = _free_port()
+            cmd = [sys.executable, "-m", "locust_spec.sim", "--host", "127.0.0.1", "--port", str(port),
+                   "--time-scale", f"{time_scale:g}", "--gpu", gpu]
+            if arm == "candidate":
+                cmd += ["--speculative-config", json.dumps(speculative_config)]
+            log = out / f"sim-{arm}.log"
+            procs.append(_spawn(_pinned(cmd, SERVER_CPU), log))
+            urls[arm] = f"http://127.0.0.1:{port}"
+            _wait_ready(urls[arm], procs[-1], log)
+        yield urls
+    finally:
+        for proc in procs:
+            _stop(proc)
+
+
+def _run_files(run: Run) -> list[Path]:
+    return sorted(run.prefix.parent.glob(run.prefix.name + "_*")) + [run.prefix.with_suffix(".log")]
+
+
+def run_sweep(position: int, runs: list[Run], cmd: list[str], ladder: Ladder, progress: Progress) -> None:
+    """Run one arm's Locust to the end, showing progress; on interrupt stop it and discard its files."""
+    run = runs[position]
+    run.prefix.parent.mkdir(parents=True, exist_ok=True)
+    log = run.prefix.with_suffix(".log")
+    proc = _spawn(cmd, log)
+    started = time.monotonic()
+    try:
+        while proc.poll() is None:
+            progress.update(*progress_text(position, runs, run, time.monotonic() - started, ladder))
+            time.sleep(0.5)
+    except BaseException:
+        _stop(proc)
+        for path in _run_files(run):
+            path.unlink(missing_ok=True)
+        raise
+    requests_csv = Path(f"{run.prefix}_requests.csv")
+    # Locust exits 1 when any request failed; that is data for the verdict, not a broken run.
+    if proc.returncode not in (0, 1) or not requests_csv.is_file():
+        found = "partial" if requests_csv.is_file() else "no"
+        raise AbError(f"locust ({run.arm} r{run.repeat}) exited with {proc.returncode} and {found} "
+                      f"results: {_tail(log)} (log: {log})")
+    progress.say(f"[{position + 1}/{len(runs)}] {run.arm} r{run.repeat} done in "
+                 f"{time.monotonic() - started:.0f}s -> {run.prefix}_*")
+
+
+def clear_previous(out: Path) -> None:
+    """Remove what an earlier spec-ab wrote into `out` (only its own files), so runs never mix."""
+    for arm in ARMS:
+        shutil.rmtree(out / arm, ignore_errors=True)
+    for name in (*VERDICT_FILES, *(f"sim-{arm}.log" for arm in ARMS)):
+        (out / name).unlink(missing_ok=True)
+
+
+def _raise_interrupt(signum, _frame) -> None:
+    raise KeyboardInterrupt
+
+
+def write_verdict(out: Path, runs: list[Run]) -> str:
+    """Judge both arms' runs, write the verdict files into `out`, return the text verdict."""
+    try:
+        verdict = api.verdict_for([r.prefix for r in runs if r.arm == "baseline"],
+                                  [r.prefix for r in runs if r.arm == "candidate"])
+        api.write_outputs(verdict, [out / name for name in VERDICT_FILES])
+    except InputError as exc:
+        raise AbError(f"no verdict: {exc}") from None
+    return api.render(verdict, "text")
+
+
+@click.command(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
+@click.option("--baseline", metavar="URL", help="Server without speculation (e.g. http://host:8000). "
+              "Give neither URL to run two built-in spec-sim servers.")
+@click.option("--candidate", metavar="URL", help="Server with speculative decoding.")
+@click.option("--levels", help=f"Users per ladder level (default {REAL_LADDER.levels}; "
+              f"{DEMO_LADDER.levels} on the simulators).")
+@click.option("--stage-time", help=f"Time per level, e.g. 60s, 2m (default {REAL_LADDER.stage_time}; "
+              f"{DEMO_LADDER.stage_time} on the simulators).")
+@click.option("--warmup", help="Start of each level left out of its statistics (default "
+              f"{REAL_LADDER.warmup}; {DEMO_LADDER.warmup} on the simulators).")
+@click.option("--repeats", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Sweeps per arm, arms alternating ABBA...")
+@click.option("--prompts", multiple=True, help="Prompt set (built-in name or JSONL, NAME:WEIGHT); "
+              "repeatable. Default: every built-in set.")
+@click.option("--max-tokens", type=click.IntRange(min=1),
+              help=f"Per request (default {REAL_MAX_TOKENS}; {DEMO_MAX_TOKENS} on the simulators).")
+@click.option("--ignore-eos", is_flag=True, help="Generate max_tokens on both arms (equal output lengths).")
+@click.option("--seed", type=int, default=1, show_default=True, help="Seed of the prompt order, both arms.")
+@click.option("--model", default="", help="Model name (default: the server's first model).")
+@click.option("--processes", type=click.IntRange(min=-1), default=1, show_default=True,
+              help="Locust --processes: load generator processes (-1: one per core).")
+@click.option("--metrics-url-baseline", metavar="URL", help="Baseline /metrics (default: URL/metrics).")
+@click.option("--metrics-url-candidate", metavar="URL", help="Candidate /metrics (default: URL/metrics).")
+@click.option("--time-scale", type=click.FloatRange(min=0, min_open=True), default=DEMO_TIME_SCALE,
+              show_default=True, help="Simulators only: spec-sim's --time-scale.")
+@click.option("--sim-gpu", default=DEMO_GPU, show_default=True, help="Simulators only: spec-sim's --gpu.")
+@click.option("--speculative-config", default=json.dumps(SIM_SPECULATIVE_CONFIG), show_default=True,
+              help="Simulators only: the candidate spec-sim's --speculative-config.")
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), required=True,
+              help="Run folder: both arms' files, verdict.json, report.html, report.md.")
+def main(baseline: str | None, candidate: str | None, levels: str | None, stage_time: str | None,
+         warmup: str | None, repeats: int, prompts: tuple[str, ...], max_tokens: int | None, ignore_eos: bool,
+         seed: int, model: str, processes: int, metrics_url_baseline: str | None,
+         metrics_url_candidate: str | None, time_scale: float, sim_gpu: str, speculative_config: str,
+         out: Path) -> None:
+    """Run the concurrency sweep against a baseline and a candidate server, then print the verdict.
+
+    Both arms get the same prompts in the same order, the same seed and max_tokens. Without URLs, two
+    spec-sim servers (speculation off, and n-gram on) run on this machine for a demo.
+    """
+    if (baseline is None) != (candidate is None):
+        raise click.UsageError("give both --baseline and --candidate, or neither to run the simulators")
+    simulated = baseline is None
+    default = DEMO_LADDER if simulated else REAL_LADDER
+    ladder = Ladder(levels or default.levels, stage_time or default.stage_time, warmup or default.warmup)
+    try:
+        ladder.check()
+        sim_config = json.loads(speculative_config)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from None
+    if not SWEEP_LOCUSTFILE.is_file():
+        raise click.ClickException(f"the sweep locustfile is missing: {SWEEP_LOCUSTFILE}")
+    max_tokens = max_tokens or (DEMO_MAX_TOKENS if simulated else REAL_MAX_TOKENS)
+    load = Load(prompts, max_tokens, ignore_eos, seed, model, processes)
+    runs = schedule(repeats, out)
+    progress = Progress(sys.stdout)
+    previous = signal.signal(signal.SIGTERM, _raise_interrupt)
+    out.mkdir(parents=True, exist_ok=True)
+    clear_previous(out)
+    done: list[Run] = []
+    try:
+        with _servers(simulated, out, time_scale, sim_gpu, sim_config, baseline, candidate) as urls:
+            metrics = {"baseline": metrics_url_baseline, "candidate": metrics_url_candidate}
+            progress.say(f"spec-ab: {len(runs)} sweeps of {ladder.seconds:g}s (levels {ladder.levels}, "
+                         f"{ladder.stage_time} each) -> {out}")
+            for position, run in enumerate(runs):
+                host = base_url(urls[run.arm])
+                cmd = locust_command(run, host, metrics[run.arm] or host + "/metrics", ladder, load)
+                run_sweep(position, runs, _pinned(cmd, CLIENT_CPU) if simulated else cmd, ladder, progress)
+                done.append(run)
+        progress.say(write_verdict(out, runs))
+    except KeyboardInterrupt:
+        kept = ", ".join(f"{r.arm} r{r.repeat}" for r in done) or "nothing"
+        progress.say(f"spec-ab: interrupted; Locust and servers stopped, kept {kept} in {out}")
+        sys.exit(130)
+    except AbError as exc:
+        progress.say(f"spec-ab: {exc}")
+        sys.exit(1)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+@contextmanager
+def _servers(simulated: bool, out: Path, time_scale: float, gpu: str, sim_config: dict,
+             baseline: str | None, candidate: str | None) -> Iterator[dict[str, str]]:
+    if simulated:
+        with simulators(out, time_scale, gpu, sim_config) as urls:
+            yield urls
+    else:
+        yield {"baseline": baseline, "candidate": candidate}
