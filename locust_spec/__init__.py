@@ -3,7 +3,8 @@
 Importing this package registers the plugin's Locust options and listeners.
 """
 
-from locust_spec import level, options, plugin, scraper  # noqa: F401  (imported for their Locust listeners)
+# imported for their Locust listeners
+from locust_spec import distributed, level, options, plugin, scraper, summary  # noqa: F401
 from locust_spec.user import ChatCompletionUser
 
 __all__ = ["ChatCompletionUser"]

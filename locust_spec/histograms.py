@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import orjson
@@ -112,7 +112,19 @@ class LatencyHistograms:
 
     def encode(self) -> dict[str, str]:
         """Every histogram as `metric|class|level` -> HdrHistogram base64, for shipping between runners."""
-        return {f"{m}|{c}|{lv}": h.encode().decode("ascii") for (m, c, lv), h in self._hists.items()}
+        return dict(self.encode_items())
+
+    def encode_items(self) -> Iterator[tuple[str, str]]:
+        """`encode()` one histogram at a time, so a caller on the event loop can yield between them."""
+        for (m, c, lv), h in list(self._hists.items()):
+            yield f"{m}|{c}|{lv}", h.encode().decode("ascii")
+
+    def get(self, metric: str, cls: str, level: int = ALL_LEVELS) -> HdrHistogram | None:
+        return self._hists.get((metric, cls, level))
+
+    def classes(self) -> list[str]:
+        """The prompt classes recorded so far, sorted."""
+        return sorted({c for _, c, _ in self._hists})
 
     def merge_encoded(self, encoded: dict[str, str]) -> None:
         """Add histograms produced by `encode()` (e.g. a worker's) into these."""

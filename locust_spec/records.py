@@ -105,6 +105,12 @@ class RowWriter:
         self._file.close()
 
 
+def record_histograms(histograms: LatencyHistograms, row: RequestRow, timing: RequestTiming | None) -> None:
+    """Histograms take only successful requests (level histograms also skip warm-up: LatencyHistograms)."""
+    if timing is not None and not row.error:
+        histograms.record_timing(timing, row.prompt_class, row.level_users, bool(row.warmup))
+
+
 class RecordSink(Protocol):
     """Where finished requests go. A local run writes files; a distributed layer can put a worker
     sink here that batches rows and histogram deltas to the master (which feeds a FileSink)."""
@@ -128,8 +134,7 @@ class FileSink:
 
     def add(self, row: RequestRow, timing: RequestTiming | None) -> None:
         self.rows.add(row)
-        if timing is not None and not row.error:
-            self.histograms.record_timing(timing, row.prompt_class, row.level_users, bool(row.warmup))
+        record_histograms(self.histograms, row, timing)
 
     def add_rows(self, rows: list[RequestRow]) -> None:
         """Rows measured elsewhere (a worker), whose histograms arrive via `histograms.merge_encoded`."""

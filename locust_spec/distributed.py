@@ -1,0 +1,263 @@
+"""Distributed runs: workers ship request rows, histogram deltas and their client summary to the master.
+
+Protocol (Locust custom messages on the runners' ZeroMQ channel, msgpack-encoded):
+
+- worker -> master `locust_spec_batch`:
+  `{"v": 1, "rows": [[cell, ...], ...], "hist": {"metric|class|level": "<HdrHistogram base64>"},
+    "client": {...} | None, "dropped": n, "final": bool}`
+  `rows` are RequestRow values in COLUMNS order, at most MAX_ROWS per message; `hist` holds what the worker
+  recorded since its previous batch (then it starts afresh); `client` is the worker's `client_summary()`
+  (request counts, event-loop lag), the latest one replaces the previous; `dropped` counts rows a failed
+  send lost; `final` marks the last batch of a test.
+- master -> worker `locust_spec_finish` (no data): stop your users now and send your final batch.
+
+Why custom messages rather than `report_to_master`/`worker_report`: a report leaves every
+WORKER_REPORT_INTERVAL (3 s) only, so a worker would hold whatever arrives in between; a message can leave
+as soon as MAX_ROWS rows are waiting, which bounds the worker's memory at any request rate, and the final
+batch leaves from the worker's own `test_stop`, ordered on the same socket before Locust's last report.
+
+Why `locust_spec_finish`: on `quit` (headless run time, SIGTERM) Locust's master fires `test_stop` while its
+workers still run, then gives them 0.5 s to report after telling them to quit. The master instead asks its
+workers to stop at `test_stopping` and waits (at most the stop timeout + FINISH_GRACE_S) for every final
+batch, so the files, the scraper's last scrape and the summary all come after the last request.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import astuple
+
+import gevent
+from gevent.lock import Semaphore
+from locust import events
+from locust.runners import STATE_INIT, STATE_MISSING, STATE_STOPPED, MasterRunner, WorkerRunner
+
+from locust_spec import plugin as plugin_mod
+from locust_spec.histograms import LatencyHistograms
+from locust_spec.records import COLUMNS, FileSink, RequestRow, record_histograms
+from locust_spec.timing import RequestTiming
+
+log = logging.getLogger(__name__)
+
+BATCH = "locust_spec_batch"
+FINISH = "locust_spec_finish"
+VERSION = 1
+MAX_ROWS = 500
+FINISH_GRACE_S = 10.0
+
+
+def encode_rows(rows: list[RequestRow]) -> list[list]:
+    return [list(astuple(r)) for r in rows]
+
+
+def decode_rows(cells: list[list]) -> list[RequestRow]:
+    """Rows as a worker sent them; a row of another width means another version of the plugin."""
+    rows = []
+    for values in cells:
+        if len(values) != len(COLUMNS):
+            raise ValueError(f"a request row with {len(values)} cells, expected {len(COLUMNS)}")
+        rows.append(RequestRow(*values))
+    return rows
+
+
+class WorkerSink:
+    """A worker's RecordSink: rows and histogram deltas go to the master in batches of at most MAX_ROWS.
+
+    Holds at most MAX_ROWS rows and one set of histograms (classes x levels), whatever the run's length.
+    """
+
+    def __init__(self, send: Callable[[dict], None], client_summary: Callable[[], dict],
+                 max_rows: int = MAX_ROWS) -> None:
+        self._send = send
+        self._client_summary = client_summary
+        self._max_rows = max_rows
+        self._rows: list[RequestRow] = []
+        self.histograms = LatencyHistograms()
+        self._lock = Semaphore()
+        self.dropped = 0
+        self.sent_final = False
+
+    def add(self, row: RequestRow, timing: RequestTiming | None) -> None:
+        self._rows.append(row)
+        record_histograms(self.histograms, row, timing)
+        self.sent_final = False
+        if len(self._rows) >= self._max_rows:
+            rows, self._rows = self._rows, []
+            self._ship(rows, {}, None, final=False)
+
+    def flush(self, final: bool = False) -> None:
+        """Send what is waiting, with the histograms recorded since the last flush and the client summary."""
+        with self._lock:
+            rows, self._rows = self._rows, []
+            hists, self.histograms = self.histograms, LatencyHistograms()
+            encoded = {}
+            for key, blob in hists.encode_items():
+                encoded[key] = blob
+                gevent.sleep(0)  # encoding takes ~0.4 ms a histogram: let readers timestamp in between
+            if rows or encoded or final:
+                self._ship(rows, encoded, self._client_summary(), final)
+            self.sent_final = self.sent_final or final
+
+    def close(self) -> None:
+        self.flush()
+
+    def _ship(self, rows: list[RequestRow], hist: dict[str, str], client: dict | None, final: bool) -> None:
+        batch = {"v": VERSION, "rows": encode_rows(rows), "hist": hist, "client": client,
+                 "dropped": self.dropped, "final": final}
+        try:
+            self._send(batch)
+        except Exception as e:  # noqa: BLE001  (an RPC failure must not stop the load; the loss is counted)
+            self.dropped += len(rows)
+            log.warning("locust-spec: could not send %d request rows to the master (%s); they are lost",
+                        len(rows), e)
+
+
+class Collector:
+    """The master's end: feeds batches into its FileSink and keeps each worker's latest client summary."""
+
+    def __init__(self) -> None:
+        self.clients: dict[str, dict] = {}
+        self.dropped: dict[str, int] = {}
+        self.finished: set[str] = set()
+        self.rows_received = 0
+        self.rejected = 0
+
+    def start_test(self) -> None:
+        self.finished.clear()
+
+    def receive(self, worker: str, data: dict, sink: FileSink | None) -> None:
+        """One batch; a batch from an incompatible worker is refused with one log line, never a traceback."""
+        try:
+            if data.get("v") != VERSION:
+                raise ValueError(f"batch version {data.get('v')!r}, expected {VERSION}")
+            rows = decode_rows(data["rows"])
+            if sink is not None:
+                sink.add_rows(rows)
+                sink.histograms.merge_encoded(data["hist"])
+                sink.rows.flush()
+        except (KeyError, TypeError, ValueError) as e:
+            self.rejected += 1
+            log.error("locust-spec: refused a batch from worker %s: %s (same locust-spec version on all?)",
+                      worker, e)
+            return
+        self.rows_received += len(rows)
+        if data.get("client") is not None:
+            self.clients[worker] = data["client"]
+        self.dropped[worker] = int(data.get("dropped") or 0)
+        if data.get("final"):
+            self.finished.add(worker)
+
+    def warnings(self) -> list[str]:
+        """For the run summary, after the test: rows lost on the way, workers that never finished."""
+        lines = [f"worker {w}: {n} request rows could not be sent to the master and are missing"
+                 for w, n in sorted(self.dropped.items()) if n]
+        lines += [f"worker {w} sent no final batch: its last requests are missing"
+                  for w in sorted(set(self.clients) - self.finished)]
+        if self.rejected:
+            lines.append(f"{self.rejected} batch(es) from workers were refused (plugin version mismatch?)")
+        return lines
+
+
+_collectors: dict[int, Collector] = {}
+
+
+def collector(environment) -> Collector | None:
+    """The master's collector (None on other runners)."""
+    return _collectors.get(id(environment))
+
+
+def client_summaries(environment) -> dict[str, dict]:
+    """Each load-generating process's client summary: the workers' on a master, else this process's."""
+    found = collector(environment)
+    if found is not None:
+        return dict(found.clients)
+    plugin = _plugin(environment)
+    return {"local": plugin.client_summary()} if plugin is not None else {}
+
+
+def _plugin(environment) -> plugin_mod.Plugin | None:
+    try:
+        return plugin_mod.get(environment)
+    except KeyError:  # not a locust-spec run (no ChatCompletionUser options)
+        return None
+
+
+@events.init.add_listener
+def _on_init(environment, **_kw) -> None:
+    plugin = _plugin(environment)
+    runner = environment.runner
+    if plugin is None:
+        return
+    if isinstance(runner, WorkerRunner):
+        # The master's --csv does not reach workers, so a worker always ships; a master without files drops.
+        plugin.sink = WorkerSink(lambda batch: runner.send_message(BATCH, batch), plugin.client_summary)
+        runner.register_message(FINISH, _on_finish, concurrent=True)
+        # Registered after the runner's own listener, so it runs first (quitting fires in reverse): the
+        # last batch leaves before the worker tells the master it quits.
+        environment.events.quitting.add_listener(_on_worker_quitting)
+    elif isinstance(runner, MasterRunner):
+        found = _collectors[id(environment)] = Collector()
+        runner.register_message(BATCH, lambda environment, msg, **_: found.receive(
+            msg.node_id, msg.data, plugin.sink))
+
+
+def _worker_sink(environment) -> WorkerSink | None:
+    plugin = _plugin(environment)
+    sink = plugin.sink if plugin is not None else None
+    return sink if isinstance(sink, WorkerSink) else None
+
+
+def _on_finish(environment, **_kw) -> None:
+    runner = environment.runner
+    if runner.state in (STATE_INIT, STATE_STOPPED):
+        sink = _worker_sink(environment)
+        if sink is not None:
+            sink.flush(final=True)
+    else:
+        runner.stop()  # its test_stop sends the final batch
+
+
+def _on_worker_quitting(environment, **_kw) -> None:
+    runner = environment.runner
+    if runner.state not in (STATE_INIT, STATE_STOPPED):
+        runner.stop()
+    sink = _worker_sink(environment)
+    if sink is not None and not sink.sent_final:
+        sink.flush(final=True)
+
+
+@events.test_start.add_listener
+def _on_test_start(environment, **_kw) -> None:
+    found = collector(environment)
+    if found is not None:
+        found.start_test()
+
+
+@events.test_stopping.add_listener
+def _on_test_stopping(environment, **_kw) -> None:
+    """Master: ask the workers to stop and wait for their final batches (see the module docstring)."""
+    found = collector(environment)
+    if found is None:
+        return
+    runner = environment.runner
+
+    def pending() -> list[str]:
+        return [c.id for c in runner.clients.all if c.state != STATE_MISSING and c.id not in found.finished]
+
+    for worker in pending():
+        runner.send_message(FINISH, None, client_id=worker)
+    deadline = time.monotonic() + (environment.stop_timeout or 0.0) + FINISH_GRACE_S
+    while pending() and time.monotonic() < deadline:
+        gevent.sleep(0.05)
+    for worker in pending():
+        log.warning("locust-spec: worker %s sent no final batch within %.0f s; its last requests may be lost",
+                    worker, (environment.stop_timeout or 0.0) + FINISH_GRACE_S)
+
+
+@events.test_stop.add_listener
+def _on_test_stop(environment, **_kw) -> None:
+    sink = _worker_sink(environment)
+    if sink is not None:
+        sink.flush(final=True)

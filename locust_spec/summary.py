@@ -1,0 +1,157 @@
+"""PREFIX_summary.json: how far to trust a run (cross-check, load-generator health, concurrency delivered).
+
+Schema 1:
+```
+{"schema": 1,
+ "warnings": ["one line each", ...],
+ "crosscheck": {"<check>": {"name", "client", "server", "allowed", "warning"}, ...},
+ "client": {<ClientTotals over PREFIX_requests.csv>, "mean_tpot_ms", "acceptance_rate",
+            "generators": {"processes", "requests", "failures", "max_loop_lag_ms", "loop_lag_samples",
+                           "loop_lag_late_samples", "loop_lag_warnings", "by_process": {"<id>": {...}}}},
+ "server": {<SpecWindow over the run>} | null,
+ "concurrency": [{"users", "max_running", "max_waiting", "delivered"}, ...]}
+```
+Written when the process exits (Locust's `quit` event), after the request rows are closed: on the master in
+a distributed run, after the workers' last batches.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict
+from pathlib import Path
+
+import orjson
+from locust import events
+from locust.runners import WorkerRunner
+
+from locust_spec import crosscheck, distributed, plugin, scraper
+from locust_spec.counters import SpecWindow
+
+log = logging.getLogger(__name__)
+
+SCHEMA = 1
+SUFFIX = "_summary.json"
+# Peak running + waiting below this share of the users means the client under-delivered: the peak is taken
+# at scrape instants, so it can only be higher than the typical concurrency, never lower.
+DELIVERED_MIN = 0.9
+LAG_WARN_MS = 5.0
+_COUNTS = ("requests", "failures", "loop_lag_samples", "loop_lag_late_samples", "loop_lag_warnings")
+
+
+def combine_clients(parts: Mapping[str, dict]) -> dict:
+    """One view of every load-generating process's `client_summary()`: counts add up, lag is the worst."""
+    out: dict = {"processes": len(parts)}
+    for key in _COUNTS:
+        out[key] = sum(int(p.get(key) or 0) for p in parts.values())
+    lags = (float(p.get("max_loop_lag_ms") or 0.0) for p in parts.values())
+    out["max_loop_lag_ms"] = max(lags, default=0.0)
+    out["by_process"] = {name: dict(p) for name, p in sorted(parts.items())}
+    return out
+
+
+def concurrency(levels: Sequence[tuple[int, SpecWindow]]) -> tuple[list[dict], list[str]]:
+    """Per ladder level: the users asked for vs the server's peak running (+ waiting) requests."""
+    entries, warnings = [], []
+    for users, window in levels:
+        running, waiting = window.max_requests_running, window.max_requests_waiting
+        delivered = None
+        if running is not None and users > 0:
+            delivered = round((running + (waiting or 0.0)) / users, 4)
+        entries.append({"users": users, "max_running": running, "max_waiting": waiting,
+                        "delivered": delivered})
+        if delivered is not None and delivered < DELIVERED_MIN:
+            warnings.append(
+                f"concurrency at {users} users: the server had at most {running:g} requests running and "
+                f"{waiting or 0:g} waiting ({delivered:.0%} of the users); the load generator "
+                "under-delivered, so this level measured a lighter load than asked"
+            )
+    return entries, warnings
+
+
+def generator_warnings(generators: dict, rows: int | None) -> list[str]:
+    """Load-generator health: event-loop lag, and requests measured that never became a row."""
+    warnings = []
+    lag = generators.get("max_loop_lag_ms") or 0.0
+    if lag >= LAG_WARN_MS:
+        warnings.append(
+            f"load generator event loop lagged up to {lag:.1f} ms "
+            f"({generators.get('loop_lag_late_samples', 0)} late samples): timestamps taken then are late by "
+            "as much; use more processes or fewer users each"
+        )
+    measured = generators.get("requests") or 0
+    if rows is not None and measured > rows:
+        warnings.append(f"{measured - rows} of {measured} requests measured by the load generators have no "
+                        "row in the requests CSV (lost on the way to the master?)")
+    return warnings
+
+
+def build_summary(totals: crosscheck.ClientTotals | None, run: SpecWindow | None,
+                  levels: Sequence[tuple[int, SpecWindow]], clients: Mapping[str, dict],
+                  other_warnings: Sequence[str] = ()) -> dict:
+    """The summary document; `other_warnings` (scrape failures, lost batches) come first."""
+    checks = crosscheck.cross_check(totals, run) if totals is not None and run is not None else []
+    parts = crosscheck.summary(totals, checks) if totals is not None else {"client": {}, "crosscheck": {}}
+    generators = combine_clients(clients)
+    conc, conc_warnings = concurrency(levels)
+    warnings = [
+        *other_warnings,
+        *crosscheck.warnings(checks),
+        *conc_warnings,
+        *generator_warnings(generators, totals.requests if totals is not None else None),
+    ]
+    return {
+        "schema": SCHEMA,
+        "warnings": warnings,
+        "crosscheck": parts["crosscheck"],
+        "client": {**parts["client"], "generators": generators},
+        "server": asdict(run) if run is not None else None,
+        "concurrency": conc,
+    }
+
+
+def write(path: Path, summary: dict) -> None:
+    """Atomically, so a reader never sees half a file."""
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_bytes(orjson.dumps(summary, option=orjson.OPT_INDENT_2))
+    os.replace(tmp, path)
+
+
+def summarize_run(environment) -> dict | None:
+    """Build, write and log the summary of this process's run; None without `--csv`."""
+    prefix = getattr(environment.parsed_options, "csv_prefix", None)
+    if not prefix:
+        return None
+    notes: list[str] = []
+    totals = None
+    requests_path = Path(prefix + "_requests.csv")
+    if requests_path.exists():
+        try:
+            totals = crosscheck.read_client_totals(requests_path)
+        except ValueError as e:
+            notes.append(f"cannot read {requests_path}: {e}")
+    found = scraper.scraper_for(environment)
+    run = found.run_window() if found is not None else None
+    levels = found.level_windows() if found is not None else []
+    notes += found.warnings() if found is not None else []
+    collector = distributed.collector(environment)
+    notes += collector.warnings() if collector is not None else []
+    summary = build_summary(totals, run, levels, distributed.client_summaries(environment), notes)
+    write(Path(prefix + SUFFIX), summary)
+    for line in summary["warnings"]:
+        log.warning("locust-spec: %s", line)
+    return summary
+
+
+@events.init.add_listener
+def _on_init(environment, **_kw) -> None:
+    if isinstance(environment.runner, WorkerRunner):
+        return
+    try:
+        plugin.get(environment)
+    except KeyError:  # not a locust-spec run
+        return
+    # `quit` comes after every `quitting` listener: the rows are closed, the workers' last batches are in.
+    environment.events.quit.add_listener(lambda **_kw: summarize_run(environment))
