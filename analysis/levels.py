@@ -6,6 +6,7 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
 import pandas as pd
 from hdrh.histogram import HdrHistogram
 
@@ -43,18 +44,20 @@ def percentile_ms(hist: HdrHistogram, pct: float) -> float:
 
 
 def cdf_points(hist: HdrHistogram, max_points: int = 300) -> tuple[tuple[float, float], ...]:
-    """(latency ms, fraction of tokens at or below it), thinned to at most max_points."""
-    total = hist.get_total_count()
-    points, seen = [], 0
-    for item in hist.get_recorded_iterator():
-        seen += item.count_at_value_iterated_to
-        value = hist.get_highest_equivalent_value(item.value_iterated_to)
-        points.append((value / HDR_UNITS_PER_MS, seen / total))
-    step = max(1, len(points) // max_points)
-    thinned = points[::step]
-    if thinned and thinned[-1] != points[-1]:
-        thinned.append(points[-1])
-    return tuple(thinned)
+    """(latency ms, fraction of values at or below it) at up to max_points recorded values."""
+    counts = np.ctypeslib.as_array(hist.counts)[: hist.counts_len]
+    index = np.flatnonzero(counts)
+    if not len(index):
+        return ()
+    cumulative = np.cumsum(counts[index], dtype=np.float64) / float(counts[index].sum())
+    # one point per 1/max_points of the mass, plus the last value
+    picks = np.unique(np.append(np.searchsorted(cumulative, np.linspace(0, 1, max_points), "left"),
+                                len(index) - 1).clip(0, len(index) - 1))
+    return tuple(
+        (hist.get_highest_equivalent_value(hist.get_value_from_index(int(index[i]))) / HDR_UNITS_PER_MS,
+         float(cumulative[i]))
+        for i in picks
+    )
 
 
 def level_hist(run: RunData, users: int, metric: str) -> HdrHistogram | None:
@@ -74,24 +77,27 @@ def _median(series: pd.Series, key: object) -> float | None:
 
 def run_levels(run: RunData) -> dict[int, RunLevel]:
     """Per level users: requests, failures, exact latency percentiles, throughput over the level's window."""
-    df = run.requests[run.requests["warmup"] != 1]
-    error = df["error"].astype("string")
-    df = df[~error.str.startswith("interrupted").fillna(False)]
-    failed = df["error"].notna()
-    level = df["level_users"].astype("int64")
-    ok = df[~failed]
-    ok_level = level[~failed]
-    by_level = df.groupby(level)
-    ok_by = ok.groupby(ok_level)
-    requests, failures = by_level.size(), failed.groupby(level).sum()
-    start = by_level["start_unix_s"].min()
-    end = (df["start_unix_s"] + df["e2e_ms"].fillna(0.0) / 1000.0).groupby(level).max()
-    tokens = df["output_tokens"].fillna(0.0).groupby(level).sum()
+    frame = run.requests
+    error = frame["error"].cat
+    interrupted = error.codes.isin(np.flatnonzero(error.categories.astype(str).str.startswith("interrupted")))
+    used = (frame["warmup"] != 1).to_numpy() & ~interrupted.to_numpy()
+    failed = (error.codes >= 0).to_numpy()
+    # Rows outside a group get key -1, so no filtered copy of a million-row frame is made.
+    users_col = frame["level_users"].to_numpy().astype(np.int64)
+    level = pd.Series(np.where(used, users_col, -1), index=frame.index)
+    ok_level = pd.Series(np.where(used & ~failed, users_col, -1), index=frame.index)
+    requests = level.value_counts().drop(-1, errors="ignore")
+    failures = pd.Series(failed).groupby(level.to_numpy()).sum()
+    start = frame["start_unix_s"].groupby(level).min()
+    end = (frame["start_unix_s"] + frame["e2e_ms"].fillna(0.0) / 1000.0).groupby(level).max()
+    tokens = frame["output_tokens"].fillna(0.0).groupby(level).sum()
+    ok_by = frame[["ttft_ms", "tpot_ms", "itl_p50_ms", "chunk_gap_p50_ms", "output_tokens", "chunks",
+                   "spec_draft_tokens"]].groupby(ok_level)
     medians = ok_by[["ttft_ms", "tpot_ms", "itl_p50_ms", "chunk_gap_p50_ms"]].median()
-    ok_tokens, ok_chunks = ok_by["output_tokens"].sum(), ok_by["chunks"].sum()
-    drafted = ok_by["spec_draft_tokens"].sum()
+    sums = ok_by[["output_tokens", "chunks", "spec_draft_tokens"]].sum()
+    ok_tokens, ok_chunks, drafted = sums["output_tokens"], sums["chunks"], sums["spec_draft_tokens"]
     out = {}
-    for users in requests.index:
+    for users in sorted(requests.index):
         users = int(users)
         itl = level_hist(run, users, "itl")
         gap = level_hist(run, users, "chunk_gap")

@@ -1,0 +1,108 @@
+"""How long spec-verdict takes, and how much memory, on 10k / 100k / 1M request rows per arm.
+
+Usage: python benchmarks/analysis_scale.py [ROWS ...]   (default: 10000 100000 1000000)
+Each size is generated into a temporary folder, then analysed in a fresh process that reports its wall
+time and peak resident memory (the target: 1M rows per arm under 10 s and under 1 GB).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from locust_spec.exposition import Sample, Snapshot, rows_from_snapshot  # noqa: E402
+from locust_spec.histograms import LatencyHistograms  # noqa: E402
+from locust_spec.records import COLUMNS  # noqa: E402
+
+LEVELS = (1, 8, 64)
+T0 = 1_800_000_000.0
+
+
+def write_arm(prefix: Path, rows: int, speculative: bool, seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    per_level = rows // len(LEVELS)
+    frames, hists, spans = [], LatencyHistograms(), []
+    start = T0
+    for users in LEVELS:
+        step = 10 + 0.3 * users * (5 if speculative else 1)
+        tpc = 3.0 if speculative else 1.0
+        e2e = rng.normal(100 * step / tpc, step, per_level).clip(1)
+        starts = start + np.sort(rng.uniform(0, per_level * e2e.mean() / 1000 / users, per_level))
+        frame = pd.DataFrame({
+            "start_unix_s": starts, "level_users": users,
+            "prompt_class": rng.choice(["json", "code", "creative"], per_level), "prompt_id": "p-1",
+            "prompt_tokens": 120, "output_tokens": 100, "tokens_estimated": 0,
+            "chunks": int(100 / tpc), "max_tokens_per_chunk": int(tpc) + 1,
+            "ttft_ms": rng.normal(50, 5, per_level), "tpot_ms": e2e / 100, "e2e_ms": e2e,
+            "itl_p50_ms": step / tpc, "itl_p99_ms": step, "chunk_gap_p50_ms": step, "finish_reason": "length",
+            "spec_accepted_tokens": 60 if speculative else None,
+            "spec_draft_tokens": 130 if speculative else None,
+            "error": np.where(rng.random(per_level) < 0.001, "http_500: boom", None),
+            "warmup": (np.arange(per_level) < users).astype(int),
+        })
+        frames.append(frame[list(COLUMNS)])
+        for metric, values in (("itl", rng.exponential(step / tpc, 200_000)), ("ttft", frame["ttft_ms"]),
+                               ("chunk_gap", rng.normal(step, 1, 50_000).clip(0.1))):
+            hists.record(metric, "json", users, list(values), warmup=False)
+        end = float((starts + e2e / 1000).max())
+        spans.append((start, end))
+        start = end + 1
+    pd.concat(frames).to_csv(f"{prefix}_requests.csv", index=False, float_format="%.3f")
+    Path(f"{prefix}_latency.json").write_text(json.dumps(hists.to_json()))
+    with open(f"{prefix}_server_metrics.csv", "w", newline="") as fh:
+        out = csv.writer(fh)
+        out.writerow(("timestamp_unix_s", "url", "metric", "labels", "value"))
+        total = 0.0
+        for lo, hi in spans:
+            for t in np.linspace(lo, hi, 20):
+                total += 1000
+                labels = (("engine", "0"), ("model_name", "m"))
+                samples = (
+                    Sample("vllm:generation_tokens_total", labels, total * 3),
+                    *((Sample("vllm:spec_decode_num_drafts_total", labels, total),
+                       Sample("vllm:spec_decode_num_draft_tokens_total", labels, total * 4),
+                       Sample("vllm:spec_decode_num_accepted_tokens_total", labels, total * 2.6))
+                      if speculative else ()),
+                )
+                out.writerows(rows_from_snapshot(Snapshot(float(t), "http://x/metrics", samples)))
+
+
+def measure(base: str, cand: str) -> None:
+    from analysis.api import render, verdict_for
+
+    t = time.perf_counter()
+    verdict = verdict_for([Path(base)], [Path(cand)])
+    render(verdict, "text")
+    wall = time.perf_counter() - t
+    peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(json.dumps({"wall_s": round(wall, 2), "peak_rss_mb": round(peak_mb), "verdict": verdict.verdict}))
+
+
+def main(sizes: list[int]) -> None:
+    for rows in sizes:
+        with tempfile.TemporaryDirectory() as tmp:
+            base, cand = Path(tmp) / "off", Path(tmp) / "on"
+            write_arm(base, rows, False, 1)
+            write_arm(cand, rows, True, 2)
+            mb = Path(f"{cand}_requests.csv").stat().st_size / 1e6
+            result = subprocess.run([sys.executable, __file__, "--measure", str(base), str(cand)],
+                                    capture_output=True, text=True, check=True)
+            print(f"{rows:>9} rows/arm ({mb:.0f} MB CSV): {result.stdout.strip()}", flush=True)
+
+
+if __name__ == "__main__":
+    if sys.argv[1:2] == ["--measure"]:
+        measure(sys.argv[2], sys.argv[3])
+    else:
+        main([int(a) for a in sys.argv[1:]] or [10_000, 100_000, 1_000_000])
