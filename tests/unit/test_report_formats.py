@@ -1,0 +1,69 @@
+"""Reports: every string from the inputs is escaped, the tables carry both arms, JSON keeps the schema."""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+
+import pytest
+
+from analysis.api import format_for, render, verdict_for, write_outputs
+from analysis.runs import InputError
+from tests.data.run_builder import ArmSpec, write_run
+
+EVIL = "<script>alert(1)</script>"
+
+
+@pytest.fixture(scope="module")
+def evil_verdict(tmp_path_factory):
+    root = tmp_path_factory.mktemp("evil")
+    shape = {"levels": (1,), "requests_per_user": {1: 12}, "classes": (EVIL, "json")}
+    base = write_run(root / "off" / "run", ArmSpec(speculative=False, **shape))
+    cand = write_run(root / "on" / "run", ArmSpec(speculative=True, warnings=(f"model {EVIL}",), **shape))
+    return verdict_for([base], [cand])
+
+
+def test_html_escapes_input_strings_and_embeds_every_plot(evil_verdict):
+    page = render(evil_verdict, "html")
+    assert "<script" not in page
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page
+    images = re.findall(r"src='data:image/png;base64,([A-Za-z0-9+/=]+)'", page)
+    assert len(images) == 4
+    assert all(base64.b64decode(img).startswith(b"\x89PNG") for img in images)
+    assert "http://" not in page and "https://" not in page  # self-contained
+
+
+def test_markdown_escapes_input_strings(evil_verdict):
+    md = render(evil_verdict, "markdown")
+    assert "<script" not in md and "&lt;script&gt;" in md
+    assert "| metric | baseline | candidate | change |" in md
+
+
+def test_text_table_has_both_arms_and_change(evil_verdict):
+    text = render(evil_verdict, "text")
+    assert text.startswith(f"VERDICT: {evil_verdict.verdict.upper()}")
+    row = next(line for line in text.splitlines() if "ITL p50 (ms)" in line)
+    assert len(row.split()) == 6  # label (3 words), baseline, candidate, change
+    assert row.split()[-1].endswith("%")
+
+
+def test_json_round_trips_the_verdict(evil_verdict):
+    doc = json.loads(render(evil_verdict, "json"))
+    assert doc["verdict"] == evil_verdict.verdict
+    assert doc["levels"][0]["baseline"]["requests"] == evil_verdict.levels[0].baseline.requests
+    assert doc["warnings"] == [f"candidate: model {EVIL}"]  # JSON carries the text as data
+
+
+@pytest.mark.parametrize(("name", "fmt"), [("a.json", "json"), ("a.md", "markdown"), ("a.HTML", "html"),
+                                           ("a.txt", "text")])
+def test_output_format_from_suffix(name, fmt, tmp_path):
+    assert format_for(tmp_path / name) == fmt
+
+
+def test_write_outputs_writes_each_path(evil_verdict, tmp_path):
+    paths = [tmp_path / "v.json", tmp_path / "v.md", tmp_path / "v.txt"]
+    write_outputs(evil_verdict, paths)
+    assert all(p.stat().st_size > 0 for p in paths)
+    with pytest.raises(InputError, match="unknown output suffix"):
+        write_outputs(evil_verdict, [tmp_path / "v.pdf"])
