@@ -34,6 +34,7 @@ from gevent.lock import Semaphore
 from locust import events
 from locust.runners import STATE_INIT, STATE_MISSING, STATE_STOPPED, MasterRunner, WorkerRunner
 
+from locust_spec import level
 from locust_spec import plugin as plugin_mod
 from locust_spec.histograms import LatencyHistograms
 from locust_spec.records import COLUMNS, FileSink, RequestRow, record_histograms
@@ -231,8 +232,13 @@ def _on_worker_quitting(environment, **_kw) -> None:
 @events.test_start.add_listener
 def _on_test_start(environment, **_kw) -> None:
     found = collector(environment)
-    if found is not None:
-        found.start_test()
+    if found is None:
+        return
+    found.start_test()
+    if environment.shape_class is None:  # a ladder publishes its own levels, with their warm-up
+        # Workers hear the total from Locust only once spawning completes, after their first requests
+        # started: tell them now, before the spawn messages leave (same socket, so this arrives first).
+        level.publish(level.Level(int(environment.runner.target_user_count or 0)), environment)
 
 
 @events.test_stopping.add_listener

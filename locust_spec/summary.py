@@ -119,8 +119,8 @@ def write(path: Path, summary: dict) -> None:
     os.replace(tmp, path)
 
 
-def summarize_run(environment) -> dict | None:
-    """Build, write and log the summary of this process's run; None without `--csv`."""
+def build_run_summary(environment) -> dict | None:
+    """The summary of this process's run so far, from its files and scraper; None without `--csv`."""
     prefix = getattr(environment.parsed_options, "csv_prefix", None)
     if not prefix:
         return None
@@ -138,8 +138,15 @@ def summarize_run(environment) -> dict | None:
     notes += found.warnings() if found is not None else []
     collector = distributed.collector(environment)
     notes += collector.warnings() if collector is not None else []
-    summary = build_summary(totals, run, levels, distributed.client_summaries(environment), notes)
-    write(Path(prefix + SUFFIX), summary)
+    return build_summary(totals, run, levels, distributed.client_summaries(environment), notes)
+
+
+def summarize_run(environment) -> dict | None:
+    """Build, write and log the summary at the end of the run; None without `--csv`."""
+    summary = build_run_summary(environment)
+    if summary is None:
+        return None
+    write(Path(environment.parsed_options.csv_prefix + SUFFIX), summary)
     for line in summary["warnings"]:
         log.warning("locust-spec: %s", line)
     return summary

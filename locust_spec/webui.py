@@ -1,0 +1,279 @@
+"""The Speculation tab of Locust's web UI: live acceptance, exact latency per class, cross-check, our files.
+
+Locust's UI draws `extended_tabs`, each a table (`extended_tables`) whose rows arrive with every poll of
+`/stats/requests` (`extended_stats`). Two tabs: "Speculation" (server counters over the run, per-level
+acceptance, tokens/s, concurrency, the live cross-check) and "Exact latency" (TTFT / ITL / TPOT p50 and p99
+per prompt class from the HDR histograms: the master's merged ones in a distributed run). `/spec/stats` serves
+the same as JSON; `/spec/files/<name>` the run's files, linked from the UI's Download Data tab. Nothing here
+reads or shows the API key or the metrics token.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+import orjson
+from flask import Blueprint, Response, abort, request, send_file
+from locust import events
+from locust.runners import STATE_STOPPED, WorkerRunner
+
+from locust_spec import crosscheck, distributed, plugin, scraper, summary
+from locust_spec.counters import SpecWindow
+from locust_spec.histograms import LatencyHistograms, new_histogram, percentiles_us
+from locust_spec.records import FileSink
+
+TAB = "speculation"
+LATENCY_TAB = "spec-latency"
+REFRESH_S = 2.0  # the UI polls every 2 s; percentiles over many histograms should not run more often
+RATE_WINDOW_S = 15.0  # workers report every 3 s: a shorter window would show their reporting rhythm
+FILES = {  # name in the URL -> (suffix after PREFIX, link title)
+    "requests": ("_requests.csv", "Download locust-spec request rows CSV"),
+    "latency": ("_latency.json", "Download locust-spec exact latency JSON (HDR histograms)"),
+    "server_metrics": ("_server_metrics.csv", "Download locust-spec server metrics CSV"),
+    "summary": (summary.SUFFIX, "Download locust-spec run summary JSON"),
+}
+
+
+def _ms(value_us: int | None) -> str:
+    return "" if value_us is None else f"{value_us / 1000.0:.3f}"
+
+
+def _num(value: float | None, fmt: str = ".3f") -> str:
+    return "" if value is None else format(value, fmt)
+
+
+def latency_rows(hists: LatencyHistograms) -> list[dict]:
+    """One row per prompt class, then `all`: count and p50/p99 of TTFT, ITL and TPOT in ms (all requests)."""
+    rows = []
+    classes = hists.classes()
+    for cls in [*classes, "all"]:
+        row: dict = {"cls": cls}
+        for metric in ("ttft", "itl", "tpot"):
+            if cls == "all":
+                hist = new_histogram()
+                for c in classes:
+                    part = hists.get(metric, c)
+                    if part is not None:
+                        hist.add(part)
+            else:
+                hist = hists.get(metric, cls)
+            p50 = p99 = None
+            if hist is not None and hist.total_count:
+                p50, p99 = percentiles_us(hist, (50.0, 99.0))
+            if metric == "ttft":
+                row["n"] = hist.total_count if hist is not None else 0
+            row[f"{metric}50"], row[f"{metric}99"] = _ms(p50), _ms(p99)
+        rows.append(row)
+    return rows
+
+
+def token_rate(samples: Sequence[tuple[float, float]]) -> float | None:
+    """Tokens per second between the oldest and newest (time, cumulative tokens) sample; None if undefined."""
+    if len(samples) < 2 or samples[-1][0] <= samples[0][0]:
+        return None
+    (t0, n0), (t1, n1) = samples[0], samples[-1]
+    return max(n1 - n0, 0.0) / (t1 - t0)
+
+
+def live_totals(entries: Iterable, errors: Iterable) -> crosscheck.ClientTotals:
+    """Client totals from Locust's stats (its E2E rows carry output tokens as response length).
+
+    Locust's stats are at hand on the master and cost nothing to read; reading the request rows instead
+    would grow with the run. Per-request acceptance is not in them, so the live check skips it.
+    """
+    t = crosscheck.ClientTotals()
+    for entry in entries:
+        if entry.method == "E2E":
+            t.requests += entry.num_requests
+            t.ok += entry.num_requests - entry.num_failures
+            t.output_tokens += entry.total_content_length
+        elif entry.method == "TPOT":
+            t.tpot_sum_ms += entry.total_response_time
+            t.tpot_count += entry.num_requests
+    for error in errors:
+        if error.method != "E2E":
+            continue
+        text = str(error.error)
+        if "interrupted:" in text:
+            t.interrupted += error.occurrences
+        elif "http_" not in text:
+            t.unknown_outcome += error.occurrences
+    return t
+
+
+def speculation_rows(run: SpecWindow | None, levels: Sequence[tuple[int, SpecWindow]], users: int,
+                     client_tok_s: float | None, checks: Sequence[crosscheck.Check], running: bool,
+                     warnings: Sequence[str]) -> list[dict]:
+    """The Speculation tab's rows: (name, value, source). While the test runs the server has counted the
+    requests in flight and the client not yet, so the cross-check shows both sides without judging them."""
+    rows: list[dict] = []
+
+    def add(name: str, value: object, source: str) -> None:
+        rows.append({"name": name, "value": value, "source": source})
+
+    if run is None:
+        add("server counters", "not scraped (--metrics-url off, or no host)", "")
+    else:
+        counters = f"server /metrics, {run.scrapes} scrapes over the run"
+        add("server", run.server_kind, counters)
+        add("acceptance rate", _num(run.acceptance_rate, ".4f"), counters)
+        add("mean acceptance length", _num(run.mean_acceptance_length, ".3f"), counters)
+        add("acceptance per position", " ".join(f"{p:.3f}" for p in run.per_position), counters)
+        span = run.end_unix_s - run.start_unix_s
+        tokens = run.generation_tokens
+        server_tok_s = tokens / span if tokens is not None and span > 0 else None
+        add("output tokens/s (server)", _num(server_tok_s, ".1f"), counters)
+        add("peak requests running / users", f"{_num(run.max_requests_running, 'g')} / {users}", counters)
+        for level_users, window in levels:
+            add(f"acceptance at {level_users} users", _num(window.acceptance_rate, ".4f"),
+                f"server /metrics, {window.scrapes} scrapes in the level")
+    add("output tokens/s (client)", _num(client_tok_s, ".1f"), f"last {RATE_WINDOW_S:g} s of Locust's stats")
+    for check in checks:
+        verdict = "running" if running else "disagree" if check.warning else "agree"
+        add(f"cross-check {check.name}", f"{verdict}: client {check.client:g}, server {check.server:g}",
+            f"allowed +-{check.allowed:g} after the test; the final check is in the run summary")
+    for line in warnings:
+        add("warning", line, "")
+    return rows
+
+
+class SpecView:
+    """What the tabs show for one environment, recomputed at most every REFRESH_S."""
+
+    def __init__(self, environment) -> None:
+        self.environment = environment
+        self._tokens: deque[tuple[float, float]] = deque()
+        self._cached: dict | None = None
+        self._at = 0.0
+
+    def test_started(self) -> None:
+        """Locust's stats start from zero: so does the token rate."""
+        self._tokens.clear()
+        self._tokens.append((time.monotonic(), 0.0))
+        self._cached = None
+
+    def sink(self) -> FileSink | None:
+        """The master's or local runner's FileSink, whose histograms hold every request so far."""
+        try:
+            sink = plugin.get(self.environment).sink
+        except KeyError:
+            return None
+        return sink if isinstance(sink, FileSink) else None
+
+    def stats(self) -> dict:
+        now = time.monotonic()
+        if self._cached is None or now - self._at >= REFRESH_S:
+            self._cached, self._at = self._compute(now), now
+        return self._cached
+
+    def _compute(self, now: float) -> dict:
+        runner = self.environment.runner
+        entries = list(runner.stats.entries.values())
+        totals = live_totals(entries, runner.stats.errors.values())
+        self._tokens.append((now, float(totals.output_tokens)))
+        while len(self._tokens) > 2 and now - self._tokens[1][0] >= RATE_WINDOW_S:
+            self._tokens.popleft()
+        found = scraper.scraper_for(self.environment)
+        run = found.run_window() if found is not None and found.first else None
+        levels = found.level_windows() if found is not None else []
+        checks = crosscheck.cross_check(totals, run) if run is not None else []
+        warnings = found.warnings() if found is not None else []
+        found_collector = distributed.collector(self.environment)
+        stopped = runner.state == STATE_STOPPED
+        if found_collector is not None and stopped:
+            warnings += found_collector.warnings()
+        sink = self.sink()
+        users = int(getattr(runner, "target_user_count", None) or runner.user_count or 0)
+        return {
+            "speculation": speculation_rows(run, levels, users, token_rate(self._tokens), checks, not stopped,
+                                            warnings),
+            "latency": latency_rows(sink.histograms) if sink is not None else [],
+            "latency_source": "HDR histograms" if sink is not None else "none: run with --csv PREFIX",
+        }
+
+
+def _prefix(environment) -> str | None:
+    return getattr(environment.parsed_options, "csv_prefix", None)
+
+
+def install(environment, web_ui) -> SpecView:
+    """Add the tabs, the JSON endpoint and the file downloads to Locust's web UI."""
+    view = SpecView(environment)
+    base = getattr(environment.parsed_options, "web_base_path", "") or ""
+    blueprint = Blueprint("locust_spec", __name__, url_prefix=base)
+
+    @blueprint.route("/spec/stats")
+    @web_ui.auth_required_if_enabled
+    def spec_stats() -> Response:
+        return Response(orjson.dumps(view.stats()), mimetype="application/json")
+
+    @blueprint.route("/spec/files/<name>")
+    @web_ui.auth_required_if_enabled
+    def spec_file(name: str) -> Response:
+        prefix = _prefix(environment)
+        if name not in FILES or not prefix:
+            abort(404)
+        path = Path(prefix + FILES[name][0]).resolve()
+        sink = view.sink()
+        if name == "latency" and sink is not None:  # the file is rewritten only now and then
+            body = orjson.dumps(sink.histograms.to_json(), option=orjson.OPT_INDENT_2)
+            return _download(body, path.name, "application/json")
+        if name == "summary" and not path.exists():
+            built = summary.build_run_summary(environment)
+            return _download(orjson.dumps(built, option=orjson.OPT_INDENT_2), path.name, "application/json")
+        if not path.exists():
+            abort(404)
+        return send_file(path, as_attachment=True, download_name=path.name)
+
+    web_ui.app.register_blueprint(blueprint)
+
+    @web_ui.app.after_request
+    def add_spec_stats(response: Response) -> Response:
+        if request.path != f"{base}/stats/requests" or not response.is_json:
+            return response
+        stats = view.stats()
+        data = {**response.get_json(), "extended_stats": [
+            {"key": TAB, "data": stats["speculation"]},
+            {"key": LATENCY_TAB, "data": stats["latency"]},
+        ]}
+        response.set_data(orjson.dumps(data))
+        return response
+
+    prefix = _prefix(environment)
+    web_ui.template_args.update({
+        "extended_tabs": [{"title": "Speculation", "key": TAB},
+                          {"title": "Exact latency", "key": LATENCY_TAB}],
+        "extended_tables": [
+            {"key": TAB, "structure": [{"key": "name", "title": "Measure"},
+                                       {"key": "value", "title": "Value"},
+                                       {"key": "source", "title": "Source"}]},
+            {"key": LATENCY_TAB, "structure": [
+                {"key": "cls", "title": "Prompt class"}, {"key": "n", "title": "Requests"},
+                {"key": "ttft50", "title": "TTFT p50 ms"}, {"key": "ttft99", "title": "TTFT p99 ms"},
+                {"key": "itl50", "title": "ITL p50 ms"}, {"key": "itl99", "title": "ITL p99 ms"},
+                {"key": "tpot50", "title": "TPOT p50 ms"}, {"key": "tpot99", "title": "TPOT p99 ms"},
+            ]},
+        ],
+        "extended_csv_files": [{"href": f"./spec/files/{name}", "title": title}
+                               for name, (_, title) in FILES.items()] if prefix else [],
+    })
+    return view
+
+
+def _download(body: bytes, name: str, mimetype: str) -> Response:
+    return Response(body, mimetype=mimetype, headers={"Content-Disposition": f"attachment; filename={name}"})
+
+
+@events.init.add_listener
+def _on_init(environment, web_ui=None, **_kw) -> None:
+    if web_ui is None or isinstance(environment.runner, WorkerRunner):
+        return
+    try:
+        plugin.get(environment)
+    except KeyError:  # not a locust-spec run
+        return
+    view = install(environment, web_ui)
+    environment.events.test_start.add_listener(lambda **_kw: view.test_started())

@@ -1,0 +1,90 @@
+"""Distributed runs: a real Locust master and two workers against spec-sim on loopback; the master's files."""
+
+from __future__ import annotations
+
+import csv
+import json
+import subprocess
+from pathlib import Path
+
+from locust_spec.histograms import new_histogram, percentiles_us, record_ms
+from tests.support import BIN, CLIENT_CPU, REPO, free_port, pinned
+
+NGRAM = '{"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_max": 4}'
+USERS = 8
+RUN_S = 6
+INTERVAL_S = 1.0
+LOCUSTFILE = str(REPO / "locustfiles" / "chat.py")
+
+
+def run_distributed(tmp_path: Path, host: str) -> subprocess.CompletedProcess:
+    """`locust --master --expect-workers 2` plus two `--worker` processes; returns the master's result."""
+    port = free_port()
+    common = ["-f", LOCUSTFILE]
+    master = subprocess.Popen(
+        pinned([str(BIN / "locust"), *common, "--headless", "--master", "--expect-workers", "2",
+                "--master-bind-host", "127.0.0.1", "--master-bind-port", str(port),
+                "-u", str(USERS), "-r", str(USERS), "-t", f"{RUN_S}s", "--csv", "out/run", "--host", host,
+                "--prompts", "code", "--prompts", "json", "--max-tokens", "48",
+                "--metrics-interval", str(INTERVAL_S)], CLIENT_CPU),
+        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    workers = [
+        subprocess.Popen(
+            pinned([str(BIN / "locust"), *common, "--worker", "--master-host", "127.0.0.1",
+                    "--master-port", str(port)], CLIENT_CPU),
+            cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=(tmp_path / f"worker{i}.log").open("w"))
+        for i in range(2)
+    ]
+    try:
+        out, err = master.communicate(timeout=60)
+        for w in workers:
+            w.wait(15)
+    finally:
+        for p in (master, *workers):
+            if p.poll() is None:
+                p.kill()
+    return subprocess.CompletedProcess(master.args, master.returncode, out, err)
+
+
+def locust_e2e_count(stats_csv: Path) -> int:
+    """Locust's own count of streams: its E2E rows' request counts (failures included)."""
+    return sum(int(r["Request Count"]) for r in csv.DictReader(stats_csv.open()) if r["Type"] == "E2E")
+
+
+def test_master_with_two_workers_writes_each_request_once_with_exact_merged_percentiles(tmp_path, spec_sim):
+    sim = spec_sim("--time-scale", "0.05", "--speculative-config", NGRAM)
+    result = run_distributed(tmp_path, sim.url)
+    out = tmp_path / "out"
+    assert "Traceback" not in result.stderr, result.stderr[-3000:]
+    for i in range(2):
+        assert "Traceback" not in (tmp_path / f"worker{i}.log").read_text()
+
+    rows = list(csv.DictReader((out / "run_requests.csv").open()))
+    assert len(rows) >= 20
+    assert len(rows) == locust_e2e_count(out / "run_stats.csv")
+    assert {r["level_users"] for r in rows} == {str(USERS)}  # workers knew the total from the start
+    assert all(r["error"].startswith("interrupted") for r in rows if r["error"])
+
+    summary = json.loads((out / "run_summary.json").read_text())
+    workers = summary["client"]["generators"]["by_process"]
+    assert len(workers) == 2 and all(w["requests"] > 0 for w in workers.values())
+    assert sum(w["requests"] for w in workers.values()) == len(rows)
+
+    ok = [r for r in rows if not r["error"]]
+    latency = json.loads((out / "run_latency.json").read_text())
+    for metric in ("ttft", "tpot", "e2e"):
+        pooled = new_histogram()
+        record_ms(pooled, [float(r[f"{metric}_ms"]) for r in ok if r[f"{metric}_ms"]])
+        p50, p99 = percentiles_us(pooled, (50.0, 99.0))
+        merged = latency["metrics"][metric]["all"]
+        assert merged["count"] == pooled.total_count
+        assert (merged["p50"], merged["p99"]) == (p50 / 1000.0, p99 / 1000.0), metric
+    assert latency["levels"][str(USERS)]["ttft"]["all"]["count"] == len(ok)
+
+    scrapes = {r["timestamp_unix_s"] for r in csv.DictReader((out / "run_server_metrics.csv").open())}
+    # start, the level, every interval, stop: about RUN_S / INTERVAL_S + 3; three scraping processes would
+    # have made three times as many
+    assert 3 <= len(scrapes) <= RUN_S / INTERVAL_S + 5
+    assert summary["server"]["acceptance_rate"] > 0
+    assert summary["crosscheck"]["finished requests"]["warning"] is None
+    assert summary["crosscheck"]["output tokens"]["warning"] is None
