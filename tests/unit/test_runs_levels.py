@@ -1,0 +1,110 @@
+"""Reading runs and measuring each level: warm-up and interrupted requests excluded, exact percentiles."""
+
+from __future__ import annotations
+
+import csv
+from dataclasses import replace
+from pathlib import Path
+
+import orjson
+import pytest
+
+from analysis import levels
+from analysis.runs import discover, read_run
+from locust_spec.exposition import Sample, Snapshot
+from locust_spec.histograms import LatencyHistograms
+from locust_spec.records import COLUMNS
+
+T0 = 1_800_000_000.0
+
+
+def row(start, users, *, tokens=100, chunks=50, ttft=40.0, tpot=10.0, e2e=1000.0, error="", warmup=0,
+        cls="json", drafted=""):
+    return {"start_unix_s": T0 + start, "level_users": users, "prompt_class": cls, "prompt_id": "p",
+            "prompt_tokens": 10, "output_tokens": tokens, "tokens_estimated": 0, "chunks": chunks,
+            "max_tokens_per_chunk": 3, "ttft_ms": ttft, "tpot_ms": tpot, "e2e_ms": e2e, "itl_p50_ms": tpot,
+            "itl_p99_ms": tpot * 2, "chunk_gap_p50_ms": tpot * 2, "finish_reason": "length",
+            "spec_accepted_tokens": "", "spec_draft_tokens": drafted, "error": error, "warmup": warmup}
+
+
+def write(prefix: Path, rows, hist_values=None) -> Path:
+    with open(f"{prefix}_requests.csv", "w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=COLUMNS)
+        w.writeheader()
+        w.writerows(rows)
+    if hist_values is not None:
+        hists = LatencyHistograms()
+        for users, values in hist_values.items():
+            hists.record("itl", "json", users, values, warmup=False)
+        Path(f"{prefix}_latency.json").write_bytes(orjson.dumps(hists.to_json()))
+    return prefix
+
+
+ROWS = [
+    row(0.0, 2, warmup=1, ttft=999),  # warm-up: excluded
+    row(1.0, 2, ttft=40, e2e=2000),
+    row(1.5, 2, ttft=60, e2e=1500),
+    row(2.0, 2, ttft=50, e2e=500, error="http_500: boom", tokens=0, chunks=0),
+    row(2.5, 2, error="interrupted: stop", e2e=9000),  # cut at stop: neither ok nor failed
+    row(5.0, 4, ttft=80, e2e=1000, drafted=40),
+]
+
+
+def test_level_metrics_exclude_warmup_and_interrupted(tmp_path):
+    run = read_run(write(tmp_path / "r", ROWS, {2: [10.0] * 90 + [30.0] * 10, 4: [5.0] * 10}))
+    by = levels.run_levels(run)
+    assert sorted(by) == [2, 4]
+    two = by[2]
+    assert (two.metrics.requests, two.metrics.failures) == (3, 1)
+    assert two.metrics.ttft_p50_ms == 50.0  # median of the two ok requests (40, 60)
+    assert two.start_unix_s == T0 + 1.0 and two.end_unix_s == pytest.approx(T0 + 3.0)
+    assert two.metrics.output_tok_s == pytest.approx(200 / 2.0)  # ok + failed tokens over the 2 s window
+    assert two.metrics.tokens_per_chunk == 2.0
+    assert two.metrics.itl_source == "hdr"
+    assert two.metrics.itl_p50_ms == pytest.approx(10.0, rel=1e-3)
+    assert two.metrics.itl_p95_ms == pytest.approx(30.0, rel=1e-3)
+    assert not two.rows_show_speculation and by[4].rows_show_speculation
+
+
+def test_itl_falls_back_to_request_rows_without_latency_json(tmp_path):
+    by = levels.run_levels(read_run(write(tmp_path / "r", ROWS)))
+    assert by[2].metrics.itl_source == "rows"
+    assert by[2].metrics.itl_p50_ms == 10.0 and by[2].metrics.itl_p95_ms is None
+
+
+def _snap(t, drafts, draft_tokens, accepted):
+    labels = (("engine", "0"), ("model_name", "m"))
+    return Snapshot(T0 + t, "http://s/metrics", (
+        Sample("vllm:spec_decode_num_drafts_total", labels, drafts),
+        Sample("vllm:spec_decode_num_draft_tokens_total", labels, draft_tokens),
+        Sample("vllm:spec_decode_num_accepted_tokens_total", labels, accepted),
+        Sample("vllm:generation_tokens_total", labels, accepted + drafts),
+    ))
+
+
+def test_acceptance_comes_from_the_counters_inside_the_level_window(tmp_path):
+    run = read_run(write(tmp_path / "r", ROWS))
+    scrapes = [_snap(0.5, 0, 0, 0), _snap(1.0, 10, 40, 10), _snap(3.0, 30, 120, 70), _snap(6.0, 99, 999, 0)]
+    run = replace(run, snapshots=scrapes)
+    stats = levels.spec_stats(run, levels.run_levels(run)[2])
+    assert stats.acceptance == pytest.approx(60 / 80)
+    assert stats.draft_tokens == 80
+    assert levels.spec_stats(run, levels.run_levels(run)[4]) is None  # fewer than two scrapes inside
+
+
+def test_repeats_combine_to_medians_with_spread_and_summed_counts():
+    def lv(itl, requests):
+        m = levels.ArmMetrics(requests, 1, 50.0, itl, itl * 2, itl, itl, 100.0 / itl, 1.0, output_tokens=1000)
+        return levels.RunLevel(1, m, 0.0, 1.0, False)
+
+    combined = levels.combine([lv(10.0, 20), lv(12.0, 30), lv(20.0, 25)])
+    assert combined.itl_p50_ms == 12.0 and combined.spread["itl_p50_ms"] == (10.0, 20.0)
+    assert (combined.requests, combined.failures, combined.output_tokens, combined.runs) == (75, 3, 3000, 3)
+
+
+def test_discover_accepts_prefix_file_or_folder(tmp_path):
+    a = write(tmp_path / "a", ROWS)
+    write(tmp_path / "b", ROWS)
+    assert discover(a) == [a]
+    assert discover(Path(f"{a}_latency.json")) == [a]
+    assert discover(tmp_path) == [tmp_path / "a", tmp_path / "b"]
