@@ -107,12 +107,14 @@ def live_totals(entries: Iterable, errors: Iterable) -> crosscheck.ClientTotals:
 def speculation_rows(run: SpecWindow | None, levels: Sequence[tuple[int, SpecWindow]], users: int,
                      client_tok_s: float | None, checks: Sequence[crosscheck.Check], running: bool,
                      warnings: Sequence[str]) -> list[dict]:
-    """The Speculation tab's rows: (name, value, source). While the test runs the server has counted the
-    requests in flight and the client not yet, so the cross-check shows both sides without judging them."""
+    """The Speculation tab's rows: (measure, value, source), in this order.
+
+    While the test runs, the server has counted the requests in flight and the client not yet (or the other
+    way round, between scrapes), so the cross-check shows both sides without judging them."""
     rows: list[dict] = []
 
     def add(name: str, value: object, source: str) -> None:
-        rows.append({"name": name, "value": value, "source": source})
+        rows.append({"measure": name, "value": value, "source": source})
 
     if run is None:
         add("server counters", "not scraped (--metrics-url off, or no host)", "")
@@ -247,7 +249,8 @@ def install(environment, web_ui) -> SpecView:
         "extended_tabs": [{"title": "Speculation", "key": TAB},
                           {"title": "Exact latency", "key": LATENCY_TAB}],
         "extended_tables": [
-            {"key": TAB, "structure": [{"key": "name", "title": "Measure"},
+            # not "name": Locust's table sorts by a column of that key, and this order is meant
+            {"key": TAB, "structure": [{"key": "measure", "title": "Measure"},
                                        {"key": "value", "title": "Value"},
                                        {"key": "source", "title": "Source"}]},
             {"key": LATENCY_TAB, "structure": [
