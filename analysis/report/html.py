@@ -7,7 +7,7 @@ from html import escape
 
 from analysis.model import Verdict
 from analysis.report.plots import FIGURES
-from analysis.report.table import HEADER, acceptance_line, rows, runs_line
+from analysis.report.table import HEADER, acceptance_line, rows, runs_line, users_label
 
 STYLE = """
 body{font-family:system-ui,sans-serif;margin:2em;max-width:1100px;color:#222}
@@ -32,7 +32,7 @@ def render(verdict: Verdict) -> str:
              f"<p>{escape(verdict.summary)}</p>"]
     for lv in verdict.levels:
         lvv = escape(lv.verdict)
-        parts.append(f"<h2>{lv.users} users: <span class='v {lvv}'>{lvv}</span></h2>")
+        parts.append(f"<h2>{users_label(lv.users)}: <span class='v {lvv}'>{lvv}</span></h2>")
         parts.append(f"<p>{escape(acceptance_line(lv))}</p>")
         extra = runs_line(lv)
         if extra:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from analysis.model import Verdict
-from analysis.report.table import HEADER, acceptance_line, rows, runs_line
+from analysis.report.table import HEADER, acceptance_line, rows, runs_line, users_label
 
 
 def _escape(text: str) -> str:
@@ -15,7 +15,7 @@ def _escape(text: str) -> str:
 def render(verdict: Verdict) -> str:
     out = [f"## Speculative decoding verdict: **{verdict.verdict}**", "", _escape(verdict.summary), ""]
     for lv in verdict.levels:
-        out += [f"### {lv.users} users: **{lv.verdict}**", "", _escape(acceptance_line(lv)), ""]
+        out += [f"### {users_label(lv.users)}: **{lv.verdict}**", "", _escape(acceptance_line(lv)), ""]
         extra = runs_line(lv)
         if extra:
             out += [extra, ""]

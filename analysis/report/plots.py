@@ -10,6 +10,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402  (the backend must be chosen first)
 
 from analysis.model import Verdict  # noqa: E402
+from analysis.report.table import users_label  # noqa: E402
 
 ARMS = (("baseline", "speculation off", "--"), ("candidate", "speculation on", "-"))
 
@@ -36,7 +37,8 @@ def itl_cdf(verdict: Verdict) -> bytes:
             points = arms.get(arm, ())
             if points:
                 xs, ys = zip(*points, strict=True)
-                ax.step(xs, ys, where="post", linestyle=style, color=colour, label=f"{users} users, {label}")
+                ax.step(xs, ys, where="post", linestyle=style, color=colour,
+                        label=f"{users_label(users)}, {label}")
                 drawn = True
     if drawn:
         ax.set_xscale("log")
@@ -74,8 +76,9 @@ def per_position(verdict: Verdict) -> bytes:
     fig, ax = plt.subplots(figsize=(7, 4))
     measured = [lv for lv in verdict.levels if lv.per_position]
     for lv in measured:
-        ax.plot(range(len(lv.per_position)), lv.per_position, marker="o", label=f"{lv.users} users")
+        ax.plot(range(len(lv.per_position)), lv.per_position, marker="o", label=users_label(lv.users))
     if measured:
+        ax.set_xticks(range(max(len(lv.per_position) for lv in measured)))
         ax.set_xlabel("draft position")
         ax.set_ylabel("acceptance")
         ax.set_ylim(0, 1)

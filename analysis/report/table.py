@@ -39,6 +39,10 @@ def rows(lv: LevelVerdict) -> list[tuple[str, str, str, str]]:
     return out
 
 
+def users_label(users: int) -> str:
+    return f"{users} user" + ("" if users == 1 else "s")
+
+
 def acceptance_line(lv: LevelVerdict) -> str:
     if lv.acceptance is None:
         return "acceptance: not measured"

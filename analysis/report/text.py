@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from analysis.model import Verdict
-from analysis.report.table import HEADER, acceptance_line, rows, runs_line
+from analysis.report.table import HEADER, acceptance_line, rows, runs_line, users_label
 
 
 def _table(lines: list[tuple[str, str, str, str]]) -> list[str]:
@@ -15,7 +15,7 @@ def _table(lines: list[tuple[str, str, str, str]]) -> list[str]:
 def render(verdict: Verdict) -> str:
     out = [f"VERDICT: {verdict.verdict.upper()}", verdict.summary, ""]
     for lv in verdict.levels:
-        out.append(f"{lv.users} users: {lv.verdict.upper()}  ({acceptance_line(lv)})")
+        out.append(f"{users_label(lv.users)}: {lv.verdict.upper()}  ({acceptance_line(lv)})")
         extra = runs_line(lv)
         if extra:
             out.append(f"  {extra}")
