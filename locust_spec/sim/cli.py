@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import gc
 import signal
 import sys
 from pathlib import Path
@@ -15,7 +16,7 @@ from locust_spec.sim.drafters import parse_spec_config
 from locust_spec.sim.engine import Engine, EngineConfig
 from locust_spec.sim.faults import FaultConfig
 from locust_spec.sim.metrics import SimMetrics
-from locust_spec.sim.model import tokenizer
+from locust_spec.sim.model import tokenizer, warm
 from locust_spec.sim.sendlog import SendLog
 from locust_spec.sim.server import ServerOptions, SimServer, serve
 
@@ -74,6 +75,9 @@ def main(argv: list[str] | None = None) -> None:
     if args.time_scale <= 0:
         sys.exit("spec-sim: --time-scale must be positive")
     tok = tokenizer()
+    warm()
+    # The corpus tables are permanent: keep the cyclic GC from walking them on every full collection.
+    gc.freeze()
     use_draft = draft if spec and spec.method == "draft_model" else None
     cfg = EngineConfig(roofline.GPUS[args.gpu], model, spec, use_draft, args.max_num_seqs, args.time_scale)
     engine = Engine(cfg, tok, SimMetrics(args.served_model_name, spec.num_speculative_tokens if spec else 0))

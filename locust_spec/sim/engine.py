@@ -107,12 +107,14 @@ class ScheduleStats:
     max_late_s: float = 0.0
     sum_late_s: float = 0.0
     sum_step_s: float = 0.0
+    sum_busy_s: float = 0.0  # CPU time the loop spent planning and emitting
     max_batch: int = 0
 
     def as_dict(self) -> dict:
         n = max(1, self.steps)
         return {"steps": self.steps, "late_steps": self.late_steps, "max_late_ms": self.max_late_s * 1e3,
                 "mean_late_ms": self.sum_late_s / n * 1e3, "mean_step_ms": self.sum_step_s / n * 1e3,
+                "mean_cpu_ms": self.sum_busy_s / n * 1e3,
                 "max_batch": self.max_batch}
 
 
@@ -168,23 +170,27 @@ class Engine:
                 self.wake.wait(timeout=(min(paused) - now) if paused else None)
                 deadline = time.perf_counter()
                 continue
+            cpu = time.thread_time()
             plan, load = self._plan(active)
             dur = self._step_seconds(load) * self.cfg.time_scale
             deadline = max(deadline, now) + dur
+            cpu = time.thread_time() - cpu
             gevent.sleep(max(0.0, deadline - time.perf_counter()))
             emit_at = time.perf_counter()
-            self._record_schedule(emit_at - deadline, dur, len(active))
+            cpu -= time.thread_time()
             self._emit(plan, emit_at)
+            self._record_schedule(emit_at - deadline, dur, len(active), cpu + time.thread_time())
 
     def _step_seconds(self, load: roofline.StepLoad) -> float:
         spec = self.cfg.spec
         return roofline.step_seconds(self.cfg.gpu, self.cfg.model, load, spec.method if spec else "",
                                      self.cfg.draft, spec.num_speculative_tokens if spec else 0)
 
-    def _record_schedule(self, late: float, dur: float, batch: int) -> None:
+    def _record_schedule(self, late: float, dur: float, batch: int, busy: float) -> None:
         s = self.schedule
         s.steps += 1
         s.sum_step_s += dur
+        s.sum_busy_s += busy
         s.max_batch = max(s.max_batch, batch)
         if late > 0:
             s.sum_late_s += late

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from bisect import bisect_left
+from collections import Counter
+
+from prometheus_client import CollectorRegistry, Gauge, Histogram, generate_latest
+from prometheus_client import Counter as PromCounter
 
 # Bucket bounds as exposed by vLLM 0.32 (read off the reference /metrics captures).
 TTFT_BUCKETS = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0,
@@ -15,6 +19,14 @@ FINISH_REASONS = ("stop", "length", "abort", "error", "repetition")
 BASE = ("engine", "model_name")
 
 
+def _observe_many(child, value: float, n: int) -> None:
+    """n observations of one value at once. Every request that emitted in the previous step has the same
+    inter-token gap, so a 256-stream step has one or two distinct values: this saves ~250 lock round trips
+    per step. Uses the histogram child's bucket list (prometheus-client's internal layout)."""
+    child._buckets[bisect_left(child._upper_bounds, value)].inc(n)
+    child._sum.inc(value * n)
+
+
 class SimMetrics:
     """The families spec-sim exposes; spec families exist only when speculation is configured."""
 
@@ -24,8 +36,8 @@ class SimMetrics:
         labels = {"engine": "0", "model_name": model_name}
         self._labels = labels
 
-        def counter(name: str, doc: str, extra: tuple[str, ...] = ()) -> Counter:
-            return Counter(name, doc, (*BASE, *extra) if extra else BASE, registry=reg)
+        def counter(name: str, doc: str, extra: tuple[str, ...] = ()) -> PromCounter:
+            return PromCounter(name, doc, (*BASE, *extra) if extra else BASE, registry=reg)
 
         if num_spec_tokens:
             spec = "vllm:spec_decode_num_"
@@ -69,8 +81,8 @@ class SimMetrics:
             self.generation_tokens.inc(gen)
         if prompt:
             self.prompt_tokens.inc(prompt)
-        for v in itls:
-            self.itl.observe(v)
+        for v, n in Counter(itls).items():
+            _observe_many(self.itl, v, n)
         if drafts and self.num_spec_tokens:
             self.drafts.inc(drafts)
             self.draft_tokens.inc(draft_tokens)

@@ -173,3 +173,8 @@ def last_user_text(messages: list[dict]) -> str:
 
 def tokenizer() -> Tokenizer:
     return corpus()[0]
+
+
+def warm() -> None:
+    """Build the vocabulary and the Markov chain now, so no request pays for it."""
+    _chain()

@@ -14,6 +14,7 @@ import gevent
 import gevent.event
 import orjson
 from gevent.server import StreamServer
+from gevent.socket import wait_write
 
 from locust_spec.sim import model as sim_model
 from locust_spec.sim import protocol
@@ -60,48 +61,98 @@ def _reset(sock: socket.socket) -> None:
 
 
 class _Stream:
-    """Delivery of one streamed request: writes each step's chunk straight to the client's socket."""
+    """Delivery of one streamed request: each step's chunk goes straight to the client's socket.
+
+    Writes never block the engine: the socket is non-blocking while streaming, and whatever a slow
+    reader has not taken yet waits in `pending` for a flusher greenlet (vLLM likewise lets a slow
+    client's output queue up without slowing the engine).
+    """
 
     def __init__(self, sim: SimServer, sock, fmt: protocol.StreamFormat, rid: str, faults: RequestFaults,
                  done: gevent.event.Event):
         self.sim, self.sock, self.fmt, self.rid, self.faults, self.done = sim, sock, fmt, rid, faults, done
         self.chunks = 0
         self.completed = False
+        self.pending: list[bytes] = []
+        self.failed = False
+        self.finishing = False
 
     def deliver(self, req: Request, out: StepOutput) -> bool:
+        if self.failed:
+            return False
         log = self.sim.send_log
         parts = []
-        try:
-            if self.chunks == 0:
-                role = self.fmt.role()
-                if log:
-                    log.write(self.rid, 0)
-                self.sock.sendall(_head(200, b"text/event-stream; charset=utf-8", None) + _chunk(role))
-            self.chunks += 1
-            if self.chunks == self.faults.reset_after_chunks + 1:
-                _reset(self.sock)
-                self.done.set()
-                return False
-            if self.chunks == self.faults.malformed_at_chunk:
-                cut = b'data: {"id":"' + self.rid.encode() + b'","object":"chat.completion.chu\n\n'
-                parts.append(_chunk(cut))
-            parts.append(_chunk(self.fmt.token(out.text, req.generated, out.finish, out.stop_reason)))
-            if out.finish is not None:
-                if self.fmt.include_usage:
-                    parts.append(_chunk(self.fmt.usage(req.generated, self.sim.spec_metrics(req))))
-                if not self.faults.no_done:
-                    parts.append(_chunk(protocol.DONE))
-                parts.append(b"0\r\n\r\n")
+        if self.chunks == 0:
+            self.sock.settimeout(0.0)
             if log:
-                log.write(self.rid, out.tokens)
-            self.sock.sendall(b"".join(parts))
-        except OSError:
-            self.done.set()
+                log.write(self.rid, 0)
+            parts.append(_head(200, b"text/event-stream; charset=utf-8", None) + _chunk(self.fmt.role()))
+        self.chunks += 1
+        if self.chunks == self.faults.reset_after_chunks + 1:
+            self._send(b"".join(parts))
+            _reset(self.sock)
+            self._end()
             return False
+        if self.chunks == self.faults.malformed_at_chunk:
+            cut = b'data: {"id":"' + self.rid.encode() + b'","object":"chat.completion.chu\n\n'
+            parts.append(_chunk(cut))
+        parts.append(_chunk(self.fmt.token(out.text, req.generated, out.finish, out.stop_reason)))
         if out.finish is not None:
+            if self.fmt.include_usage:
+                parts.append(_chunk(self.fmt.usage(req.generated, self.sim.spec_metrics(req))))
+            if not self.faults.no_done:
+                parts.append(_chunk(protocol.DONE))
+            parts.append(b"0\r\n\r\n")
+            self.finishing = True
+        if log:
+            log.write(self.rid, out.tokens)
+        self._send(b"".join(parts))
+        if self.failed:
+            return False
+        if self.finishing and not self.pending:
             self.completed = True
-            self.done.set()
+            self._end()
         return True
+
+    def _send(self, data: bytes) -> None:
+        if self.pending:
+            self.pending.append(data)
+            return
+        try:
+            n = self.sock.send(data)
+        except BlockingIOError:
+            n = 0
+        except OSError:
+            self.failed = True
+            self._end()
+            return
+        if n < len(data):
+            self.pending.append(data[n:])
+            gevent.spawn(self._flush)
+
+    def _flush(self) -> None:
+        while self.pending and not self.failed:
+            try:
+                wait_write(self.sock.fileno())
+                data = b"".join(self.pending)
+                self.pending.clear()
+                try:
+                    n = self.sock.send(data)
+                except BlockingIOError:
+                    n = 0
+            except OSError:
+                self.failed = True
+                break
+            if n < len(data):
+                self.pending.insert(0, data[n:])
+        if self.failed or self.finishing:
+            self.completed = not self.failed
+            self._end()
+
+    def _end(self) -> None:
+        with contextlib.suppress(OSError):
+            self.sock.settimeout(None)
+        self.done.set()
 
 
 class _Collect:

@@ -76,8 +76,8 @@ def test_restart_resets_every_counter_with_a_new_created(spec_sim):
 
 
 def test_restart_after_seconds_drops_streams_in_flight(spec_sim):
-    sim = spec_sim("--time-scale", "1", "--restart-after", "1.5")
-    body = {**BODY, "max_tokens": 2000, "ignore_eos": True}
+    sim = spec_sim("--time-scale", "1", "--restart-after", "3")
+    body = {**BODY, "max_tokens": 4000, "ignore_eos": True}
     with pytest.raises((ConnectionResetError, http.client.IncompleteRead, http.client.HTTPException)):
         raw_stream(sim.url, body)
 
