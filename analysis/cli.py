@@ -53,7 +53,7 @@ def cli() -> None:
               help="Also write to PATH, the format from its suffix (.json .md .html .txt); repeatable.")
 @click.option("--serving-concurrency", type=click.IntRange(min=1), metavar="N",
               help="The concurrency you serve at: the overall verdict is that level's (nearest measured).")
-@click.option("--ship-acceptance", type=float, default=DEFAULTS.ship_acceptance, show_default=True,
+@click.option("--ship-acceptance", type=float, default=DEFAULTS.ship_acceptance, show_default="2/3",
               help="Acceptance at or above which speculation is worth it.")
 @click.option("--off-acceptance", type=float, default=DEFAULTS.off_acceptance, show_default=True,
               help="Acceptance below which to switch it off; in between, the measurements decide.")
