@@ -59,9 +59,15 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the stall starts after this many tokens were sent (0: before the first)")
     f.add_argument("--fault-no-done", type=_rate, default=0.0, help="stream ends without data: [DONE]")
     f.add_argument("--restart-after", type=float, default=0.0,
-                   help="seconds until a simulated restart (connections drop, counters reset); "
+                   help="simulate a restart every SECONDS (connections drop, counters reset); "
                         "POST /admin/restart does the same on demand")
     return p
+
+
+def _restart_every(sim: SimServer, seconds: float) -> None:
+    while True:
+        gevent.sleep(seconds)
+        sim.restart()
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -91,7 +97,7 @@ def main(argv: list[str] | None = None) -> None:
     srv = serve(sim, args.host, args.port)
     engine.start()
     if args.restart_after > 0:
-        gevent.spawn_later(args.restart_after, sim.restart)
+        gevent.spawn(_restart_every, sim, args.restart_after)
     for sig in (signal.SIGTERM, signal.SIGINT):
         gevent.signal_handler(sig, srv.stop, 1)
     print(f"spec-sim: serving {args.served_model_name} on http://{args.host}:{srv.server_port} "

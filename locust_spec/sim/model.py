@@ -6,7 +6,7 @@ import functools
 import hashlib
 import random
 import re
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -72,14 +72,14 @@ def copy_source(text: str) -> str:
 def _chain() -> tuple[dict[tuple[int, int], tuple[int, ...]], dict[int, tuple[int, ...]]]:
     """Successors of each corpus bigram and token, most frequent first."""
     _, toks = corpus()
-    order2: dict[tuple[int, int], Counter[int]] = {}
-    order1: dict[int, Counter[int]] = {}
+    order2: dict[tuple[int, int], list[int]] = defaultdict(list)
+    order1: dict[int, list[int]] = defaultdict(list)
     for a, b, c in zip(toks, toks[1:], toks[2:], strict=False):
-        order2.setdefault((a, b), Counter())[c] += 1
-        order1.setdefault(b, Counter())[c] += 1
+        order2[a, b].append(c)
+        order1[b].append(c)
 
-    def ranked(counts: Counter[int]) -> tuple[int, ...]:
-        return tuple(t for t, _ in counts.most_common())
+    def ranked(succ: list[int]) -> tuple[int, ...]:
+        return (succ[0],) if len(succ) == 1 else tuple(t for t, _ in Counter(succ).most_common())
 
     return ({k: ranked(v) for k, v in order2.items()}, {k: ranked(v) for k, v in order1.items()})
 
