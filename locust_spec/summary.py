@@ -37,6 +37,9 @@ SUFFIX = "_summary.json"
 # Peak running + waiting below this share of the users means the client under-delivered: the peak is taken
 # at scrape instants, so it can only be higher than the typical concurrency, never lower.
 DELIVERED_MIN = 0.9
+# A level's first scrape is taken as it starts (users still ramping) and its last may be the stop: judge a
+# level only with at least one scrape in between.
+MIN_SCRAPES = 3
 LAG_WARN_MS = 5.0
 _COUNTS = ("requests", "failures", "loop_lag_samples", "loop_lag_late_samples", "loop_lag_warnings")
 
@@ -62,7 +65,7 @@ def concurrency(levels: Sequence[tuple[int, SpecWindow]]) -> tuple[list[dict], l
             delivered = round((running + (waiting or 0.0)) / users, 4)
         entries.append({"users": users, "max_running": running, "max_waiting": waiting,
                         "delivered": delivered})
-        if delivered is not None and delivered < DELIVERED_MIN:
+        if delivered is not None and window.scrapes >= MIN_SCRAPES and delivered < DELIVERED_MIN:
             warnings.append(
                 f"concurrency at {users} users: the server had at most {running:g} requests running and "
                 f"{waiting or 0:g} waiting ({delivered:.0%} of the users); the load generator "
