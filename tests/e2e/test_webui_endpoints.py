@@ -1,0 +1,76 @@
+"""The web UI's Speculation data over HTTP, from a `--processes 2` master merging its workers' histograms."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import subprocess
+import time
+import urllib.error
+import urllib.request
+
+import pytest
+
+from tests.support import BIN, CLIENT_CPU, REPO, free_port, pinned, wait_http
+
+NGRAM = '{"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_max": 4}'
+SECRET = "sk-endpoint-never-shown-51c"
+
+
+def get(url: str) -> bytes:
+    with urllib.request.urlopen(url, timeout=5) as r:
+        return r.read()
+
+
+def test_master_ui_serves_merged_exact_latency_acceptance_and_our_files(tmp_path, spec_sim):
+    sim = spec_sim("--time-scale", "0.05", "--speculative-config", NGRAM)
+    port = free_port()
+    proc = subprocess.Popen(
+        pinned([str(BIN / "locust"), "-f", str(REPO / "locustfiles" / "chat.py"), "--processes", "2",
+                "--autostart", "-u", "4", "-r", "4", "-t", "8s", "--autoquit", "0", "--web-host", "127.0.0.1",
+                "--web-port", str(port), "--csv", "out/run", "--host", sim.url, "--prompts", "code",
+                "--prompts", "quote", "--max-tokens", "48", "--metrics-interval", "0.5", "--api-key", SECRET],
+               CLIENT_CPU),
+        cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=(tmp_path / "locust.log").open("w"))
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_http(url + "/", proc=proc)
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            stats = json.loads(get(url + "/spec/stats"))
+            values = {r["measure"]: r["value"] for r in stats["speculation"]}
+            merged = {r["cls"]: r for r in stats["latency"]}
+            if values.get("acceptance rate") and merged.get("all", {}).get("n", 0) >= 4:
+                break
+            time.sleep(0.5)
+        assert float(values["acceptance rate"]) > 0
+        assert set(merged) >= {"code", "quote", "all"} and merged["all"]["n"] == merged["code"]["n"] + \
+            merged["quote"]["n"]
+        assert float(merged["all"]["ttft50"]) > 0 and float(merged["all"]["tpot99"]) > 0
+
+        polled = json.loads(get(url + "/stats/requests"))
+        assert [s["key"] for s in polled["extended_stats"]] == ["speculation", "spec-latency"]
+        page = get(url + "/").decode()
+        assert "Speculation" in page and "./spec/files/requests" in page
+
+        rows = list(csv.DictReader(io.StringIO(get(url + "/spec/files/requests").decode())))
+        assert rows and rows[0]["prompt_class"] in ("code", "quote")
+        assert json.loads(get(url + "/spec/files/latency"))["schema"] == 1
+        live_summary = json.loads(get(url + "/spec/files/summary"))
+        assert live_summary["schema"] == 1 and live_summary["server"]["acceptance_rate"] > 0
+        with pytest.raises(urllib.error.HTTPError) as missing:
+            get(url + "/spec/files/..%2Fetc")
+        assert missing.value.code == 404
+        for text in (page, json.dumps(stats), json.dumps(polled)):
+            assert SECRET not in text
+        proc.wait(40)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+    log = (tmp_path / "locust.log").read_text()
+    assert "Traceback" not in log, log[-3000:]
+    summary = json.loads((tmp_path / "out" / "run_summary.json").read_text())
+    assert summary["client"]["generators"]["processes"] == 2
+    assert summary["client"]["generators"]["requests"] == summary["client"]["requests"] > 0
