@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import csv
 import json
+import signal
 import subprocess
+import time
 from pathlib import Path
 
 from locust_spec.histograms import new_histogram, percentiles_us, record_ms
@@ -17,8 +19,11 @@ INTERVAL_S = 1.0
 LOCUSTFILE = str(REPO / "locustfiles" / "chat.py")
 
 
-def run_distributed(tmp_path: Path, host: str) -> subprocess.CompletedProcess:
-    """`locust --master --expect-workers 2` plus two `--worker` processes; returns the master's result."""
+def run_distributed(tmp_path: Path, host: str, stop_worker_after_s: float | None = None
+                    ) -> subprocess.CompletedProcess:
+    """`locust --master --expect-workers 2` plus two `--worker` processes; returns the master's result.
+
+    With `stop_worker_after_s`, the first worker gets SIGTERM that long after all users were spawned."""
     port = free_port()
     common = ["-f", LOCUSTFILE]
     master = subprocess.Popen(
@@ -27,7 +32,7 @@ def run_distributed(tmp_path: Path, host: str) -> subprocess.CompletedProcess:
                 "-u", str(USERS), "-r", str(USERS), "-t", f"{RUN_S}s", "--csv", "out/run", "--host", host,
                 "--prompts", "code", "--prompts", "json", "--max-tokens", "48",
                 "--metrics-interval", str(INTERVAL_S)], CLIENT_CPU),
-        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=(tmp_path / "master.log").open("w"))
     workers = [
         subprocess.Popen(
             pinned([str(BIN / "locust"), *common, "--worker", "--master-host", "127.0.0.1",
@@ -36,14 +41,23 @@ def run_distributed(tmp_path: Path, host: str) -> subprocess.CompletedProcess:
         for i in range(2)
     ]
     try:
-        out, err = master.communicate(timeout=60)
+        if stop_worker_after_s is not None:
+            deadline = time.monotonic() + 30
+            while "All users spawned" not in (tmp_path / "master.log").read_text():
+                assert time.monotonic() < deadline and master.poll() is None, "the test did not start"
+                time.sleep(0.1)
+            time.sleep(stop_worker_after_s)
+            workers[0].send_signal(signal.SIGTERM)
+            workers[0].wait(15)
+        master.wait(60)
         for w in workers:
             w.wait(15)
     finally:
         for p in (master, *workers):
             if p.poll() is None:
                 p.kill()
-    return subprocess.CompletedProcess(master.args, master.returncode, out, err)
+    return subprocess.CompletedProcess(master.args, master.returncode, "",
+                                       (tmp_path / "master.log").read_text())
 
 
 def locust_e2e_count(stats_csv: Path) -> int:
@@ -88,3 +102,21 @@ def test_master_with_two_workers_writes_each_request_once_with_exact_merged_perc
     assert summary["server"]["acceptance_rate"] > 0
     assert summary["crosscheck"]["finished requests"]["warning"] is None
     assert summary["crosscheck"]["output tokens"]["warning"] is None
+
+
+def test_a_worker_stopped_mid_run_sends_its_last_requests_before_it_goes(tmp_path, spec_sim):
+    sim = spec_sim("--time-scale", "0.05", "--speculative-config", NGRAM)
+    result = run_distributed(tmp_path, sim.url, stop_worker_after_s=2.0)
+    out = tmp_path / "out"
+    assert "Traceback" not in result.stderr, result.stderr[-3000:]
+    rows = list(csv.DictReader((out / "run_requests.csv").open()))
+    summary = json.loads((out / "run_summary.json").read_text())
+    workers = summary["client"]["generators"]["by_process"]
+    assert len(workers) == 2 and all(w["requests"] > 0 for w in workers.values())
+    # every request a worker measured, the stopped one's interrupted requests too, has its row
+    assert sum(w["requests"] for w in workers.values()) == len(rows)
+    assert not any("no final batch" in w or "no row" in w for w in summary["warnings"]), summary["warnings"]
+    # Locust's own stats miss what the stopped worker did after its last 3-second report; our rows do not
+    assert len(rows) >= locust_e2e_count(out / "run_stats.csv")
+    latency = json.loads((out / "run_latency.json").read_text())
+    assert latency["metrics"]["ttft"]["all"]["count"] == sum(1 for r in rows if not r["error"])
