@@ -46,6 +46,14 @@ class Ladder:
     def seconds(self) -> float:
         return len(parse_levels(self.levels)) * parse_stage_time(self.stage_time)
 
+    @property
+    def metrics_interval_s(self) -> float:
+        """Seconds between /metrics scrapes: several inside every level's measured window, since analysis
+        reads acceptance from the counters' increase between scrapes within it; never above the
+        scraper's default of 5 s."""
+        measured_s = parse_stage_time(self.stage_time) - parse_duration(self.warmup)
+        return round(min(5.0, max(0.5, measured_s / 6)), 2)
+
     def check(self) -> None:
         """Raise ValueError, with the reason, if Locust would refuse these options."""
         parse_levels(self.levels)
@@ -54,12 +62,12 @@ class Ladder:
 
 
 REAL_LADDER = Ladder("1,4,16,64", "60s", "5s")
-REAL_MAX_TOKENS = 256
 DEMO_LADDER = Ladder("1,64", "25s", "3s")
-DEMO_MAX_TOKENS = 128
 """On the built-in simulators: both arms in about two minutes on two cores, with enough requests at one
-user for a verdict (at least 10 and 1000 output tokens after the warm-up)."""
-DEMO_TIME_SCALE = 1.0
+user for a verdict (at least 10, and 1000 output tokens, after the warm-up)."""
+DEMO_PROMPTS = ("quote", "code", "boilerplate")
+"""Workloads that copy their input, where n-gram speculation is accepted often enough to pay at one user."""
+DEMO_TIME_SCALE = 0.5
 DEMO_GPU = "a100"
 """The simulated GPU: its compute-to-bandwidth ratio makes verification compute-bound by 64 users."""
 
@@ -96,20 +104,24 @@ class Load:
     """What every run sends: the same prompts in the same order with the same limits, on both arms."""
 
     prompts: tuple[str, ...]
-    max_tokens: int
+    max_tokens: int | None
     ignore_eos: bool
     seed: int
     model: str
     processes: int
 
 
-def locust_command(run: Run, host: str, metrics_url: str, ladder: Ladder, load: Load,
+def locust_command(run: Run, host: str, metrics_url: str | None, ladder: Ladder, load: Load,
                    locustfile: Path = SWEEP_LOCUSTFILE) -> list[str]:
-    """The headless Locust command line of one run."""
+    """The headless Locust command line of one run (the scraper reads HOST/metrics unless told)."""
     cmd = [str(Path(sys.executable).parent / "locust"), "-f", str(locustfile), "--headless",
-           "--host", host, "--csv", str(run.prefix), "--metrics-url", metrics_url,
+           "--host", host, "--csv", str(run.prefix), "--metrics-interval", f"{ladder.metrics_interval_s:g}",
            "--levels", ladder.levels, "--stage-time", ladder.stage_time, "--warmup", ladder.warmup,
-           "--max-tokens", str(load.max_tokens), "--seed", str(load.seed)]
+           "--seed", str(load.seed)]
+    if metrics_url:
+        cmd += ["--metrics-url", metrics_url]
+    if load.max_tokens:
+        cmd += ["--max-tokens", str(load.max_tokens)]
     for prompts in load.prompts:
         cmd += ["--prompts", prompts]
     if load.ignore_eos:
@@ -311,9 +323,9 @@ def write_verdict(out: Path, runs: list[Run]) -> str:
 @click.option("--repeats", type=click.IntRange(min=1), default=1, show_default=True,
               help="Sweeps per arm, arms alternating ABBA...")
 @click.option("--prompts", multiple=True, help="Prompt set (built-in name or JSONL, NAME:WEIGHT); "
-              "repeatable. Default: every built-in set.")
+              "repeatable. Default: every built-in set; " + ",".join(DEMO_PROMPTS) + " on the simulators.")
 @click.option("--max-tokens", type=click.IntRange(min=1),
-              help=f"Per request (default {REAL_MAX_TOKENS}; {DEMO_MAX_TOKENS} on the simulators).")
+              help="Per request, unless a prompt sets its own (default: the plugin's, 256).")
 @click.option("--ignore-eos", is_flag=True, help="Generate max_tokens on both arms (equal output lengths).")
 @click.option("--seed", type=int, default=1, show_default=True, help="Seed of the prompt order, both arms.")
 @click.option("--model", default="", help="Model name (default: the server's first model).")
@@ -350,7 +362,7 @@ def main(baseline: str | None, candidate: str | None, levels: str | None, stage_
         raise click.BadParameter(str(exc)) from None
     if not SWEEP_LOCUSTFILE.is_file():
         raise click.ClickException(f"the sweep locustfile is missing: {SWEEP_LOCUSTFILE}")
-    max_tokens = max_tokens or (DEMO_MAX_TOKENS if simulated else REAL_MAX_TOKENS)
+    prompts = prompts or (DEMO_PROMPTS if simulated else ())
     load = Load(prompts, max_tokens, ignore_eos, seed, model, processes)
     runs = schedule(repeats, out)
     progress = Progress(sys.stdout)
@@ -365,7 +377,7 @@ def main(baseline: str | None, candidate: str | None, levels: str | None, stage_
                          f"{ladder.stage_time} each) -> {out}")
             for position, run in enumerate(runs):
                 host = base_url(urls[run.arm])
-                cmd = locust_command(run, host, metrics[run.arm] or host + "/metrics", ladder, load)
+                cmd = locust_command(run, host, metrics[run.arm], ladder, load)
                 run_sweep(position, runs, _pinned(cmd, CLIENT_CPU) if simulated else cmd, ladder, progress)
                 done.append(run)
         progress.say(write_verdict(out, runs))

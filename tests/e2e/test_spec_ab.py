@@ -1,0 +1,99 @@
+"""spec-ab end to end: real spec-sim servers and headless Locust sweeps, the verdict in the run folder."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import psutil
+
+from tests.support import BIN, REPO
+
+SPEC_AB = str(BIN / "spec-ab")
+ARM_FILES = ("_requests.csv", "_latency.json", "_server_metrics.csv", "_stats.csv", "_stats_history.csv",
+             "_failures.csv", "_exceptions.csv")
+COPYING = ("quote", "code", "boilerplate")
+
+
+def _short_copying_prompts(tmp: Path, max_tokens: int = 96) -> Path:
+    """The built-in copying workloads with shorter answers: enough requests at one user for a verdict
+    (10, and 1000 output tokens, after the warm-up) within short stages."""
+    path = tmp / "copying.jsonl"
+    with path.open("w") as out:
+        for name in COPYING:
+            for line in (REPO / "prompts" / f"{name}.jsonl").read_text().splitlines():
+                out.write(json.dumps({**json.loads(line), "max_tokens": max_tokens}) + "\n")
+    return path
+
+
+def _fast(tmp: Path) -> list[str]:
+    """On a clock twice as fast as the modelled GPU."""
+    return ["--prompts", str(_short_copying_prompts(tmp)), "--ignore-eos", "--time-scale", "0.5",
+            "--seed", "3"]
+
+
+def _digest(folder: Path) -> dict[str, str]:
+    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(folder.iterdir())}
+
+
+def test_spec_ab_on_simulators_ships_at_one_user_and_not_at_64_with_every_file(tmp_path):
+    out = tmp_path / "run"
+    cmd = [SPEC_AB, "--out", str(out), "--levels", "1,64", "--stage-time", "12s", "--warmup", "2s",
+           *_fast(tmp_path)]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=240, cwd=REPO)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+
+    verdict = json.loads((out / "verdict.json").read_text())
+    by_users = {level["users"]: level for level in verdict["levels"]}
+    assert by_users[1]["verdict"] == "ship", by_users[1]["reasons"]
+    assert by_users[64]["verdict"] != "ship", by_users[64]["reasons"]
+    assert by_users[64]["acceptance"] > 0.5, "the candidate speculated"
+    assert "VERDICT" in done.stdout.upper() and verdict["summary"] in done.stdout
+
+    for name in ("verdict.json", "report.html", "report.md"):
+        assert (out / name).stat().st_size > 0, name
+    for arm in ("baseline", "candidate"):
+        for suffix in ARM_FILES:
+            assert (out / arm / f"r0{suffix}").is_file(), f"{arm}/r0{suffix} missing"
+    assert "speculation ngram" in (out / "sim-candidate.log").read_text()
+    assert "speculation off" in (out / "sim-baseline.log").read_text()
+
+
+def test_sigint_during_the_second_arm_stops_everything_and_keeps_the_first_arm(tmp_path):
+    out = tmp_path / "run"
+    cmd = [SPEC_AB, "--out", str(out), "--levels", "1", "--stage-time", "6s", "--warmup", "1s",
+           *_fast(tmp_path)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=REPO)
+    try:
+        second_arm = out / "candidate" / "r0.log"
+        deadline = time.monotonic() + 90
+        while not second_arm.exists():
+            assert proc.poll() is None and time.monotonic() < deadline, "the second arm never started"
+            time.sleep(0.2)
+        first_arm = _digest(out / "baseline")
+        time.sleep(2)
+        children = psutil.Process(proc.pid).children(recursive=True)
+        sims = [c.pid for c in children if "locust_spec.sim" in " ".join(c.cmdline())]
+        locusts = [c.pid for c in children if any(a.endswith("locust") for a in c.cmdline())]
+        assert len(sims) == 2 and locusts, [c.cmdline() for c in children]
+
+        proc.send_signal(signal.SIGINT)
+        output, _ = proc.communicate(timeout=40)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+    assert proc.returncode == 130, output
+    assert output.strip().splitlines()[-1].startswith("spec-ab: interrupted"), output
+    assert "Traceback" not in output
+    for pid in sims + locusts:
+        assert not psutil.pid_exists(pid), f"pid {pid} outlived spec-ab"
+    assert _digest(out / "baseline") == first_arm
+    assert {"r0_requests.csv", "r0_latency.json", "r0_server_metrics.csv"} <= set(first_arm)
+    assert not list((out / "candidate").glob("r0_*")), "the unfinished arm's files are discarded"
+    assert not (out / "verdict.json").exists()
