@@ -1,0 +1,28 @@
+"""Real vLLM without speculation: one token per chunk, no speculative-decoding counters."""
+
+import pytest
+
+from tests.vllm.client import final_usage, spec_counters, stream_chat, token_increments
+from tests.vllm.prompts import PROMPTS
+
+pytestmark = pytest.mark.vllm
+
+
+@pytest.fixture(scope="module")
+def server(vllm_pool):
+    return vllm_pool.server("off")
+
+
+def test_without_speculation_each_chunk_after_the_role_chunk_carries_one_token(server):
+    events = stream_chat(server.url, PROMPTS[0], max_tokens=64)
+    steps = token_increments(events)
+    assert events[-1] == "[DONE]"
+    assert steps[0] == 0, "the first chunk only announces the assistant role"
+    assert set(steps[1:]) == {1}
+    assert sum(steps) == final_usage(events)["completion_tokens"] > 0
+
+
+def test_without_speculation_the_server_exposes_no_spec_decode_counters(server):
+    counters = spec_counters(server.url)
+    assert "vllm:generation_tokens" in counters.families
+    assert not any(name.startswith("vllm:spec_decode") for name in counters.families)

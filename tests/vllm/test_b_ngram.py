@@ -1,0 +1,79 @@
+"""Real vLLM with n-gram speculation (k=4) and per-request speculation stats."""
+
+import logging
+
+import pytest
+
+from tests.vllm.client import complete, final_usage, spec_counters, spec_stats, stream_chat, token_increments
+from tests.vllm.prompts import PROMPTS
+
+pytestmark = pytest.mark.vllm
+log = logging.getLogger(__name__)
+
+NUMBERS_SCHEMA = {"type": "object", "properties": {"values": {"type": "array", "items": {"type": "integer"},
+                                                              "minItems": 40}},
+                  "required": ["values"], "additionalProperties": False}
+
+
+@pytest.fixture(scope="module")
+def server(vllm_pool):
+    return vllm_pool.server("ngram")
+
+
+def test_ngram_streams_chunks_carrying_several_tokens_counted_from_cumulative_usage(server):
+    events = stream_chat(server.url, PROMPTS[0], max_tokens=200)
+    steps = token_increments(events)
+    assert max(steps) > 1, f"no multi-token chunk in {steps}"
+    assert max(steps) <= 5, "k=4 drafts plus the bonus token bound one step"
+    assert sum(steps) == final_usage(events)["completion_tokens"]
+    assert len(steps) - 1 < sum(steps), "fewer content chunks than tokens"
+
+
+def test_ngram_counters_move_and_positions_sum_to_the_accepted_total(server):
+    before = spec_counters(server.url)
+    stream_chat(server.url, PROMPTS[1], max_tokens=200)
+    delta = spec_counters(server.url) - before
+    log.info("n-gram delta: drafts %s draft tokens %s accepted %s per position %s", delta.drafts,
+             delta.draft_tokens, delta.accepted, delta.per_position)
+    assert delta.drafts > 0 and delta.draft_tokens >= delta.drafts
+    assert 0 < delta.accepted <= delta.draft_tokens
+    assert len(delta.per_position) == 4
+    assert sum(delta.per_position) == delta.accepted
+    assert list(delta.per_position) == sorted(delta.per_position, reverse=True)
+
+
+def test_per_request_spec_stats_summed_over_requests_equal_the_counter_delta(server):
+    before = spec_counters(server.url)
+    stats = [spec_stats(stream_chat(server.url, prompt, max_tokens=120)) for prompt in PROMPTS]
+    stats.append(complete(server.url, PROMPTS[2], max_tokens=120)["metrics"]["speculative_decoding"])
+    delta = spec_counters(server.url) - before
+    assert sum(s["num_spec_steps"] for s in stats) == delta.drafts
+    assert sum(s["num_draft_tokens"] for s in stats) == delta.draft_tokens
+    assert sum(s["num_accepted_draft_tokens"] for s in stats) == delta.accepted
+    for s in stats[:-1]:
+        assert sum(s["per_step_accepted"]) == s["num_accepted_draft_tokens"]
+        assert sum(s["per_step_drafted"]) == s["num_draft_tokens"]
+
+
+def test_grammar_constrained_output_keeps_speculating_under_ngram(server):
+    """vLLM 0.32 keeps proposing and verifying n-gram drafts when `response_format` constrains output."""
+    before = spec_counters(server.url)
+    schema = {"type": "json_schema", "json_schema": {"name": "numbers", "schema": NUMBERS_SCHEMA}}
+    events = stream_chat(server.url, PROMPTS[3], max_tokens=150, response_format=schema)
+    delta = spec_counters(server.url) - before
+    stats = spec_stats(events)
+    log.info("json_schema under n-gram: %s", stats)
+    assert delta.drafts > 0 and delta.accepted > 0
+    assert stats["num_spec_steps"] == delta.drafts
+    assert max(token_increments(events)) > 1
+
+
+def test_json_object_mode_keeps_speculating_under_ngram(server):
+    before = spec_counters(server.url)
+    events = stream_chat(server.url, PROMPTS[0], max_tokens=150, response_format={"type": "json_object"})
+    delta = spec_counters(server.url) - before
+    text = "".join(e["choices"][0]["delta"].get("content") or "" for e in events
+                   if isinstance(e, dict) and e.get("choices"))
+    log.info("json_object under n-gram: %s; text starts %r", spec_stats(events), text[:60])
+    assert text.lstrip().startswith("{")
+    assert delta.drafts > 0 and delta.accepted > 0

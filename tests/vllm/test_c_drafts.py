@@ -1,0 +1,34 @@
+"""Real vLLM with draft models sharing the target's tokenizer: an exact copy and an unrelated model."""
+
+import logging
+
+import pytest
+
+from tests.vllm.client import final_usage, spec_counters, stream_chat, token_increments
+from tests.vllm.prompts import PROMPTS
+
+pytestmark = pytest.mark.vllm
+log = logging.getLogger(__name__)
+
+
+def acceptance_over_prompts(url: str):
+    before = spec_counters(url)
+    for prompt in PROMPTS[:2]:
+        events = stream_chat(url, prompt, max_tokens=100)
+        assert sum(token_increments(events)) == final_usage(events)["completion_tokens"]
+    return spec_counters(url) - before
+
+
+def test_a_draft_identical_to_the_target_is_always_accepted(vllm_pool):
+    delta = acceptance_over_prompts(vllm_pool.server("draft-copy").url)
+    log.info("copy draft: accepted %s of %s", delta.accepted, delta.draft_tokens)
+    assert delta.draft_tokens > 0
+    assert delta.acceptance == 1.0
+    assert delta.per_position[0] == delta.drafts, "every first position accepted"
+
+
+def test_an_unrelated_draft_is_almost_never_accepted(vllm_pool):
+    delta = acceptance_over_prompts(vllm_pool.server("draft-unrelated").url)
+    log.info("unrelated draft: accepted %s of %s", delta.accepted, delta.draft_tokens)
+    assert delta.draft_tokens > 0
+    assert delta.acceptance < 0.05
