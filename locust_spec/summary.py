@@ -100,10 +100,13 @@ def build_summary(totals: crosscheck.ClientTotals | None, run: SpecWindow | None
     generators = combine_clients(clients)
     conc, conc_warnings = concurrency(levels)
     warnings = [
-        *other_warnings,
-        *crosscheck.warnings(checks),
-        *conc_warnings,
-        *generator_warnings(generators, totals.requests if totals is not None else None),
+        " ".join(line.split())  # one line each, whatever an exception's text held
+        for line in (
+            *other_warnings,
+            *crosscheck.warnings(checks),
+            *conc_warnings,
+            *generator_warnings(generators, totals.requests if totals is not None else None),
+        )
     ]
     return {
         "schema": SCHEMA,

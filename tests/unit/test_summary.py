@@ -54,10 +54,11 @@ def test_each_disagreement_with_the_server_is_one_warning_line(window):
     assert summary["crosscheck"]["output tokens"]["warning"] == summary["warnings"][0]
 
 
-def test_other_warnings_come_first(window):
+def test_other_warnings_come_first_each_on_one_line(window):
     summary = build_summary(matching_totals(window), window, [], {},
-                            ["metrics scrape of http://h/metrics failed 2 time(s), first: refused"])
-    assert summary["warnings"] == ["metrics scrape of http://h/metrics failed 2 time(s), first: refused"]
+                            ["metrics scrape of http://h/metrics failed 2 time(s), first: HTTP 500\n  oops"])
+    assert summary["warnings"] == ["metrics scrape of http://h/metrics failed 2 time(s), first: HTTP 500 oops"
+                                   ]
 
 
 def test_without_server_counters_there_is_no_cross_check_but_client_totals_remain():
