@@ -55,10 +55,9 @@ def test_each_disagreement_with_the_server_is_one_warning_line(window):
 
 
 def test_other_warnings_come_first_each_on_one_line(window):
-    summary = build_summary(matching_totals(window), window, [], {},
-                            ["metrics scrape of http://h/metrics failed 2 time(s), first: HTTP 500\n  oops"])
-    assert summary["warnings"] == ["metrics scrape of http://h/metrics failed 2 time(s), first: HTTP 500 oops"
-                                   ]
+    scrape = "metrics scrape of http://h/metrics failed 2 time(s), first: HTTP 500"
+    summary = build_summary(matching_totals(window), window, [], {}, [scrape + "\n  oops"])
+    assert summary["warnings"] == [scrape + " oops"]
 
 
 def test_without_server_counters_there_is_no_cross_check_but_client_totals_remain():
