@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import shutil
 import signal
@@ -21,6 +22,7 @@ import click
 from analysis import api
 from analysis.runs import InputError
 from locust_spec.shape import parse_duration, parse_levels, parse_stage_time, stage_at
+from locust_spec.sim import roofline
 
 ARMS = ("baseline", "candidate")
 LOCUSTFILES = Path(__file__).resolve().parent.parent / "locustfiles"
@@ -52,7 +54,7 @@ class Ladder:
         reads acceptance from the counters' increase between scrapes within it; never above the
         scraper's default of 5 s."""
         measured_s = parse_stage_time(self.stage_time) - parse_duration(self.warmup)
-        return round(min(5.0, max(0.5, measured_s / 6)), 2)
+        return min(5.0, max(0.5, math.floor(measured_s / 6 * 10) / 10))
 
     def check(self) -> None:
         """Raise ValueError, with the reason, if Locust would refuse these options."""
@@ -135,16 +137,17 @@ def locust_command(run: Run, host: str, metrics_url: str | None, ladder: Ladder,
 
 def progress_text(position: int, runs: list[Run], run: Run, elapsed_s: float,
                   ladder: Ladder) -> tuple[str, str]:
-    """(key, line) for the progress display; the key changes when the level does."""
+    """(key, line) for the progress display; the key changes with the level and when Locust stops."""
     levels = parse_levels(ladder.levels)
     stage_s = parse_stage_time(ladder.stage_time)
-    stage = stage_at(min(elapsed_s, len(levels) * stage_s - 1e-9), levels, stage_s,
-                     parse_duration(ladder.warmup))
     head = f"[{position + 1}/{len(runs)}] {run.arm} r{run.repeat}"
-    key = f"{head} level {stage.users}"
+    stage = stage_at(elapsed_s, levels, stage_s, parse_duration(ladder.warmup))
+    if stage is None:
+        return f"{head} stopping", f"{head} ladder done after {ladder.seconds:g}s, Locust writing its files"
+    key = f"{head} {stage.users} user{'s' if stage.users > 1 else ''}"
     phase = "warm-up" if elapsed_s < stage.warmup_end_s else "measuring"
-    line = (f"{key} users ({stage.index + 1}/{len(levels)}, {phase}) "
-            f"{elapsed_s - stage.start_s:4.0f}s/{stage_s:g}s  total {elapsed_s:4.0f}s/{ladder.seconds:g}s")
+    line = (f"{key} (level {stage.index + 1}/{len(levels)}, {phase}) {elapsed_s - stage.start_s:3.0f}s"
+            f"/{stage_s:g}s  total {elapsed_s:3.0f}s/{ladder.seconds:g}s")
     return key, line
 
 
@@ -310,6 +313,12 @@ def write_verdict(out: Path, runs: list[Run]) -> str:
     return api.render(verdict, "text")
 
 
+def _check_processes(_ctx, _param, value: int) -> int:
+    if value == 0 or value < -1:
+        raise click.BadParameter("a positive number of processes, or -1 for one per core")
+    return value
+
+
 @click.command(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
 @click.option("--baseline", metavar="URL", help="Server without speculation (e.g. http://host:8000). "
               "Give neither URL to run two built-in spec-sim servers.")
@@ -329,13 +338,14 @@ def write_verdict(out: Path, runs: list[Run]) -> str:
 @click.option("--ignore-eos", is_flag=True, help="Generate max_tokens on both arms (equal output lengths).")
 @click.option("--seed", type=int, default=1, show_default=True, help="Seed of the prompt order, both arms.")
 @click.option("--model", default="", help="Model name (default: the server's first model).")
-@click.option("--processes", type=click.IntRange(min=-1), default=1, show_default=True,
+@click.option("--processes", type=int, default=1, show_default=True, callback=_check_processes,
               help="Locust --processes: load generator processes (-1: one per core).")
 @click.option("--metrics-url-baseline", metavar="URL", help="Baseline /metrics (default: URL/metrics).")
 @click.option("--metrics-url-candidate", metavar="URL", help="Candidate /metrics (default: URL/metrics).")
 @click.option("--time-scale", type=click.FloatRange(min=0, min_open=True), default=DEMO_TIME_SCALE,
               show_default=True, help="Simulators only: spec-sim's --time-scale.")
-@click.option("--sim-gpu", default=DEMO_GPU, show_default=True, help="Simulators only: spec-sim's --gpu.")
+@click.option("--sim-gpu", type=click.Choice(sorted(roofline.GPUS)), default=DEMO_GPU, show_default=True,
+              help="Simulators only: spec-sim's --gpu.")
 @click.option("--speculative-config", default=json.dumps(SIM_SPECULATIVE_CONFIG), show_default=True,
               help="Simulators only: the candidate spec-sim's --speculative-config.")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), required=True,

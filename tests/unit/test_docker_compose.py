@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.support import BIN, REPO
+from tests.support import BIN, PY, REPO
 
 DOCKER = REPO / "docker"
 COMPOSE_FILES = ["compose.yaml", "compose.sim.yaml"]
@@ -73,10 +73,21 @@ def _known_options(*cmd: str) -> set[str]:
     return set(re.findall(r"(?<![\w-])--[a-z][a-z0-9-]*", _help(*cmd)))
 
 
-def _locust_env_vars() -> set[str]:
-    from locust.argument_parser import get_parser
+_LOCUST_OPTIONS = """
+import sys
+from locust.argument_parser import get_parser
+from locust.util.load_locustfile import load_locustfile
+load_locustfile(sys.argv[1])
+for action in get_parser()._actions:
+    print(*action.option_strings, getattr(action, "env_var", None) or "")
+"""
 
-    return {action.env_var for action in get_parser()._actions if getattr(action, "env_var", None)}
+
+@cache
+def _locust_options(locustfile: str) -> set[str]:
+    """Options and environment variables Locust accepts once the locustfile has registered its own
+    (`locust -f FILE --help` lists only Locust's)."""
+    return set(_help(PY, "-c", _LOCUST_OPTIONS, locustfile).split())
 
 
 def _dockerfile_copies(dockerfile: Path) -> list[str]:
@@ -126,11 +137,10 @@ def test_locust_services_run_a_real_locustfile_with_real_options(compose):
         command = compose["services"][name]["command"]
         locustfile = command[command.index("-f") + 1]
         assert (REPO / locustfile).is_file(), f"{name} runs {locustfile}, which is missing"
-        known = _known_options(str(BIN / "locust"), "-f", locustfile, "--help")
+        known = _locust_options(locustfile)
         assert _options(command) <= known, f"{name}: unknown options {_options(command) - known}"
-    env_vars = _locust_env_vars()
     for name, value in compose["services"]["master"]["environment"].items():
-        assert name in env_vars, f"master sets {name}, which Locust does not read"
+        assert name in _locust_options(locustfile), f"master sets {name}, which Locust does not read"
         assert value != ""
 
 

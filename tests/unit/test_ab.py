@@ -1,0 +1,121 @@
+"""spec-ab's pure parts: the arm schedule, the Locust command, the progress display, bad options."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+from click.testing import CliRunner
+from locust.util.load_locustfile import load_locustfile
+
+from locust_spec import ab
+from locust_spec.shape import ConcurrencyLadder
+
+OUT = Path("runs/x")
+LADDER = ab.Ladder("1,64", "20s", "2s")
+LOAD = ab.Load(prompts=("quote", "code:3"), max_tokens=None, ignore_eos=False, seed=7, model="", processes=1)
+
+
+def test_arms_alternate_abba_between_repeats():
+    runs = ab.schedule(3, OUT)
+    assert [(r.arm, r.repeat) for r in runs] == [("baseline", 0), ("candidate", 0), ("candidate", 1),
+                                                 ("baseline", 1), ("baseline", 2), ("candidate", 2)]
+    assert runs[2].prefix == OUT / "candidate" / "r1"
+
+
+def test_the_host_is_the_servers_root_url():
+    assert ab.base_url("http://h:8000/v1/") == "http://h:8000"
+    assert ab.base_url("http://h:8000/") == "http://h:8000"
+    assert ab.base_url("https://h/api/v1") == "https://h/api"
+
+
+def _value(cmd: list[str], flag: str) -> str:
+    return cmd[cmd.index(flag) + 1]
+
+
+def test_both_arms_get_the_same_load_and_differ_only_in_host_and_files():
+    base, cand = ab.schedule(1, OUT)
+    a = ab.locust_command(base, "http://a:1", None, LADDER, LOAD)
+    b = ab.locust_command(cand, "http://b:2", None, LADDER, LOAD)
+    differing = {i for i, (x, y) in enumerate(zip(a, b, strict=True)) if x != y}
+    assert {a[i - 1] for i in differing} == {"--host", "--csv"}
+    assert _value(a, "--csv") == str(OUT / "baseline" / "r0")
+    assert [a[i + 1] for i, arg in enumerate(a) if arg == "--prompts"] == ["quote", "code:3"]
+    assert (_value(a, "--levels"), _value(a, "--stage-time"), _value(a, "--warmup")) == ("1,64", "20s", "2s")
+    assert _value(a, "--seed") == "7" and "--headless" in a
+    assert _value(a, "-f") == str(ab.SWEEP_LOCUSTFILE)
+
+
+def test_optional_load_settings_reach_locust_only_when_given():
+    run = ab.schedule(1, OUT)[0]
+    plain = ab.locust_command(run, "http://a:1", None, LADDER, LOAD)
+    assert not {"--ignore-eos", "--processes", "--max-tokens", "--model", "--metrics-url"} & set(plain)
+    load = ab.Load(("all",), 64, True, 1, "m", 4)
+    full = ab.locust_command(run, "http://a:1", "http://a:9/metrics", LADDER, load)
+    assert "--ignore-eos" in full
+    assert [_value(full, flag) for flag in ("--processes", "--max-tokens", "--model")] == ["4", "64", "m"]
+    assert _value(full, "--metrics-url") == "http://a:9/metrics"
+
+
+def test_counters_are_scraped_several_times_in_every_measured_window():
+    for stage, warmup in [("10s", "2s"), ("25s", "3s"), ("60s", "5s"), ("2m", "0")]:
+        ladder = ab.Ladder("1", stage, warmup)
+        measured = ab.parse_stage_time(stage) - ab.parse_duration(warmup)
+        assert 0.5 <= ladder.metrics_interval_s <= 5.0
+        assert measured / ladder.metrics_interval_s >= 6 or ladder.metrics_interval_s == 5.0
+
+
+def test_progress_names_the_arm_level_phase_and_time():
+    runs = ab.schedule(1, OUT)
+    key, line = ab.progress_text(1, runs, runs[1], 1.0, LADDER)
+    assert line.startswith("[2/2] candidate r0 1 user (level 1/2, warm-up)")
+    key64, line64 = ab.progress_text(1, runs, runs[1], 25.0, LADDER)
+    assert key64 != key and "64 users (level 2/2, measuring)" in line64 and "total  25s/40s" in line64
+    assert ab.progress_text(1, runs, runs[1], 25.5, LADDER)[0] == key64
+    assert "ladder done" in ab.progress_text(1, runs, runs[1], 41.0, LADDER)[1]
+
+
+class _Tty(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_progress_rewrites_one_line_on_a_terminal_and_prints_a_line_per_level_elsewhere():
+    plain, tty = io.StringIO(), _Tty()
+    for stream in (plain, tty):
+        progress = ab.Progress(stream)
+        for key, line in [("a", "a 1s"), ("a", "a 2s"), ("b", "b 1s")]:
+            progress.update(key, line)
+        progress.say("done")
+    assert plain.getvalue() == "a 1s\nb 1s\ndone\n"
+    assert tty.getvalue().count("\n") == 1 and tty.getvalue().startswith("\ra 1s\x1b[K\ra 2s")
+
+
+def test_the_sweep_locustfile_runs_the_chat_user_under_the_ladder():
+    users, shapes = load_locustfile(str(ab.SWEEP_LOCUSTFILE))
+    assert list(users) == ["ChatUser"]
+    assert [type(s) for s in shapes] == [ConcurrencyLadder]
+
+
+def test_one_url_without_the_other_is_refused_in_one_line(tmp_path):
+    result = CliRunner().invoke(ab.main, ["--baseline", "http://a:1", "--out", str(tmp_path)])
+    assert result.exit_code == 2 and "give both --baseline and --candidate" in result.output
+    assert not list(tmp_path.iterdir())
+
+
+def test_bad_ladder_options_are_refused_before_anything_starts(tmp_path):
+    for args in (["--levels", "1,x"], ["--stage-time", "0s"], ["--warmup", "soon"], ["--processes", "0"],
+                 ["--speculative-config", "{nope"]):
+        result = CliRunner().invoke(ab.main, [*args, "--out", str(tmp_path / "run")])
+        assert result.exit_code == 2, (args, result.output)
+        assert "Error: Invalid value" in result.output
+        assert not (tmp_path / "run").exists()
+
+
+def test_a_previous_run_in_the_folder_is_replaced_but_other_files_are_kept(tmp_path):
+    ours = ("baseline/r0_requests.csv", "candidate/r1.log", "verdict.json", "report.md", "sim-baseline.log")
+    for name in (*ours, "notes.txt"):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text("old")
+    ab.clear_previous(tmp_path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"]
