@@ -9,7 +9,7 @@ __all__ = ["ChatCompletionUser"]
 
 def __getattr__(name: str):
     if name == "ChatCompletionUser":
-        # imported for their Locust listeners; order matters at `quitting` (records close before the summary)
+        # imported for their Locust listeners
         from locust_spec import distributed, level, options, plugin, scraper, summary, webui  # noqa: F401
         from locust_spec.user import ChatCompletionUser
 
