@@ -211,9 +211,17 @@ def _stop(proc: subprocess.Popen, sig: int = signal.SIGTERM, timeout: float = 15
             proc.wait(5)
 
 
-def _tail(log: Path, lines: int = 5) -> str:
-    text = log.read_text(errors="replace").strip().splitlines() if log.exists() else []
-    return " | ".join(text[-lines:])
+def log_reason(text: str) -> str:
+    """The line of a Locust or spec-sim log that says why it stopped: its first error, else its last line."""
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    for line in lines:
+        if "/ERROR/" in line or "/CRITICAL/" in line or line.startswith(("Error", "spec-sim:")):
+            return line.split(": ", 1)[1] if "/ERROR/" in line or "/CRITICAL/" in line else line
+    return lines[-1] if lines else "no output"
+
+
+def _reason(log: Path) -> str:
+    return log_reason(log.read_text(errors="replace")) if log.exists() else "no log"
 
 
 def _free_port() -> int:
@@ -228,7 +236,7 @@ def _wait_ready(url: str, proc: subprocess.Popen, log: Path, timeout: float = 60
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            raise AbError(f"spec-sim exited with {proc.returncode} at start: {_tail(log)}")
+            raise AbError(f"spec-sim exited with {proc.returncode} at start: {_reason(log)}")
         try:
             with urllib.request.urlopen(url + "/health", timeout=1) as r:
                 if r.status == 200:
@@ -283,9 +291,8 @@ def run_sweep(position: int, runs: list[Run], cmd: list[str], ladder: Ladder, pr
     requests_csv = Path(f"{run.prefix}_requests.csv")
     # Locust exits 1 when any request failed; that is data for the verdict, not a broken run.
     if proc.returncode not in (0, 1) or not requests_csv.is_file():
-        found = "partial" if requests_csv.is_file() else "no"
-        raise AbError(f"locust ({run.arm} r{run.repeat}) exited with {proc.returncode} and {found} "
-                      f"results: {_tail(log)} (log: {log})")
+        raise AbError(f"locust ({run.arm} r{run.repeat}) failed, exit {proc.returncode}: {_reason(log)} "
+                      f"(log: {log})")
     progress.say(f"[{position + 1}/{len(runs)}] {run.arm} r{run.repeat} done in "
                  f"{time.monotonic() - started:.0f}s -> {run.prefix}_*")
 
