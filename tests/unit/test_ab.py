@@ -123,7 +123,8 @@ def test_a_previous_run_in_the_folder_is_replaced_but_other_files_are_kept(tmp_p
 
 def test_a_failed_process_is_explained_by_its_first_error_line():
     log = ("[2026-01-01 00:00:00,000] vm/INFO/locust.main: Starting Locust\n"
-           "[2026-01-01 00:00:01,000] vm/ERROR/locust_spec.plugin: locust-spec: cannot read the model; pass --model\n"
+           "[2026-01-01 00:00:01,000] vm/ERROR/locust_spec.plugin: locust-spec: cannot read the model; "
+           "pass --model\n"
            " Name | # reqs\n--------|------\n")
     assert ab.log_reason(log) == "locust-spec: cannot read the model; pass --model"
     assert ab.log_reason("spec-sim: bad --speculative-config\n") == "spec-sim: bad --speculative-config"
