@@ -14,6 +14,7 @@ from locust_spec.sim import roofline
 from locust_spec.sim.drafters import NgramIndex, SpecConfig, draft_model_proposal
 from locust_spec.sim.metrics import SimMetrics
 from locust_spec.sim.model import EOS, Target
+from locust_spec.sim.prefix_cache import BLOCK, PrefixCache
 from locust_spec.sim.tokenizer import Tokenizer
 
 
@@ -77,6 +78,7 @@ class Request:
         self.first_token_at = 0.0
         self.last_emit_at = 0.0
         self.text_tail = ""
+        self.cached_tokens = 0
         self.index: NgramIndex | None = None
         self.spec: SpecStats | None = None
         self.finished = False
@@ -129,6 +131,7 @@ class Engine:
         self.running: list[Request] = []
         self.wake = gevent.event.Event()
         self.schedule = ScheduleStats()
+        self.prefix_cache = PrefixCache(cfg.gpu.kv_capacity_tokens(cfg.model) // BLOCK)
         self._loop: gevent.Greenlet | None = None
 
     def start(self) -> None:
@@ -154,16 +157,32 @@ class Engine:
         self.waiting.clear()
         return dropped
 
+    def _admit(self, now: float) -> list[Request]:
+        """Drop finished requests, admit waiting ones up to max_num_seqs; the ones to step now."""
+        self.running = [r for r in self.running if not r.finished]
+        while self.waiting and len(self.running) < self.cfg.max_num_seqs:
+            r = self.waiting.popleft()
+            if not r.finished:
+                self.running.append(r)
+        return [r for r in self.running if r.paused_until <= now]
+
+    def step_now(self, now: float) -> float:
+        """One step computed and delivered at once (no waiting): the modelled GPU seconds it took.
+
+        For what-if calculations and tests; the server's loop spaces the same steps out in real time.
+        """
+        active = self._admit(now)
+        if not active:
+            return 0.0
+        plan, load = self._plan(active)
+        self._emit(plan, now)
+        return self._step_seconds(load)
+
     def _run(self) -> None:
         deadline = time.perf_counter()
         while True:
-            self.running = [r for r in self.running if not r.finished]
-            while self.waiting and len(self.running) < self.cfg.max_num_seqs:
-                r = self.waiting.popleft()
-                if not r.finished:
-                    self.running.append(r)
             now = time.perf_counter()
-            active = [r for r in self.running if r.paused_until <= now]
+            active = self._admit(now)
             if not active:
                 self.wake.clear()
                 paused = [r.paused_until for r in self.running]
@@ -206,8 +225,11 @@ class Engine:
         for r in active:
             if not r.prefilled:
                 n = len(r.prompt)
-                query += n
-                pairs += n * (n + 1) // 2
+                cached = self.prefix_cache.admit(r.prompt)
+                r.cached_tokens = cached
+                query += n - cached
+                kv += cached
+                pairs += n * (n + 1) // 2 - cached * (cached + 1) // 2
                 plan.append((r, [r.target.token(0)], -1, 0))
                 continue
             ctx = len(r.prompt) + r.generated
@@ -235,7 +257,7 @@ class Engine:
 
     def _emit(self, plan: list[Planned], now: float) -> None:
         m = self.metrics
-        gen = prompt = 0
+        gen = prompt = cached = 0
         drafts = draft_tokens = accepted_total = 0
         per_pos = [0] * (self.cfg.spec.num_speculative_tokens if self.cfg.spec else 0)
         itls = []
@@ -255,6 +277,7 @@ class Engine:
             if not r.prefilled:
                 r.prefilled = True
                 prompt += len(r.prompt)
+                cached += r.cached_tokens
                 r.first_token_at = now
                 m.ttft.observe(now - r.arrival)
             else:
@@ -268,7 +291,7 @@ class Engine:
                 self._finish_metrics(r, out.finish, now)
             if not r.deliver(r, out):
                 r.finished = True
-        m.step(gen, prompt, itls, drafts, draft_tokens, accepted_total, per_pos,
+        m.step(gen, prompt, cached, itls, drafts, draft_tokens, accepted_total, per_pos,
                running=sum(1 for r in self.running if not r.finished), waiting=len(self.waiting),
                kv_usage=self._kv_usage())
 

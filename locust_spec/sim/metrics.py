@@ -57,6 +57,11 @@ class SimMetrics:
                                      "Number of prefill tokens processed.").labels(**labels)
         self.generation_tokens = counter("vllm:generation_tokens",
                                          "Number of generation tokens processed.").labels(**labels)
+        self.prefix_queries = counter("vllm:prefix_cache_queries",
+                                      "Prefix cache queries, in terms of number of queried tokens.")
+        self.prefix_queries = self.prefix_queries.labels(**labels)
+        self.prefix_hits = counter("vllm:prefix_cache_hits",
+                                   "Prefix cache hits, in terms of number of cached tokens.").labels(**labels)
         success = counter("vllm:request_success", "Count of successfully processed requests.",
                           ("finished_reason",))
         self.success = {r: success.labels(finished_reason=r, **labels) for r in FINISH_REASONS}
@@ -74,13 +79,16 @@ class SimMetrics:
                              "Histogram of e2e request latency in seconds.", E2E_BUCKETS)
         self.num_spec_tokens = num_spec_tokens
 
-    def step(self, gen: int, prompt: int, itls: list[float], drafts: int, draft_tokens: int, accepted: int,
-             per_pos: list[int], *, running: int, waiting: int, kv_usage: float) -> None:
+    def step(self, gen: int, prompt: int, cached: int, itls: list[float], drafts: int, draft_tokens: int,
+             accepted: int, per_pos: list[int], *, running: int, waiting: int, kv_usage: float) -> None:
         """Everything one engine step changes (one ITL observation per request chunk, as vLLM)."""
         if gen:
             self.generation_tokens.inc(gen)
         if prompt:
             self.prompt_tokens.inc(prompt)
+            self.prefix_queries.inc(prompt)
+            if cached:
+                self.prefix_hits.inc(cached)
         for v, n in Counter(itls).items():
             _observe_many(self.itl, v, n)
         if drafts and self.num_spec_tokens:
