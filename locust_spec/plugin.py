@@ -4,6 +4,7 @@ that turns finished streams into Locust events, rows and histograms, the record 
 from __future__ import annotations
 
 import logging
+import signal
 import urllib.request
 from collections import deque
 from dataclasses import dataclass, field
@@ -235,11 +236,18 @@ def _on_init(environment, **_kw) -> None:
     except (PromptError, ValueError) as e:
         raise SystemExit(f"locust-spec: {e}") from None
     _plugins[id(environment)] = plugin
+    gevent.signal_handler(signal.SIGINT, _interrupt_main)
     prefix = getattr(environment.parsed_options, "csv_prefix", None)
     if prefix and not isinstance(environment.runner, WorkerRunner):
         plugin.sink = FileSink(prefix)
     if not isinstance(environment.runner, MasterRunner):
         gevent.spawn(_flush_periodically, plugin)
+
+
+def _interrupt_main() -> None:
+    """SIGINT as a KeyboardInterrupt in Locust's main greenlet, which stops the run in order; Python would
+    raise it in whichever greenlet runs, often a user mid-request (no row, a traceback, a dead greenlet)."""
+    gevent.get_hub().parent.throw(KeyboardInterrupt)
 
 
 def _flush_periodically(plugin: Plugin) -> None:
