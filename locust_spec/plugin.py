@@ -24,6 +24,7 @@ from locust_spec.prompts import Prompt, PromptError, PromptSampler
 from locust_spec.records import FileSink, RecordSink, make_row
 from locust_spec.sse import DONE, parse_lines, parse_object
 from locust_spec.timing import RequestTiming, request_timing
+from locust_spec.trace import Trace
 
 log = logging.getLogger(__name__)
 INLINE_BACKLOG = 5000  # past this many waiting streams, process inline so memory stays bounded
@@ -57,6 +58,7 @@ class Plugin:
         self.sampler = PromptSampler(options.prompts or ["all"], options.seed)
         self.sink: RecordSink | None = None
         self.lag = LagMonitor()
+        self.trace = Trace.from_env()
         self._queue: deque[Started] = deque()
         self._wake = gevent.event.Event()
         self._worker: gevent.Greenlet | None = None
@@ -175,6 +177,8 @@ class Plugin:
                        timing, error)
         if self.sink is not None:
             self.sink.add(row, timing)
+        if self.trace is not None and timing is not None:
+            self.trace.write(started.lines, started.objects, started.start_unix, started.start, timing)
         self.requests += 1
         fire = self.environment.events.request.fire
         if error is None and timing is not None and timing.ttft_ms is not None:
@@ -194,11 +198,16 @@ class Plugin:
     def flush(self) -> None:
         if self.sink is not None:
             self.sink.flush()
+        if self.trace is not None:
+            self.trace.flush()
 
     def close(self) -> None:
         if self.sink is not None:
             self.sink.close()
             self.sink = None
+        if self.trace is not None:
+            self.trace.close()
+            self.trace = None
 
     def client_summary(self) -> dict:
         """For PREFIX_summary.json's "client" part."""
