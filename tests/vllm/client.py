@@ -12,6 +12,7 @@ from tests.vllm.server import MODEL_NAME
 
 STREAM_OPTIONS = {"include_usage": True, "continuous_usage_stats": True}
 SPEC = "vllm:spec_decode_num_"
+GENERATION = "vllm:generation_tokens_total"
 
 
 def _post(url: str, body: dict, timeout: float = 120):
@@ -73,12 +74,14 @@ class SpecCounters:
     draft_tokens: float
     accepted: float
     per_position: tuple[float, ...]
+    generation_tokens: float
     families: frozenset[str]
 
     def __sub__(self, before: SpecCounters) -> SpecCounters:
         positions = tuple(a - b for a, b in zip(self.per_position, before.per_position, strict=True))
         return SpecCounters(self.drafts - before.drafts, self.draft_tokens - before.draft_tokens,
-                            self.accepted - before.accepted, positions, self.families)
+                            self.accepted - before.accepted, positions,
+                            self.generation_tokens - before.generation_tokens, self.families)
 
     @property
     def acceptance(self) -> float:
@@ -100,8 +103,9 @@ def spec_counters(url: str) -> SpecCounters:
             if sample.name == SPEC + "accepted_tokens_per_pos_total":
                 pos = int(sample.labels["position"])
                 positions[pos] = positions.get(pos, 0.0) + sample.value
-            elif sample.name.startswith(SPEC) and sample.name.endswith("_total"):
+            elif sample.name.endswith("_total") and sample.name.startswith((SPEC, GENERATION)):
                 totals[sample.name] = totals.get(sample.name, 0.0) + sample.value
     return SpecCounters(totals.get(SPEC + "drafts_total", 0.0), totals.get(SPEC + "draft_tokens_total", 0.0),
                         totals.get(SPEC + "accepted_tokens_total", 0.0),
-                        tuple(positions[p] for p in sorted(positions)), frozenset(families))
+                        tuple(positions[p] for p in sorted(positions)), totals.get(GENERATION, 0.0),
+                        frozenset(families))

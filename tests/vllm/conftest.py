@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.vllm.arms import ArmRun, run_arm
 from tests.vllm.models import ModelSet, ensure_models
 from tests.vllm.server import VllmServer, start_vllm
 from tests.vllm.vllm_env import ProvisionError, VllmEnv, ensure
@@ -86,3 +87,23 @@ def vllm_pool(vllm_env: VllmEnv, vllm_models: ModelSet, tmp_path_factory) -> Ite
     pool = VllmPool(vllm_env, vllm_models, tmp_path_factory.mktemp("vllm-logs"))
     yield pool
     pool.close()
+
+
+class ArmRuns:
+    """One Locust run per variant for the whole session, made while that variant's server is up."""
+
+    def __init__(self, pool: VllmPool, folder: Path) -> None:
+        self.pool, self.folder = pool, folder
+        self.done: dict[str, ArmRun] = {}
+
+    def get(self, variant: str) -> ArmRun:
+        if variant not in self.done:
+            started = time.monotonic()
+            self.done[variant] = run_arm(self.pool.server(variant), self.folder / variant)
+            TIMINGS[f"locust run at 1 user against {variant}"] = time.monotonic() - started
+        return self.done[variant]
+
+
+@pytest.fixture(scope="session")
+def arm_runs(vllm_pool: VllmPool, tmp_path_factory) -> ArmRuns:
+    return ArmRuns(vllm_pool, tmp_path_factory.mktemp("vllm-runs"))

@@ -2,6 +2,7 @@
 
 import pytest
 
+from tests.vllm.arms import ARM_MAX_TOKENS
 from tests.vllm.client import final_usage, spec_counters, stream_chat, token_increments
 from tests.vllm.prompts import PROMPTS
 
@@ -26,3 +27,16 @@ def test_without_speculation_the_server_exposes_no_spec_decode_counters(server):
     counters = spec_counters(server.url)
     assert "vllm:generation_tokens" in counters.families
     assert not any(name.startswith("vllm:spec_decode") for name in counters.families)
+
+
+def test_locust_user_on_real_streams_without_speculation_counts_one_token_per_chunk(arm_runs):
+    run = arm_runs.get("off")
+    rows = run.rows()
+    assert len(rows) >= 5
+    for row in rows:
+        assert row["error"] == "" and row["finish_reason"] == "length"
+        assert int(row["output_tokens"]) == ARM_MAX_TOKENS and row["tokens_estimated"] == "0"
+        assert int(row["chunks"]) == ARM_MAX_TOKENS and row["max_tokens_per_chunk"] == "1"
+        assert 0 < float(row["ttft_ms"]) < float(row["e2e_ms"])
+        assert row["spec_accepted_tokens"] == row["spec_draft_tokens"] == ""
+    assert sum(int(r["output_tokens"]) for r in rows) == run.delta.generation_tokens

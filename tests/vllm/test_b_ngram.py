@@ -1,9 +1,12 @@
 """Real vLLM with n-gram speculation (k=4) and per-request speculation stats."""
 
+import csv
 import logging
 
 import pytest
 
+from locust_spec.counters import snapshots_from_rows, spec_window
+from tests.vllm.arms import ARM_MAX_TOKENS
 from tests.vllm.client import complete, final_usage, spec_counters, spec_stats, stream_chat, token_increments
 from tests.vllm.prompts import PROMPTS
 
@@ -77,3 +80,36 @@ def test_json_object_mode_keeps_speculating_under_ngram(server):
     log.info("json_object under n-gram: %s; text starts %r", spec_stats(events), text[:60])
     assert text.lstrip().startswith("{")
     assert delta.drafts > 0 and delta.accepted > 0
+
+
+def test_locust_user_on_real_ngram_streams_counts_multi_token_chunks_from_usage(arm_runs):
+    run = arm_runs.get("ngram")
+    rows = run.rows()
+    assert len(rows) >= 5
+    for row in rows:
+        assert row["error"] == "" and row["tokens_estimated"] == "0"
+        assert int(row["output_tokens"]) == ARM_MAX_TOKENS
+        assert 0 < float(row["ttft_ms"]) < float(row["e2e_ms"])
+        assert int(row["chunks"]) <= ARM_MAX_TOKENS
+        assert 1 <= int(row["max_tokens_per_chunk"]) <= 5
+    assert max(int(r["max_tokens_per_chunk"]) for r in rows) > 1
+    assert sum(int(r["chunks"]) for r in rows) < sum(int(r["output_tokens"]) for r in rows)
+    assert sum(int(r["output_tokens"]) for r in rows) == run.delta.generation_tokens
+
+
+def test_scraper_acceptance_equals_the_server_counter_delta_and_the_per_request_stats_summed(arm_runs):
+    run = arm_runs.get("ngram")
+    with open(f"{run.prefix}_server_metrics.csv", newline="") as fh:
+        snapshots = snapshots_from_rows(list(csv.DictReader(fh)))
+    window = spec_window(snapshots, snapshots[0].timestamp_unix_s, snapshots[-1].timestamp_unix_s)
+    own, rows = run.delta, run.rows()
+    log.info("n-gram run: scraper acceptance %.3f (%s of %s), per position %s; server delta %s of %s",
+             window.acceptance_rate, window.accepted, window.draft_tokens, window.per_position,
+             own.accepted, own.draft_tokens)
+    assert window.server_kind == "vllm-v1" and window.resets == 0
+    assert window.drafts == own.drafts
+    assert (window.draft_tokens, window.accepted) == (own.draft_tokens, own.accepted)
+    assert window.per_position == pytest.approx([p / own.drafts for p in own.per_position])
+    assert sum(own.per_position) == own.accepted
+    assert sum(int(r["spec_accepted_tokens"]) for r in rows) == own.accepted
+    assert sum(int(r["spec_draft_tokens"]) for r in rows) == own.draft_tokens

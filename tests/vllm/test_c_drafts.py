@@ -1,4 +1,6 @@
-"""Real vLLM with draft models sharing the target's tokenizer: an exact copy and an unrelated model."""
+"""Real vLLM with draft models sharing the target's tokenizer: an exact copy, then an unrelated model.
+
+Tests are ordered by server so each starts once."""
 
 import logging
 
@@ -27,8 +29,20 @@ def test_a_draft_identical_to_the_target_is_always_accepted(vllm_pool):
     assert delta.per_position[0] == delta.drafts, "every first position accepted"
 
 
+def test_locust_user_sees_full_five_token_chunks_with_a_copy_draft(arm_runs):
+    rows = arm_runs.get("draft-copy").rows()
+    assert rows and all(r["error"] == "" for r in rows)
+    assert {r["max_tokens_per_chunk"] for r in rows} == {"5"}
+
+
 def test_an_unrelated_draft_is_almost_never_accepted(vllm_pool):
     delta = acceptance_over_prompts(vllm_pool.server("draft-unrelated").url)
     log.info("unrelated draft: accepted %s of %s", delta.accepted, delta.draft_tokens)
     assert delta.draft_tokens > 0
     assert delta.acceptance < 0.05
+
+
+def test_locust_user_sees_one_token_per_step_with_an_unrelated_draft(arm_runs):
+    rows = arm_runs.get("draft-unrelated").rows()
+    assert rows and all(r["error"] == "" for r in rows)
+    assert {r["max_tokens_per_chunk"] for r in rows} == {"1"}

@@ -1,0 +1,60 @@
+"""spec-verdict on real vLLM runs at 1 user: speculation off against each speculative arm."""
+
+import json
+import logging
+import subprocess
+
+import pytest
+
+from tests.support import BIN
+
+pytestmark = pytest.mark.vllm
+log = logging.getLogger(__name__)
+
+# Short runs at one user on a busy 2-core machine (an unrelated draft decodes ~15 tok/s here): fewer
+# requests and tokens than the defaults ask for.
+EVIDENCE = ("--min-requests", "3", "--min-tokens", "120")
+SHIP_AT, OFF_AT = 2 / 3, 0.5
+
+
+def verdict(arm_runs, candidate: str) -> dict:
+    base, cand = arm_runs.get("off"), arm_runs.get(candidate)
+    done = subprocess.run([str(BIN / "spec-verdict"), str(base.prefix), str(cand.prefix), "--format", "json",
+                           *EVIDENCE], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    doc = json.loads(done.stdout)
+    level = doc["levels"][0]
+    log.info("off vs %s: verdict %s, acceptance %s, per position %s, change %% %s, reasons %s, diagnoses %s",
+             candidate, level["verdict"], level["acceptance"], level["per_position"], level["change_pct"],
+             level["reasons"], [d["kind"] for d in level["diagnoses"]])
+    assert [lv["users"] for lv in doc["levels"]] == [1]
+    return level
+
+
+def test_an_unrelated_draft_is_switched_off_because_draft_and_target_disagree(arm_runs):
+    level = verdict(arm_runs, "draft-unrelated")
+    assert level["verdict"] == "off"
+    assert level["acceptance"] == 0.0
+    assert "draft_disagrees" in {d["kind"] for d in level["diagnoses"]}
+
+
+def test_a_copy_draft_is_accepted_in_full(arm_runs):
+    level = verdict(arm_runs, "draft-copy")
+    assert level["acceptance"] == 1.0
+    assert level["per_position"] == [1.0, 1.0, 1.0, 1.0]
+    assert level["candidate"]["tokens_per_chunk"] > 3
+    assert "draft_disagrees" not in {d["kind"] for d in level["diagnoses"]}
+
+
+def test_ngram_gets_the_verdict_its_numbers_support(arm_runs):
+    level = verdict(arm_runs, "ngram")
+    acceptance, change = level["acceptance"], level["change_pct"]
+    assert 0 < acceptance < 1
+    if acceptance < OFF_AT:
+        assert level["verdict"] == "off"
+    elif acceptance >= SHIP_AT and change["output_tok_s"] > 2 and change["itl_p50_ms"] < -2:
+        assert level["verdict"] == "ship"
+    elif change["output_tok_s"] < -2 and change["itl_p50_ms"] > 2:
+        assert level["verdict"] == "off"
+    else:
+        assert level["verdict"] in {"ship", "tradeoff", "inconclusive"}
