@@ -102,6 +102,8 @@ class Connection:
         before the bytes went out, also after a failure. The caller owns `lines`, so what arrived
         before a failure is kept. Raises StreamFailure.
         """
+        # a failed (re)connect is stamped when it was tried, with no clock: no request went out
+        self.start_unix, self.start = time.time(), 0.0
         self.connect()
         sock = self.sock
         phase = "timeout_first_token"
