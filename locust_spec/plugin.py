@@ -57,7 +57,7 @@ class Plugin:
         self.api_key: str = getattr(options, "api_key", "") or ""
         self.sampler = PromptSampler(options.prompts or ["all"], options.seed)
         self.sink: RecordSink | None = None
-        self.lag = LagMonitor()
+        self.lag = LagMonitor(active=self._running)
         self.trace = Trace.from_env()
         self._queue: deque[Started] = deque()
         self._wake = gevent.event.Event()
@@ -69,6 +69,9 @@ class Plugin:
         self.requests = 0
         self.failures = 0
         self.gave_up = False
+
+    def _running(self) -> bool:
+        return getattr(self.environment.runner, "state", None) == STATE_RUNNING
 
     def level(self) -> level_mod.Level:
         return level_mod.current(self.environment)
@@ -162,11 +165,11 @@ class Plugin:
             self.process(self._queue.popleft())
 
     def stop(self) -> None:
+        self.lag.stop()  # first: the drain below blocks the loop by design
         self.drain()
         if self._worker is not None:
             self._worker.kill(block=False)
             self._worker = None
-        self.lag.stop()
 
     def process(self, started: Started) -> None:
         """Parse, time, and report one request: Locust events, a row, histograms."""
@@ -284,9 +287,6 @@ def _on_test_stop(environment, **_kw) -> None:
             # Locust rewrites PREFIX_stats.csv only every CSV_STATS_INTERVAL_SEC and not at exit: let it
             # take the requests reported at stop (interrupted, drained), so its counts equal our rows.
             gevent.sleep(CSV_STATS_INTERVAL_SEC + 0.2)
-        lag = plugin.lag.max_lag_ms
-        if lag >= plugin.lag.warn_ms:
-            log.warning("locust-spec: max event-loop lag %.1f ms during the run; see warnings above", lag)
 
 
 @events.quitting.add_listener
