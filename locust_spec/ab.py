@@ -7,6 +7,7 @@ import math
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -25,8 +26,7 @@ from locust_spec.shape import parse_duration, parse_levels, parse_stage_time, st
 from locust_spec.sim import roofline
 
 ARMS = ("baseline", "candidate")
-LOCUSTFILES = Path(__file__).resolve().parent.parent / "locustfiles"
-SWEEP_LOCUSTFILE = LOCUSTFILES / "sweep.py"
+SWEEP_LOCUSTFILE = Path(__file__).resolve().parent.parent / "locustfiles" / "sweep.py"
 """The sweep locustfile, beside the package in the (editable) checkout or image."""
 
 SIM_SPECULATIVE_CONFIG = {"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_max": 4,
@@ -113,10 +113,9 @@ class Load:
     processes: int
 
 
-def locust_command(run: Run, host: str, metrics_url: str | None, ladder: Ladder, load: Load,
-                   locustfile: Path = SWEEP_LOCUSTFILE) -> list[str]:
+def locust_command(run: Run, host: str, metrics_url: str | None, ladder: Ladder, load: Load) -> list[str]:
     """The headless Locust command line of one run (the scraper reads HOST/metrics unless told)."""
-    cmd = [str(Path(sys.executable).parent / "locust"), "-f", str(locustfile), "--headless",
+    cmd = [sys.executable, "-m", "locust", "-f", str(SWEEP_LOCUSTFILE), "--headless",
            "--host", host, "--csv", str(run.prefix), "--metrics-interval", f"{ladder.metrics_interval_s:g}",
            "--levels", ladder.levels, "--stage-time", ladder.stage_time, "--warmup", ladder.warmup,
            "--seed", str(load.seed)]
@@ -225,8 +224,6 @@ def _reason(log: Path) -> str:
 
 
 def _free_port() -> int:
-    import socket
-
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
@@ -305,7 +302,7 @@ def clear_previous(out: Path) -> None:
         (out / name).unlink(missing_ok=True)
 
 
-def _raise_interrupt(signum, _frame) -> None:
+def _raise_interrupt(_signum, _frame) -> None:
     raise KeyboardInterrupt
 
 
@@ -318,6 +315,16 @@ def write_verdict(out: Path, runs: list[Run]) -> str:
     except InputError as exc:
         raise AbError(f"no verdict: {exc}") from None
     return api.render(verdict, "text")
+
+
+@contextmanager
+def _servers(simulated: bool, out: Path, time_scale: float, gpu: str, sim_config: dict,
+             baseline: str | None, candidate: str | None) -> Iterator[dict[str, str]]:
+    if simulated:
+        with simulators(out, time_scale, gpu, sim_config) as urls:
+            yield urls
+    else:
+        yield {"baseline": baseline, "candidate": candidate}
 
 
 def _check_processes(_ctx, _param, value: int) -> int:
@@ -390,8 +397,10 @@ def main(baseline: str | None, candidate: str | None, levels: str | None, stage_
     try:
         with _servers(simulated, out, time_scale, sim_gpu, sim_config, baseline, candidate) as urls:
             metrics = {"baseline": metrics_url_baseline, "candidate": metrics_url_candidate}
+            where = (f"two spec-sim servers (simulated {sim_gpu}, time x{time_scale:g})" if simulated
+                     else f"{urls['baseline']} vs {urls['candidate']}")
             progress.say(f"spec-ab: {len(runs)} sweeps of {ladder.seconds:g}s (levels {ladder.levels}, "
-                         f"{ladder.stage_time} each) -> {out}")
+                         f"{ladder.stage_time} each) on {where} -> {out}")
             for position, run in enumerate(runs):
                 host = base_url(urls[run.arm])
                 cmd = locust_command(run, host, metrics[run.arm], ladder, load)
@@ -400,20 +409,11 @@ def main(baseline: str | None, candidate: str | None, levels: str | None, stage_
         progress.say(write_verdict(out, runs))
     except KeyboardInterrupt:
         kept = ", ".join(f"{r.arm} r{r.repeat}" for r in done) or "nothing"
-        progress.say(f"spec-ab: interrupted; Locust and servers stopped, kept {kept} in {out}")
+        stopped = "Locust and both simulators" if simulated else "Locust"
+        progress.say(f"spec-ab: interrupted; {stopped} stopped, kept {kept} in {out}")
         sys.exit(130)
     except AbError as exc:
         progress.say(f"spec-ab: {exc}")
         sys.exit(1)
     finally:
         signal.signal(signal.SIGTERM, previous)
-
-
-@contextmanager
-def _servers(simulated: bool, out: Path, time_scale: float, gpu: str, sim_config: dict,
-             baseline: str | None, candidate: str | None) -> Iterator[dict[str, str]]:
-    if simulated:
-        with simulators(out, time_scale, gpu, sim_config) as urls:
-            yield urls
-    else:
-        yield {"baseline": baseline, "candidate": candidate}
