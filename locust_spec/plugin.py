@@ -121,7 +121,6 @@ class Plugin:
     def openai_client(self, host: str):
         """One shared SDK client per host; no retries (a retry would hide a failure and skew timing)."""
         if host not in self._sdk_clients:
-            import httpx
             import openai
 
             for name in ("openai", "httpx", "httpcore"):
@@ -134,8 +133,8 @@ class Plugin:
             self._sdk_clients[host] = openai.OpenAI(
                 base_url=f"{scheme}://{endpoint.host_header}{endpoint.api_base}",
                 api_key=self.api_key or "none", max_retries=0,
-                timeout=httpx.Timeout(opts.request_timeout, connect=opts.connect_timeout,
-                                      read=opts.idle_timeout),
+                timeout=openai.Timeout(opts.request_timeout, connect=opts.connect_timeout,
+                                       read=opts.idle_timeout),
             )
         return self._sdk_clients[host]
 
