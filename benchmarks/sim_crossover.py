@@ -29,7 +29,7 @@ from gevent import socket  # noqa: E402
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from locust_spec.prompts import PromptSampler  # noqa: E402
+from locust_spec.prompts import PromptSampler, load_prompt_set  # noqa: E402
 
 NGRAM = '{"method": "ngram", "num_speculative_tokens": 5, "prompt_lookup_max": 4, "prompt_lookup_min": 2}'
 
@@ -99,6 +99,22 @@ def stream_once(port: int, body: bytes, arm: Arm, window: tuple[float, float]) -
     return tokens, first, last
 
 
+def warm_prefix_cache(port: int, prompts: str) -> None:
+    """Every prompt once with max_tokens 1, as a load test's warm-up would: later prefills hit the cache."""
+    todo = list(load_prompt_set(prompts))
+    dummy = Arm()
+
+    def worker() -> None:
+        while todo:
+            p = todo.pop()
+            body = orjson.dumps({"model": "sim-8b", "messages": list(p.messages), "stream": True,
+                                 "max_tokens": 1, "stream_options": {"include_usage": True,
+                                                                     "continuous_usage_stats": True}})
+            stream_once(port, body, dummy, (0.0, 0.0))
+
+    gevent.joinall([gevent.spawn(worker) for _ in range(32)])
+
+
 def run_level(port: int, users: int, seconds: float, prompts: str) -> Arm:
     arm = Arm()
     warmup = min(5.0, seconds / 4)
@@ -143,6 +159,7 @@ def main() -> None:
             port = 18400 + users + (1000 if spec else 0)
             proc = start_sim(port, spec, args.time_scale)
             try:
+                warm_prefix_cache(port, args.prompts)
                 arm = run_level(port, users, args.seconds, args.prompts)
                 stats = orjson.loads(urllib.request.urlopen(f"http://127.0.0.1:{port}/admin/stats").read())
             finally:
