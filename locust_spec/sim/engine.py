@@ -146,9 +146,6 @@ class Engine:
         self.waiting.append(req)
         self.wake.set()
 
-    def abort(self, req: Request) -> None:
-        req.finished = True
-
     def abort_all(self) -> list[Request]:
         dropped = [r for r in (*self.running, *self.waiting) if not r.finished]
         for r in dropped:
