@@ -96,10 +96,13 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+REALTIME: list[str] = []  # `chrt --rr 1` with --realtime
+
+
 def pinned(cmd: list[str], cpu: str) -> list[str]:
     if shutil.which("taskset") and (os.cpu_count() or 1) > 1:
-        return ["taskset", "-c", cpu, *cmd]
-    return cmd
+        return [*REALTIME, "taskset", "-c", cpu, *cmd]
+    return [*REALTIME, *cmd]
 
 
 def wait_http(url: str, proc: subprocess.Popen, timeout: float = 30.0) -> None:
@@ -312,14 +315,19 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--seconds", type=float, default=15.0)
     ap.add_argument("--keep", type=Path, help="keep logs and traces in this folder")
+    ap.add_argument("--realtime", action="store_true",
+                    help="run server and client under SCHED_RR (chrt), ahead of other work on a shared "
+                         "machine; the kernel's RT throttling still leaves others 5 %% of each core")
     args = ap.parse_args()
+    if args.realtime:
+        REALTIME.extend(["chrt", "--rr", "1"])
     if args.quick:
         args.streams, args.steps, args.clients, args.repeats, args.seconds = "16,256", "10", "fast", 1, 10.0
     if (os.cpu_count() or 1) > 1:
         os.sched_setaffinity(0, {0})  # the orchestrator (scrapes, bookkeeping) shares the server's core
     print(f"load: {os.getloadavg()}  cores: {os.cpu_count()}  spec-sim: {GPU} {MODEL}, {MAX_TOKENS} tokens "
           f"per request (ignore_eos), {args.seconds:g} s per run, steady window excludes the first "
-          f"{WARMUP_S:g} s and last {TAIL_S:g} s")
+          f"{WARMUP_S:g} s and last {TAIL_S:g} s; realtime priority: {'yes' if args.realtime else 'no'}")
     bench = vllm_bench()
     print(f"vllm bench serve: {'found at ' + bench if bench else 'not available (no vLLM environment here)'}")
     work = args.keep or Path(tempfile.mkdtemp(prefix="fidelity-"))
