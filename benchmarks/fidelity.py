@@ -252,7 +252,10 @@ def _cpu(proc: psutil.Process) -> float:
     t = proc.cpu_times()
     total = t.user + t.system
     for child in proc.children(recursive=True):  # taskset execs, so this is normally empty
-        ct = child.cpu_times()
+        try:
+            ct = child.cpu_times()
+        except psutil.NoSuchProcess:
+            continue
         total += ct.user + ct.system
     return total
 
