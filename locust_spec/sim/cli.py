@@ -64,6 +64,20 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _watch_schedule(engine: Engine, every_s: float = 10.0) -> None:
+    """Say so when the sim cannot keep its own schedule (its timings then overstate the modelled GPU's)."""
+    steps = late = 0
+    while True:
+        gevent.sleep(every_s)
+        s = engine.schedule
+        window, window_late = s.steps - steps, s.late_steps - late
+        steps, late = s.steps, s.late_steps
+        if window and window_late > 0.1 * window:
+            print(f"spec-sim: behind schedule: {window_late} of {window} steps late by >20% of a step in the "
+                  f"last {every_s:.0f} s (CPU-starved: raise --time-scale or give the sim a free core)",
+                  file=sys.stderr, flush=True)
+
+
 def _restart_every(sim: SimServer, seconds: float) -> None:
     while True:
         gevent.sleep(seconds)
@@ -96,6 +110,7 @@ def main(argv: list[str] | None = None) -> None:
     sim = SimServer(engine, opts, send_log)
     srv = serve(sim, args.host, args.port)
     engine.start()
+    gevent.spawn(_watch_schedule, engine)
     if args.restart_after > 0:
         gevent.spawn(_restart_every, sim, args.restart_after)
     for sig in (signal.SIGTERM, signal.SIGINT):

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import threading
+import time
 import urllib.error
 import urllib.request
 
@@ -159,3 +161,39 @@ def test_stop_strings_and_eos_end_generation_with_finish_reason_stop(spec_sim):
     text = "".join(e["choices"][0]["delta"].get("content", "") for e in ev[:-2])
     assert "copyright" not in text and ev[-3]["choices"][0]["finish_reason"] == "stop"
     assert ev[-3]["choices"][0]["stop_reason"] == "copyright"
+
+
+def test_a_draft_model_with_another_vocabulary_is_almost_never_accepted(spec_sim):
+    labels = '{engine="0",model_name="sim-8b"}'
+    rates = []
+    for extra in ({"draft_acceptance": 0.8}, {"vocab_mismatch": True}):
+        cfg = {"method": "draft_model", "model": "llama-1b", "num_speculative_tokens": 3, **extra}
+        sim = spec_sim(*FAST, "--speculative-config", json.dumps(cfg))
+        stream(sim.url, STORY, max_tokens=150, ignore_eos=True)
+        m = metrics(sim.url)
+        rates.append(m[f"vllm:spec_decode_num_accepted_tokens_total{labels}"]
+                     / m[f"vllm:spec_decode_num_draft_tokens_total{labels}"])
+    assert rates[0] > 0.5 and rates[1] < 0.1
+
+
+def test_requests_beyond_max_num_seqs_wait_for_a_free_slot(spec_sim):
+    sim = spec_sim("--time-scale", "0.2", "--max-num-seqs", "1")
+    done: dict[str, float] = {}
+
+    def one(name: str) -> None:
+        stream(sim.url, STORY, max_tokens=40, ignore_eos=True)
+        done[name] = time.perf_counter()
+
+    first = threading.Thread(target=one, args=("first",))
+    first.start()
+    time.sleep(0.05)
+    second = threading.Thread(target=one, args=("second",))
+    second.start()
+    seen_waiting = 0.0
+    deadline = time.perf_counter() + 5
+    while time.perf_counter() < deadline and not seen_waiting:
+        seen_waiting = metrics(sim.url)['vllm:num_requests_waiting{engine="0",model_name="sim-8b"}']
+    first.join()
+    second.join()
+    assert seen_waiting == 1
+    assert done["second"] > done["first"]
