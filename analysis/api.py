@@ -61,11 +61,13 @@ def verdict_for(
                       "candidate": lv.merged_itl_cdf(cand_runs, users)}
     if any(i.baseline.itl_source == "rows" or i.candidate.itl_source == "rows" for i in inputs):
         notes.append("ITL p50 from per-request medians (a _latency.json is missing): approximate, no ITL p95")
-    warnings = [(arm, w) for arm, runs in (("baseline", base_runs), ("candidate", cand_runs))
-                for run in runs for w in run.warnings]
+    arms = (("baseline", base_runs), ("candidate", cand_runs))
+    warnings = [(arm, w) for arm, runs in arms for run in runs for w in run.warnings]
+    disagreements = [(arm, w) for arm, runs in arms for run in runs for w in run.crosscheck]
     return build_verdict(inputs, th, serving=serving_concurrency,
                          class_stats=lv.class_stats(base_runs, cand_runs),
-                         run_warnings=warnings, notes=notes, plots=PlotData(itl_cdf=cdf))
+                         run_warnings=warnings, crosscheck=disagreements, notes=notes,
+                         plots=PlotData(itl_cdf=cdf))
 
 
 def render(verdict: Verdict, fmt: str) -> str:

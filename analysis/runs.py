@@ -41,6 +41,7 @@ class RunData:
     latency: dict | None
     snapshots: list | None
     warnings: tuple[str, ...]
+    crosscheck: tuple[str, ...] = ()
 
 
 def discover(path: Path) -> list[Path]:
@@ -161,20 +162,28 @@ def read_server_metrics(path: Path) -> list | None:
         raise InputError(f"{path}: bad server metrics row: {exc}") from None
 
 
-def read_warnings(path: Path) -> tuple[str, ...]:
+def read_summary(path: Path) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The run's warnings, and those of its client-vs-server cross-checks that disagreed."""
     if not path.is_file():
-        return ()
-    warnings = _read_json(path).get("warnings", [])
+        return (), ()
+    data = _read_json(path)
+    warnings = data.get("warnings", [])
     if not isinstance(warnings, list) or not all(isinstance(w, str) for w in warnings):
         raise InputError(f"{path}: 'warnings' is not a list of strings")
-    return tuple(warnings)
+    checks = data.get("crosscheck") or {}
+    if not isinstance(checks, dict) or not all(isinstance(c, dict) for c in checks.values()):
+        raise InputError(f"{path}: 'crosscheck' is not an object of checks")
+    disagreements = tuple(str(c["warning"]) for c in checks.values() if c.get("warning"))
+    return tuple(warnings), disagreements
 
 
 def read_run(prefix: Path) -> RunData:
+    warnings, crosscheck = read_summary(Path(f"{prefix}_summary.json"))
     return RunData(
         prefix=prefix,
         requests=read_requests(Path(f"{prefix}_requests.csv")),
         latency=read_latency(Path(f"{prefix}_latency.json")),
         snapshots=read_server_metrics(Path(f"{prefix}_server_metrics.csv")),
-        warnings=read_warnings(Path(f"{prefix}_summary.json")),
+        warnings=warnings,
+        crosscheck=crosscheck,
     )

@@ -213,17 +213,22 @@ def build_verdict(
     serving: int | None = None,
     class_stats: Sequence[ClassStats] = (),
     run_warnings: Sequence[tuple[str, str]] = (),
+    crosscheck: Sequence[tuple[str, str]] = (),
     notes: Sequence[str] = (),
     plots: PlotData | None = None,
 ) -> Verdict:
-    """Judge every common level, then summarise; run-level diagnoses and warnings ride along."""
+    """Judge every common level, then summarise; run-level diagnoses and warnings ride along.
+
+    `run_warnings` are every (arm, line) of the runs' summaries; `crosscheck` the subset where the client's
+    totals disagreed with the server's counters, which become `cross_check` diagnoses.
+    """
     judged = tuple(judge_level(lv, th) for lv in sorted(levels, key=lambda x: x.users))
     verdict, summary = overall(judged, serving)
     top: list[Diagnosis] = []
     by_class = diagnoses.per_class(class_stats, th.ship_acceptance, th.off_acceptance)
     if by_class:
         top.append(by_class)
-    top.extend(diagnoses.cross_check(run_warnings))
+    top.extend(diagnoses.cross_check(crosscheck))
     warnings = tuple(f"{arm}: {text}" for arm, text in run_warnings) + tuple(notes)
     return Verdict(verdict=verdict, summary=summary, levels=judged, diagnoses=tuple(top), warnings=warnings,
                    serving_concurrency=serving, plots=plots or PlotData())

@@ -103,6 +103,14 @@ class SpecWindow:
     families_seen: tuple[str, ...]
     notes: tuple[str, ...]
 
+    @property
+    def absence_note(self) -> str | None:
+        """Why there is no acceptance: expected of a server without speculation, so not among `notes`."""
+        if self.server_kind != "unknown" or not self.scrapes:
+            return None
+        return ("no speculative-decoding acceptance counters found; metric families seen by prefix: "
+                + _prefix_counts(self.families_seen))
+
 
 def _ratio(num: float | None, den: float | None) -> float | None:
     return num / den if num is not None and den else None
@@ -223,11 +231,6 @@ class WindowAccumulator:
         elif kind == "sglang":
             rate, length = self._gauge_mean(SGLANG_RATE), self._gauge_mean(SGLANG_LENGTH)
             notes.append("SGLang server: acceptance is the mean of its spec_accept_* gauges over the scrapes")
-        elif self.scrapes:
-            notes.append(
-                "no speculative-decoding acceptance counters found; metric families seen by prefix: "
-                + _prefix_counts(self._seen)
-            )
         if self.resets:
             notes.append(f"server counters reset {self.resets} time(s) in the window (server restarted?)")
         if self.scrapes < 2:

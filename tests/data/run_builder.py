@@ -143,7 +143,8 @@ def write_run(prefix: Path, arm: ArmSpec) -> Path:
             writer = csv.writer(fh)
             writer.writerow(("timestamp_unix_s", "url", "metric", "labels", "value"))
             writer.writerows(_server_rows(arm, spans, sorted(scrapes)))
-    summary = {"schema": 1, "warnings": list(arm.warnings), "crosscheck": {}, "client": {}}
+    checks = {f"check{i}": {"name": f"check{i}", "warning": w} for i, w in enumerate(arm.warnings)}
+    summary = {"schema": 1, "warnings": list(arm.warnings), "client": {}, "crosscheck": checks}
     Path(f"{prefix}_summary.json").write_bytes(orjson.dumps(summary))
     return prefix
 

@@ -65,15 +65,16 @@ def test_ngram_capture_window_gives_the_servers_logged_acceptance():
     assert "vllm:spec_decode_num_accepted_tokens_per_pos" in w.families_seen
 
 
-def test_spec_off_capture_has_no_spec_families_and_says_so():
+def test_spec_off_capture_has_no_spec_families_and_says_so_without_calling_it_a_problem():
     w = spec_window([snap(1, capture("metrics_spec_off_before.txt")),
                      snap(2, capture("metrics_spec_off_after.txt"))], 0, 10)
     assert w.server_kind == "unknown"
     assert w.acceptance_rate is None and w.mean_acceptance_length is None and w.per_position == ()
     assert not any("spec_decode" in f for f in w.families_seen)
     assert w.generation_tokens == 4608 and w.requests_success == 24
-    assert len(w.notes) == 1 and w.notes[0].startswith("no speculative-decoding acceptance counters found")
-    assert "vllm (" in w.notes[0]
+    assert w.notes == ()
+    assert w.absence_note.startswith("no speculative-decoding acceptance counters found")
+    assert "vllm (" in w.absence_note
 
 
 def test_window_uses_only_snapshots_inside_it():

@@ -168,9 +168,10 @@ def test_overall_without_serving_level():
     assert overall([inconclusive, *_judged((1, SHIPS))], None)[0] == SHIP
 
 
-def test_build_verdict_carries_run_warnings_as_warnings_and_cross_check_diagnoses():
+def test_build_verdict_carries_run_warnings_as_warnings_and_disagreements_as_cross_check_diagnoses():
     warned = [("candidate", "client saw 5% more tokens")]
-    result = build_verdict([level(0.9, -30, 20)], TH, run_warnings=warned)
-    assert result.warnings == ("candidate: client saw 5% more tokens",)
+    result = build_verdict([level(0.9, -30, 20)], TH,
+                           run_warnings=[*warned, ("baseline", "event loop lagged")], crosscheck=warned)
+    assert result.warnings == ("candidate: client saw 5% more tokens", "baseline: event loop lagged")
     assert [d.kind for d in result.diagnoses] == ["cross_check"]
     assert result.diagnoses[0].evidence == {"arm": "candidate", "warning": "client saw 5% more tokens"}
