@@ -9,7 +9,8 @@ import pytest
 from tests.vllm.client import final_usage, spec_counters, stream_chat, token_increments
 from tests.vllm.prompts import PROMPTS
 
-pytestmark = pytest.mark.vllm
+# The first test of a module also waits for a server start (and, on a fresh machine, the install).
+pytestmark = [pytest.mark.vllm, pytest.mark.timeout(900)]
 log = logging.getLogger(__name__)
 
 

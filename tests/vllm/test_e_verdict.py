@@ -8,7 +8,8 @@ import pytest
 
 from tests.support import BIN
 
-pytestmark = pytest.mark.vllm
+# The first test of a module also waits for a server start (and, on a fresh machine, the install).
+pytestmark = [pytest.mark.vllm, pytest.mark.timeout(900)]
 log = logging.getLogger(__name__)
 
 # Short runs at one user on a busy 2-core machine (an unrelated draft decodes ~15 tok/s here): fewer
