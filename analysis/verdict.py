@@ -100,6 +100,13 @@ def _decide(acceptance: float, itl: str, tput: str, numbers: str, th: Thresholds
                               f"you have a decision to make, not a result ({numbers})")
         return SHIP, f"{head}: worth it ({numbers})"
     if acceptance < off_at:
+        if itl == "better" and tput == "better":
+            # Seen on real vLLM with n-gram: the rule of thumb prices in a draft's cost, and a nearly free
+            # drafter can pay below it. The rule stands, but the user must see that the measurements disagree.
+            return OFF, (f"acceptance {acceptance:.2f} < {off_at:.2f}: off by the rule of thumb, although "
+                         f"both per-token latency and throughput improved here ({numbers}); a nearly free "
+                         "drafter (n-gram) can pay below the rule: re-judge on the measurements with "
+                         f"--off-acceptance {max(acceptance - 0.05, 0.0):.2f}")
         return OFF, f"acceptance {acceptance:.2f} < {off_at:.2f}: switch it off ({numbers})"
     head = (f"acceptance {acceptance:.2f} is between {off_at:.2f} and {ship_at:.2f}, "
             "so the measurements decide")

@@ -175,3 +175,12 @@ def test_build_verdict_carries_run_warnings_as_warnings_and_disagreements_as_cro
     assert result.warnings == ("candidate: client saw 5% more tokens", "baseline: event loop lagged")
     assert [d.kind for d in result.diagnoses] == ["cross_check"]
     assert result.diagnoses[0].evidence == {"arm": "candidate", "warning": "client saw 5% more tokens"}
+
+
+def test_low_acceptance_is_off_but_says_when_both_measurements_improved():
+    result = judge_level(level(0.41, -70, +175), TH)
+    assert result.verdict == OFF
+    assert "although both per-token latency and throughput improved" in result.reasons[0]
+    assert "--off-acceptance 0.36" in result.reasons[0]
+    plain = judge_level(level(0.41, +10, -10), TH)
+    assert plain.verdict == OFF and "although" not in plain.reasons[0]
