@@ -189,7 +189,10 @@ class Engine:
             cpu = time.thread_time()
             plan, load = self._plan(active)
             dur = self._step_seconds(load) * self.cfg.time_scale
-            deadline = max(deadline, now) + dur
+            # The next step starts when the previous one ended on the modelled GPU, not after this loop
+            # finished writing (vLLM sends outputs from another process while the GPU runs on); only a
+            # loop more than a step behind gives up catching up and slips.
+            deadline = (now if now - deadline > dur else deadline) + dur
             cpu = time.thread_time() - cpu
             gevent.sleep(max(0.0, deadline - time.perf_counter()))
             emit_at = time.perf_counter()
