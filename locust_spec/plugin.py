@@ -25,6 +25,7 @@ from locust_spec.records import FileSink, RecordSink, make_row
 from locust_spec.sse import DONE, parse_lines, parse_object
 from locust_spec.timing import RequestTiming, request_timing
 from locust_spec.trace import Trace
+from locust_spec.transport import Arrivals
 
 log = logging.getLogger(__name__)
 INLINE_BACKLOG = 5000  # past this many waiting streams, process inline so memory stays bounded
@@ -40,7 +41,7 @@ class Started:
     start_unix: float = 0.0
     start: float = 0.0
     end: float = 0.0
-    lines: list = field(default_factory=list)
+    arrivals: Arrivals = field(default_factory=Arrivals)
     objects: list | None = None
     sdk_done: bool = False
     error: str | None = None
@@ -172,7 +173,8 @@ class Plugin:
 
     def process(self, started: Started) -> None:
         """Parse, time, and report one request: Locust events, a row, histograms."""
-        timing = _timing(started)
+        lines = started.arrivals.timed() if started.objects is None else []
+        timing = _timing(started, lines)
         error = started.error or (timing.error if timing is not None else None)
         prompt = started.prompt
         row = make_row(started.start_unix, started.level_users, prompt.cls, prompt.id, started.warmup,
@@ -180,7 +182,7 @@ class Plugin:
         if self.sink is not None:
             self.sink.add(row, timing)
         if self.trace is not None and timing is not None:
-            self.trace.write(started.lines, started.objects, started.start_unix, started.start, timing)
+            self.trace.write(lines, started.objects, started.start_unix, started.start, timing)
         self.requests += 1
         fire = self.environment.events.request.fire
         if error is None and timing is not None and timing.ttft_ms is not None:
@@ -216,13 +218,13 @@ class Plugin:
         return {"requests": self.requests, "failures": self.failures, **self.lag.summary()}
 
 
-def _timing(started: Started) -> RequestTiming | None:
+def _timing(started: Started, lines: list[tuple[float, bytes]]) -> RequestTiming | None:
     if started.objects is not None:
         timed = [(t, parse_object(chunk.to_dict())) for t, chunk in started.objects]
         if started.sdk_done:
             timed.append((started.end, DONE))
     else:
-        timed = parse_lines(started.lines)
+        timed = parse_lines(lines)
     if not started.start:
         return None
     return request_timing(started.start, timed, started.end)

@@ -14,6 +14,7 @@ from locust import User, constant, task
 from locust_spec import plugin
 from locust_spec.prompts import Prompt
 from locust_spec.transport import (
+    Arrivals,
     Connection,
     Endpoint,
     RequestTimeout,
@@ -104,9 +105,9 @@ class ChatCompletionUser(User):
         for continuous in (self._plugin.continuous_usage(host), False):
             request = request_bytes(self._endpoint, CHAT_PATH, orjson.dumps(self.body(prompt, continuous)),
                                     self._plugin.api_key)
-            started.lines = []
+            started.arrivals = Arrivals()
             try:
-                status, error_body = self._conn.stream(request, started.lines, s.first_token_timeout,
+                status, error_body = self._conn.stream(request, started.arrivals, s.first_token_timeout,
                                                        s.idle_timeout)
             finally:
                 started.start_unix, started.start = self._conn.start_unix, self._conn.start
