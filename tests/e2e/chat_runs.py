@@ -26,7 +26,8 @@ LOCUSTFILE = str(REPO / "tests" / "e2e" / "scraper_chat_locustfile.py")
 PROMPTS = ('{"id": "a", "class": "code", "prompt": "def parse(line):\\n    return line.split(\',\')"}\n'
            '{"id": "b", "class": "chat", "prompt": "Say hello to the team."}\n')
 FAULT_NAMES = {"http_500", "http_429", "reset", "malformed_sse", "timeout_idle", "timeout_first_token",
-               "timeout_connect", "timeout_request", "connect", "no_done", "interrupted", "server_error", "no_token"}
+               "timeout_connect", "timeout_request", "connect", "no_done", "interrupted", "server_error",
+               "no_token"}
 
 
 @dataclass
