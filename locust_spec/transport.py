@@ -5,6 +5,8 @@ lines and parsing them wait until the stream has ended (Arrivals.timed, run by t
 from __future__ import annotations
 
 import socket
+import struct
+import sys
 import time
 from urllib.parse import urlsplit
 
@@ -16,6 +18,13 @@ from geventhttpclient.response import HTTPParseError, HTTPSocketResponse
 from locust_spec.sse import Chunk, parse_payload
 
 _DONE_LINE = b"data: [DONE]"
+# Kernel receive timestamps (Linux SO_TIMESTAMPNS, not named by Python's socket module): the time each
+# read's last packet reached this host, whatever this process was doing then. A busy event loop delays
+# when a greenlet gets to read, never what it stamps; elsewhere (or on TLS) reads are stamped on return.
+_SO_TIMESTAMPNS = 35
+_TIMESPEC = struct.Struct("qq")
+_CMSG_SPACE = socket.CMSG_SPACE(_TIMESPEC.size) if hasattr(socket, "CMSG_SPACE") else 0
+_KERNEL_STAMPS = sys.platform == "linux" and _CMSG_SPACE > 0
 
 
 class StreamFailure(Exception):
@@ -104,6 +113,7 @@ class Connection:
         self.sock = None
         self.start_unix = 0.0
         self.start = 0.0
+        self.kernel_stamps = False
 
     def connect(self) -> None:
         if self.sock is not None:
@@ -116,6 +126,12 @@ class Connection:
         except OSError as e:
             raise StreamFailure("connect", e.strerror or type(e).__name__) from None
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.kernel_stamps = _KERNEL_STAMPS and not self.endpoint.ssl
+        if self.kernel_stamps:
+            try:
+                sock.setsockopt(socket.SOL_SOCKET, _SO_TIMESTAMPNS, 1)
+            except OSError:
+                self.kernel_stamps = False
         if self.endpoint.ssl:
             sock = gevent.ssl.create_default_context().wrap_socket(sock, server_hostname=self.endpoint.host)
         self.sock = sock
@@ -145,8 +161,10 @@ class Connection:
             self.start_unix = time.time()
             self.start = time.perf_counter()
             sock.sendall(request)
-            response = HTTPSocketResponse(sock, block_size=65536, method="POST")
             clock = time.perf_counter
+            read = self._stamped_reader(clock) if self.kernel_stamps else None
+            first, first_t = read() if read is not None else (b"", 0.0)
+            response = HTTPSocketResponse(sock, block_size=65536, method="POST", pre_buffered=first)
             status = response.status_code
             if status != 200:
                 body = response.read()
@@ -158,14 +176,18 @@ class Connection:
             body = arrivals.body = response._body_buffer
             marks = arrivals.marks
             if body:
-                marks.append((clock(), len(body)))
+                # the body bytes that came with the head were in the first read, unless the head took more
+                marks.append((first_t if b"\r\n\r\n" in first else clock(), len(body)))
             recv, feed = sock.recv, response.feed
             while not response.message_complete:
                 if phase == "timeout_first_token" and _has_token_or_done(body):
                     phase = "timeout_idle"
                     sock.settimeout(idle_timeout)
-                data = recv(65536)
-                t = clock()
+                if read is not None:
+                    data, t = read()
+                else:
+                    data = recv(65536)
+                    t = clock()
                 feed(data)
                 if not data:
                     if response.message_complete:
@@ -184,6 +206,23 @@ class Connection:
         except BaseException:
             self.close()
             raise
+
+
+    def _stamped_reader(self, clock):
+        """A read returning (bytes, perf_counter time of the kernel's receive stamp, else of the return)."""
+        recvmsg, unpack, space = self.sock.recvmsg, _TIMESPEC.unpack, _CMSG_SPACE
+        # the wall-clock stamp is put on perf_counter's scale through a pair taken together, per request
+        offset = time.time() - clock()
+
+        def read() -> tuple[bytes, float]:
+            data, ancillary, _, _ = recvmsg(65536, space)
+            for level, kind, value in ancillary:
+                if level == socket.SOL_SOCKET and kind == _SO_TIMESTAMPNS and len(value) == _TIMESPEC.size:
+                    sec, nsec = unpack(value)
+                    return data, sec + nsec * 1e-9 - offset
+            return data, clock()
+
+        return read
 
 
 def with_timeout(seconds: float):
