@@ -181,7 +181,8 @@ def test_requests_beyond_max_num_seqs_wait_for_a_free_slot(spec_sim):
     done: dict[str, float] = {}
 
     def one(name: str) -> None:
-        stream(sim.url, STORY, max_tokens=40, ignore_eos=True)
+        # long enough that the second request is still queued when polled on a busy machine
+        stream(sim.url, STORY, max_tokens=400, ignore_eos=True)
         done[name] = time.perf_counter()
 
     first = threading.Thread(target=one, args=("first",))
