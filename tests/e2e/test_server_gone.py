@@ -42,6 +42,7 @@ def test_no_server_with_a_model_is_named_connect_failures_until_the_end(tmp_path
     assert run.proc.returncode == 1
     rows = assert_reconciles(run)
     assert rows and all(r["error"] == "connect: Connection refused" for r in rows)
+    assert len(rows) <= 2 * 12, "each user backs off after a refused connect instead of a busy loop"
     assert "StreamError('connect: Connection refused')" in run.output
 
 
