@@ -260,6 +260,82 @@ def _cpu(proc: psutil.Process) -> float:
     return total
 
 
+@dataclass
+class PeerResult:
+    streams: int
+    step_ms: float
+    ttft: tuple[float, float]
+    itl: tuple[float, float]
+    itl_true: tuple[float, float]
+    ttft_server_mean: float
+    ttft_mean: float
+    running: float
+
+
+def run_vllm_bench(exe: str, tokenizer: Path, streams: int, step_ms: float, seconds: float,
+                   work: Path) -> PeerResult:
+    """`vllm bench serve` on the same server and load: its TTFT/ITL beside the send log's truth."""
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    tag = f"vllm-{streams}-{step_ms:g}"
+    send_log = work / f"send-{tag}.csv"
+    sim = subprocess.Popen(
+        pinned([sys.executable, "-m", "locust_spec.sim", "--port", str(port), "--send-log", str(send_log),
+                "--gpu", GPU, "--model-size", MODEL, "--max-num-seqs", str(max(256, streams)),
+                "--time-scale", f"{time_scale(streams, step_ms):.6f}"], "0"),
+        cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    rounds = max(2, round(seconds / (MAX_TOKENS * step_ms / 1000.0)))
+    try:
+        wait_http(url + "/health", sim)
+        running: list[tuple[float, float]] = []
+        stop = threading.Event()
+        scraper = threading.Thread(target=scrape_running, args=(url, running, stop), daemon=True)
+        scraper.start()
+        cmd = [exe, "bench", "serve", "--backend", "openai-chat", "--base-url", url, "--endpoint",
+               "/v1/chat/completions", "--model", "sim-8b", "--tokenizer", str(tokenizer), "--dataset-name",
+               "random", "--random-input-len", "16", "--random-output-len", str(MAX_TOKENS), "--ignore-eos",
+               "--num-prompts", str(streams * rounds), "--max-concurrency", str(streams),
+               "--percentile-metrics", "ttft,itl", "--metric-percentiles", "50,99", "--disable-tqdm",
+               "--save-result", "--result-dir", str(work), "--result-filename", f"{tag}.json"]
+        env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+        done = subprocess.run(pinned(cmd, "1"), cwd=work, env=env, capture_output=True, text=True,
+                              timeout=600)
+        stop.set()
+        scraper.join()
+        srv_ttft = server_ttft_mean(url)
+    finally:
+        sim.terminate()
+        sim.wait(30)
+    if done.returncode != 0:
+        raise RuntimeError(f"vllm bench serve exited {done.returncode}: {done.stderr[-1500:]}")
+    res = json.loads((work / f"{tag}.json").read_text())
+    sent = read_send_log(send_log).values()
+    gaps = [(b - a) / 1e6 for ts in sent for a, b in zip(ts, ts[1:], strict=False)]
+    busy = [v for _, v in running if v > 0]
+    return PeerResult(streams, step_ms, (res["median_ttft_ms"], res["p99_ttft_ms"]),
+                      (res["median_itl_ms"], res["p99_itl_ms"]), (pct(gaps, 50), pct(gaps, 99)), srv_ttft,
+                      res["mean_ttft_ms"], sum(busy) / len(busy) if busy else float("nan"))
+
+
+def print_peer(peers: list[PeerResult]) -> None:
+    print("\nvllm bench serve on the same server and load (its own runs; TTFT truth needs per-request ids, "
+          "which it does not log: beside it, the server's own TTFT mean).")
+    rows = [("streams", "step", "ITL p50 rep/true", "ITL p99 rep/true", "TTFT p50", "TTFT p99",
+             "TTFT mean it/srv", "server running")]
+    for p in peers:
+        rows.append((str(p.streams), f"{p.step_ms:g}", _pair(p.itl[0], p.itl_true[0]),
+                     _pair(p.itl[1], p.itl_true[1]), f"{p.ttft[0]:.2f}", f"{p.ttft[1]:.2f}",
+                     f"{p.ttft_mean:.2f}/{p.ttft_server_mean:.2f}", f"{p.running:.1f} of {p.streams}"))
+    _table(rows)
+
+
+def vllm_tokenizer() -> Path | None:
+    """The real-vLLM tier's tiny Llama folder: a local tokenizer for vllm bench's random prompts."""
+    root = Path.home() / ".cache" / "locust-spec" / "vllm-0.32.0"
+    found = sorted(root.glob("models-*/target/tokenizer.json"))
+    return found[0].parent if found else None
+
+
 def vllm_bench() -> str | None:
     """`vllm` from the real-vLLM tier's environment, when it has been provisioned."""
     for root in (Path.home() / ".cache" / "locust-spec" / "vllm-0.32.0" / "venv",
@@ -318,6 +394,7 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--seconds", type=float, default=15.0)
     ap.add_argument("--keep", type=Path, help="keep logs and traces in this folder")
+    ap.add_argument("--no-vllm", action="store_true", help="skip vllm bench serve even where it is installed")
     ap.add_argument("--realtime", action="store_true",
                     help="run server and client under SCHED_RR (chrt), ahead of other work on a shared "
                          "machine; the kernel's RT throttling still leaves others 5 %% of each core")
@@ -331,8 +408,9 @@ def main() -> None:
     print(f"load: {os.getloadavg()}  cores: {os.cpu_count()}  spec-sim: {GPU} {MODEL}, {MAX_TOKENS} tokens "
           f"per request (ignore_eos), {args.seconds:g} s per run, steady window excludes the first "
           f"{WARMUP_S:g} s and last {TAIL_S:g} s; realtime priority: {'yes' if args.realtime else 'no'}")
-    bench = vllm_bench()
-    print(f"vllm bench serve: {'found at ' + bench if bench else 'not available (no vLLM environment here)'}")
+    bench, tokenizer = vllm_bench(), vllm_tokenizer()
+    found = f"found at {bench}" if bench and tokenizer else "not available (no vLLM environment here)"
+    print(f"vllm bench serve: {found}{' (skipped: --no-vllm)' if args.no_vllm else ''}")
     work = args.keep or Path(tempfile.mkdtemp(prefix="fidelity-"))
     work.mkdir(parents=True, exist_ok=True)
     results = []
@@ -347,6 +425,14 @@ def main() -> None:
                           f"load {os.getloadavg()[0]:.2f}", flush=True)
                     results.append(r)
     print_tables(results)
+    if bench and tokenizer and not args.no_vllm:
+        peers = []
+        for streams in (int(s) for s in args.streams.split(",")):
+            try:
+                peers.append(run_vllm_bench(bench, tokenizer, streams, 10.0, args.seconds, work))
+            except (RuntimeError, OSError, KeyError, ValueError, subprocess.TimeoutExpired) as e:
+                print(f"vllm bench serve at {streams} streams failed: {str(e).splitlines()[-1:]}")
+        print_peer(peers)
     if args.keep is None:
         shutil.rmtree(work, ignore_errors=True)
 
