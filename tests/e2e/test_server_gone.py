@@ -69,8 +69,7 @@ def test_server_down_mid_run_fails_named_then_recovers_on_its_return(tmp_path):
     assert any(not r["error"] for r in before)
     assert during and all(error_kind(r) in ("connect", "reset") for r in during), {r["error"] for r in during}
     # each row of a failed connect is stamped when it was tried, not with its user's last request
-    stamps = [float(r["start_unix_s"]) for r in during]
-    assert max(stamps) - min(stamps) > (back_at - down_at - 0.7) / 2
+    assert all(float(r["start_unix_s"]) > down_at for r in rows if error_kind(r) == "connect")
     assert any(not r["error"] for r in after)
     assert all(not r["error"] or error_kind(r) == "interrupted" for r in after), {r["error"] for r in after}
     # /metrics went down too: a warning per failed scrape, a gap in the series, a counter reset flagged
