@@ -1,13 +1,16 @@
 """Measurement fidelity: how far our client's timestamps, TTFT and ITL are from the server's truth.
 
-Usage: .venv/bin/python benchmarks/fidelity.py [--quick] [--streams 1,16,64,256] [--steps 10,2]
-       [--clients fast,openai] [--repeats 2] [--seconds 15]
+Usage: .venv/bin/python benchmarks/fidelity.py [--quick] [--realtime] [--streams 1,16,64,256] [--steps 10,2]
+       [--clients fast,openai] [--repeats 2] [--seconds 15] [--no-vllm] [--keep DIR]
 
 Ground truth is spec-sim's --send-log (time.time_ns() just before each chunk's write), the server on core
 0; our ChatCompletionUser runs in one headless Locust process on core 1 with LOCUST_SPEC_TRACE, which
 records each request's start and token-chunk arrivals on the wall clock by response id. Chunks are
-matched per response id in order. spec-sim has no fixed-step mode: steps follow its roofline, so the
---time-scale is calibrated per stream count to give the wanted decode step (prefill steps run longer).
+matched per response id in order. Where the real-vLLM tier's environment exists, `vllm bench serve` runs
+on the same server and load (10 ms steps) for comparison. spec-sim has no fixed-step mode: steps follow
+its roofline, so --time-scale is calibrated per stream count to give the wanted decode step (prefill
+steps run longer). --realtime runs server and client under SCHED_RR, so other work on a shared machine
+does not preempt them.
 """
 
 from __future__ import annotations
@@ -387,7 +390,8 @@ def _table(rows: list[tuple[str, ...]]) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--quick", action="store_true", help="16 and 256 streams, 10 ms, default client, once")
+    ap.add_argument("--quick", action="store_true",
+                    help="16 and 256 streams, 10 ms, default client, once, no vllm bench")
     ap.add_argument("--streams", default="1,16,64,256")
     ap.add_argument("--steps", default="10,2", help="decode step times in ms")
     ap.add_argument("--clients", default="fast,openai", help="fast (default client) and/or openai")
@@ -403,6 +407,7 @@ def main() -> None:
         REALTIME.extend(["chrt", "--rr", "1"])
     if args.quick:
         args.streams, args.steps, args.clients, args.repeats, args.seconds = "16,256", "10", "fast", 1, 10.0
+        args.no_vllm = True
     if (os.cpu_count() or 1) > 1:
         os.sched_setaffinity(0, {0})  # the orchestrator (scrapes, bookkeeping) shares the server's core
     print(f"load: {os.getloadavg()}  cores: {os.cpu_count()}  spec-sim: {GPU} {MODEL}, {MAX_TOKENS} tokens "
