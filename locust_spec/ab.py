@@ -22,6 +22,8 @@ import click
 
 from analysis import api
 from analysis.runs import InputError
+from locust_spec import server_api
+from locust_spec.prompts import PromptError, load_prompt_set, parse_weighted
 from locust_spec.shape import parse_duration, parse_levels, parse_stage_time, stage_at
 from locust_spec.sim import roofline
 
@@ -67,9 +69,11 @@ REAL_LADDER = Ladder("1,4,16,64", "60s", "5s")
 DEMO_LADDER = Ladder("1,64", "25s", "3s")
 """On the built-in simulators: both arms in about two minutes on two cores, with enough requests at one
 user for a verdict (at least 10, and 1000 output tokens, after the warm-up)."""
-DEMO_PROMPTS = ("quote", "code", "boilerplate")
-"""Workloads that copy their input, where n-gram speculation is accepted often enough to pay at one user."""
-DEMO_TIME_SCALE = 0.5
+DEMO_PROMPTS = ("quote:2", "code:2", "boilerplate:2", "chat:1", "creative:1")
+"""Mostly workloads that copy their input (n-gram acceptance around 0.6) with some open chat and creative
+writing, whose proposals are rarely accepted but still verified: speculation pays alone and costs at 64."""
+DEMO_TIME_SCALE = 1.0
+"""Real time: a faster clock would make 64 streams outrun one load-generator core."""
 DEMO_GPU = "a100"
 """The simulated GPU: its compute-to-bandwidth ratio makes verification compute-bound by 64 users."""
 
@@ -294,6 +298,23 @@ def run_sweep(position: int, runs: list[Run], cmd: list[str], ladder: Ladder, pr
                  f"{time.monotonic() - started:.0f}s -> {run.prefix}_*")
 
 
+def prime_arm(arm: str, host: str, load: Load, progress: Progress) -> None:
+    """Send every prompt once before the arm's first sweep (see server_api.prime: a fair prefix cache)."""
+    api_key = os.environ.get("OPENAI_API_KEY", "")
+    try:
+        specs = load.prompts or ("all",)
+        prompts = {p.id: p for spec in specs for p in load_prompt_set(parse_weighted(spec)[0])}
+        model = load.model or server_api.first_model(host, api_key, timeout=30)
+    except (PromptError, RuntimeError) as exc:
+        raise AbError(str(exc)) from None
+    started = time.monotonic()
+    result = server_api.prime(host, prompts.values(), model, api_key)
+    line = (f"{arm}: primed the prefix cache with {result.sent} prompts in {time.monotonic() - started:.0f}s")
+    if result.failed:
+        line += f" ({result.failed} failed, first: {result.first_error})"
+    progress.say(line)
+
+
 def clear_previous(out: Path) -> None:
     """Remove what an earlier spec-ab wrote into `out` (only its own files), so runs never mix."""
     for arm in ARMS:
@@ -362,13 +383,16 @@ def _check_processes(_ctx, _param, value: int) -> int:
               help="Simulators only: spec-sim's --gpu.")
 @click.option("--speculative-config", default=json.dumps(SIM_SPECULATIVE_CONFIG), show_default=True,
               help="Simulators only: the candidate spec-sim's --speculative-config.")
+@click.option("--prime/--no-prime", default=True, show_default=True,
+              help="Before each arm's first sweep, send every prompt once (max_tokens 1) so both servers' "
+                   "prefix caches start equally warm.")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), required=True,
               help="Run folder: both arms' files, verdict.json, report.html, report.md.")
 def main(baseline: str | None, candidate: str | None, levels: str | None, stage_time: str | None,
          warmup: str | None, repeats: int, prompts: tuple[str, ...], max_tokens: int | None, ignore_eos: bool,
          seed: int, model: str, processes: int, metrics_url_baseline: str | None,
          metrics_url_candidate: str | None, time_scale: float, sim_gpu: str, speculative_config: str,
-         out: Path) -> None:
+         prime: bool, out: Path) -> None:
     """Run the concurrency sweep against a baseline and a candidate server, then print the verdict.
 
     Both arms get the same prompts in the same order, the same seed and max_tokens. Without URLs, two
@@ -394,6 +418,7 @@ def main(baseline: str | None, candidate: str | None, levels: str | None, stage_
     out.mkdir(parents=True, exist_ok=True)
     clear_previous(out)
     done: list[Run] = []
+    primed: set[str] = set()
     try:
         with _servers(simulated, out, time_scale, sim_gpu, sim_config, baseline, candidate) as urls:
             metrics = {"baseline": metrics_url_baseline, "candidate": metrics_url_candidate}
@@ -403,6 +428,9 @@ def main(baseline: str | None, candidate: str | None, levels: str | None, stage_
                          f"{ladder.stage_time} each) on {where} -> {out}")
             for position, run in enumerate(runs):
                 host = base_url(urls[run.arm])
+                if prime and run.arm not in primed:
+                    prime_arm(run.arm, host, load, progress)
+                    primed.add(run.arm)
                 cmd = locust_command(run, host, metrics[run.arm], ladder, load)
                 run_sweep(position, runs, _pinned(cmd, CLIENT_CPU) if simulated else cmd, ladder, progress)
                 done.append(run)

@@ -6,19 +6,18 @@ from __future__ import annotations
 import gc
 import logging
 import signal
-import urllib.request
 from collections import deque
 from dataclasses import dataclass, field
 
 import gevent
 import gevent.event
 import gevent.lock
-import orjson
 from locust import events
 from locust.runners import STATE_RUNNING, STATE_SPAWNING, LocalRunner, MasterRunner, WorkerRunner
 from locust.stats import CSV_STATS_INTERVAL_SEC
 
 from locust_spec import level as level_mod
+from locust_spec import server_api
 from locust_spec.lag import LagMonitor
 from locust_spec.options import RequestSettings, settings_from
 from locust_spec.prompts import Prompt, PromptError, PromptSampler
@@ -88,19 +87,7 @@ class Plugin:
             return self._settings[host]
 
     def _first_model(self, host: str) -> str:
-        from locust_spec.transport import Endpoint
-
-        endpoint = Endpoint(host)
-        scheme = "https" if endpoint.ssl else "http"
-        request = urllib.request.Request(f"{scheme}://{endpoint.host_header}{endpoint.api_base}/models")
-        if self.api_key:
-            request.add_header("Authorization", f"Bearer {self.api_key}")
-        try:
-            timeout = self.environment.parsed_options.connect_timeout
-            with urllib.request.urlopen(request, timeout=timeout) as r:
-                return orjson.loads(r.read())["data"][0]["id"]
-        except (OSError, ValueError, KeyError, IndexError, TypeError) as e:
-            raise RuntimeError(f"cannot read the model from {host}/v1/models ({e}); pass --model") from None
+        return server_api.first_model(host, self.api_key, self.environment.parsed_options.connect_timeout)
 
     def give_up(self, message: str) -> None:
         """The run cannot measure anything (no model to ask for): one error line, exit code 2, quit now."""

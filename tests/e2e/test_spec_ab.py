@@ -11,30 +11,30 @@ from pathlib import Path
 
 import psutil
 
+from locust_spec.ab import DEMO_PROMPTS
 from tests.support import BIN, REPO
 
 SPEC_AB = str(BIN / "spec-ab")
 ARM_FILES = ("_requests.csv", "_latency.json", "_server_metrics.csv", "_stats.csv", "_stats_history.csv",
              "_failures.csv", "_exceptions.csv")
-COPYING = ("quote", "code", "boilerplate")
-
-
-def _short_copying_prompts(tmp: Path, max_tokens: int = 80) -> Path:
-    """The built-in copying workloads with shorter answers: enough requests at one user for a verdict
-    (10, and 1000 output tokens, after the warm-up) within short stages."""
-    path = tmp / "copying.jsonl"
-    with path.open("w") as out:
-        for name in COPYING:
+def _short_demo_prompts(tmp: Path, max_tokens: int = 80) -> list[str]:
+    """spec-ab's demo mix (`ab.DEMO_PROMPTS`) with shorter answers: enough requests at one user for a
+    verdict (10, and 1000 output tokens, after the warm-up) within short stages."""
+    args = []
+    for spec in DEMO_PROMPTS:
+        name, weight = spec.split(":")
+        path = tmp / f"{name}.jsonl"
+        with path.open("w") as out:
             for line in (REPO / "prompts" / f"{name}.jsonl").read_text().splitlines():
                 out.write(json.dumps({**json.loads(line), "max_tokens": max_tokens}) + "\n")
-    return path
+        args += ["--prompts", f"{path}:{weight}"]
+    return args
 
 
 def _fast(tmp: Path) -> list[str]:
     """At the modelled GPU's own pace: a faster clock makes 64 streams outrun one client core, and a
     load generator that cannot keep up favours the arm that sends fewer chunks (speculation)."""
-    return ["--prompts", str(_short_copying_prompts(tmp)), "--ignore-eos", "--time-scale", "1",
-            "--seed", "3"]
+    return [*_short_demo_prompts(tmp), "--ignore-eos", "--time-scale", "1", "--seed", "3"]
 
 
 def _digest(folder: Path) -> dict[str, str]:
@@ -52,7 +52,7 @@ def test_spec_ab_on_simulators_ships_at_one_user_and_not_at_64_with_every_file(t
     by_users = {level["users"]: level for level in verdict["levels"]}
     assert by_users[1]["verdict"] == "ship", by_users[1]["reasons"]
     assert by_users[64]["verdict"] != "ship", by_users[64]["reasons"]
-    assert by_users[64]["acceptance"] > 0.5, "the candidate speculated"
+    assert by_users[64]["acceptance"] > 0.3, "the candidate speculated"
     assert "VERDICT" in done.stdout.upper() and verdict["summary"] in done.stdout
 
     for name in ("verdict.json", "report.html", "report.md"):

@@ -1,0 +1,46 @@
+"""Priming: every prompt sent once, so both A/B arms start with equally warm prefix caches."""
+
+from __future__ import annotations
+
+import urllib.request
+
+import orjson
+import pytest
+
+from locust_spec.prompts import load_prompt_set
+from locust_spec.server_api import first_model, prime, prime_body
+
+
+def _counter(url: str, name: str) -> float:
+    text = urllib.request.urlopen(url + "/metrics", timeout=10).read().decode()
+    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith(name + "{"))
+
+
+def test_a_prime_request_asks_for_one_token_of_the_prompt_unstreamed():
+    prompt = load_prompt_set("chat")[0]
+    body = orjson.loads(prime_body(prompt, "m"))
+    assert body == {"model": "m", "messages": list(prompt.messages), "max_tokens": 1, "temperature": 0,
+                    "stream": False}
+
+
+def test_priming_fills_the_servers_prefix_cache(spec_sim):
+    sim = spec_sim("--time-scale", "0.05")
+    prompts = load_prompt_set("quote")[:20]
+    model = first_model(sim.url, "", timeout=10)
+    first = prime(sim.url, prompts, model)
+    assert (first.sent, first.failed) == (20, 0)
+    hits_before = _counter(sim.url, "vllm:prefix_cache_hits_total")
+    again = prime(sim.url, prompts, model)
+    assert again.failed == 0
+    assert _counter(sim.url, "vllm:prefix_cache_hits_total") > hits_before
+
+
+def test_priming_a_dead_server_reports_failures_without_raising(tmp_path):
+    result = prime("http://127.0.0.1:9", load_prompt_set("chat")[:3], "m", timeout=2)
+    assert (result.sent, result.failed) == (3, 3) and "chat-" in result.first_error
+
+
+def test_first_model_names_the_url_but_never_the_key():
+    with pytest.raises(RuntimeError) as err:
+        first_model("http://127.0.0.1:9", "sk-secret", timeout=2)
+    assert "127.0.0.1:9/v1/models" in str(err.value) and "sk-secret" not in str(err.value)
