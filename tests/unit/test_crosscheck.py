@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from locust_spec.counters import Snapshot, parse_exposition, spec_window
+from locust_spec.counters import spec_window
 from locust_spec.crosscheck import (
     ClientTotals,
     cross_check,
@@ -17,17 +17,13 @@ from locust_spec.crosscheck import (
     warnings,
 )
 from locust_spec.records import COLUMNS
-from tests.support import REFERENCE
-
-CPU = REFERENCE / "vllm-0.32-cpu"
+from tests.support import ngram_capture_window
 
 
 @pytest.fixture(scope="module")
 def window():
     """The capture's load: 24 requests finished by length, 4608 tokens, server mean TPOT 0.998 ms."""
-    snaps = [Snapshot(t, "u", tuple(parse_exposition((CPU / f"metrics_ngram_{n}.txt").read_text())))
-             for t, n in ((1, "before"), (2, "after"))]
-    return spec_window(snaps, 0, 10)
+    return ngram_capture_window()
 
 
 def row(tokens=192, tpot="1.000", error="", accepted="", drafted="", estimated="0") -> dict:

@@ -7,20 +7,15 @@ import json
 
 import pytest
 
-from locust_spec.counters import Snapshot, parse_exposition, spec_window
 from locust_spec.crosscheck import ClientTotals
 from locust_spec.summary import build_summary, combine_clients, concurrency, generator_warnings, write
-from tests.support import REFERENCE
-
-CPU = REFERENCE / "vllm-0.32-cpu"
+from tests.support import ngram_capture_window
 
 
 @pytest.fixture(scope="module")
 def window():
     """The capture's load: 24 requests finished, 4608 generation tokens, server mean TPOT ~1 ms."""
-    snaps = [Snapshot(t, "u", tuple(parse_exposition((CPU / f"metrics_ngram_{n}.txt").read_text())))
-             for t, n in ((1, "before"), (2, "after"))]
-    return spec_window(snaps, 0, 10)
+    return ngram_capture_window()
 
 
 def matching_totals(window) -> ClientTotals:

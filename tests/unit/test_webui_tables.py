@@ -5,21 +5,16 @@ from __future__ import annotations
 import pytest
 from locust.stats import RequestStats
 
-from locust_spec.counters import Snapshot, parse_exposition, spec_window
 from locust_spec.crosscheck import cross_check
 from locust_spec.histograms import LatencyHistograms, new_histogram, percentiles_us, record_ms
 from locust_spec.plugin import StreamError
 from locust_spec.webui import latency_rows, live_totals, speculation_rows, token_rate
-from tests.support import REFERENCE
-
-CPU = REFERENCE / "vllm-0.32-cpu"
+from tests.support import ngram_capture_window
 
 
 @pytest.fixture(scope="module")
 def window():
-    snaps = [Snapshot(t, "u", tuple(parse_exposition((CPU / f"metrics_ngram_{n}.txt").read_text())))
-             for t, n in ((1, "before"), (2, "after"))]
-    return spec_window(snaps, 0, 10)
+    return ngram_capture_window()
 
 
 def test_latency_rows_hold_exact_p50_p99_per_class_and_over_all_classes():
