@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import csv
 import logging
 import os
@@ -11,7 +12,7 @@ import urllib.request
 import weakref
 from collections.abc import Callable
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import unquote, urlsplit, urlunsplit
 
 import gevent
 from gevent.event import Event
@@ -43,6 +44,17 @@ def display_url(url: str) -> str:
     return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
 
 
+def basic_auth(url: str) -> tuple[str, str | None]:
+    """`http://user:pass@host/metrics` -> (the URL without them, a Basic Authorization value)."""
+    parts = urlsplit(url)
+    if parts.username is None:
+        return url, None
+    netloc = parts.netloc.rsplit("@", 1)[1]
+    credentials = f"{unquote(parts.username)}:{unquote(parts.password or '')}".encode()
+    return (urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment)),
+            "Basic " + base64.b64encode(credentials).decode())
+
+
 def default_metrics_url(host: str) -> str:
     """HOST/metrics; an OpenAI-style base URL ending in /v1 still means the server's root."""
     base = host.rstrip("/")
@@ -67,7 +79,9 @@ def http_fetcher(token: str | None, timeout_s: float) -> Fetch:
         headers["Authorization"] = f"Bearer {token}"
 
     def fetch(url: str) -> str:
-        req = urllib.request.Request(url, headers=headers)
+        url, basic = basic_auth(url)
+        req = urllib.request.Request(url, headers=headers if basic is None or token else
+                                     {**headers, "Authorization": basic})
         try:
             with urllib.request.urlopen(req, timeout=timeout_s) as resp:
                 if resp.status != 200:
