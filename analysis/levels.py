@@ -31,8 +31,15 @@ class RunLevel:
 
 
 def decode_hist(h: object, where: str) -> HdrHistogram | None:
-    if not isinstance(h, dict) or not h.get("count") or not h.get("hdr"):
+    """An H entry of _latency.json: None when empty; a one-line InputError when it claims values it lacks."""
+    if h is None:
         return None
+    if not isinstance(h, dict):
+        raise InputError(f"{where}: a histogram entry is not an object")
+    if not h.get("count"):
+        return None
+    if not isinstance(h.get("hdr"), str) or not h["hdr"]:
+        raise InputError(f"{where}: a histogram of {h['count']} values has no encoded HDR data")
     try:
         return HdrHistogram.decode(h["hdr"])
     except Exception as exc:  # the hdrh decoder raises assorted types on bad bytes

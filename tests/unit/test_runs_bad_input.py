@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -84,6 +85,11 @@ CORRUPTIONS = {
                        "unknown schema 2"),
     "bad hdr": ("_latency.json", lambda p: _edit_text(p, lambda t: t.replace('"hdr":"', '"hdr":"AAAA')),
                 "bad HDR histogram"),
+    "null hdr": ("_latency.json",
+                 lambda p: _edit_text(p, lambda t: re.sub(r'"hdr":"[^"]*"', '"hdr":null', t)),
+                 "has no encoded HDR data"),
+    "crosscheck": ("_summary.json", lambda p: p.write_bytes(b'{"schema": 1, "crosscheck": [1]}'),
+                   "'crosscheck' is not an object"),
     "metrics columns": ("_server_metrics.csv", lambda p: p.write_text("a,b\n1,2\n"),
                         "not a server metrics CSV"),
     "metrics value": ("_server_metrics.csv",
