@@ -17,7 +17,7 @@ from locust_spec.sim.engine import Engine, EngineConfig
 from locust_spec.sim.faults import FaultConfig
 from locust_spec.sim.metrics import SimMetrics
 from locust_spec.sim.model import tokenizer, warm
-from locust_spec.sim.sendlog import SendLog
+from locust_spec.sim.sendlog import FORMAT, SendLog
 from locust_spec.sim.server import ServerOptions, SimServer, serve
 
 
@@ -29,7 +29,8 @@ def _rate(text: str) -> float:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="spec-sim", description=__doc__)
+    p = argparse.ArgumentParser(prog="spec-sim", description=__doc__, epilog=FORMAT,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=8000)
     p.add_argument("--served-model-name", default="sim-8b")
@@ -39,10 +40,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-model-len", type=int, default=8192)
     p.add_argument("--time-scale", type=float, default=1.0,
                    help="multiply every step time (0.1 runs ten times faster than the modelled GPU)")
+    p.add_argument("--fixed-step-ms", type=float, default=0.0, metavar="MS",
+                   help="every engine step lasts MS wall milliseconds whatever the batch, prefill or "
+                        "speculation (--time-scale does not apply): a known clock for client-fidelity checks")
     p.add_argument("--gpu", choices=sorted(roofline.GPUS), default="h100")
     p.add_argument("--model-size", default="8b", help="1b, 3b, 8b, 70b or a size in billions of parameters")
     p.add_argument("--draft-size", default="1b", help="draft model size for method draft_model")
-    p.add_argument("--send-log", type=Path, help="CSV of every chunk sent: request_id,time_ns,tokens")
+    p.add_argument("--send-log", type=Path, help="CSV of arrivals and chunks sent (format below)")
     p.add_argument("--per-request-spec-decode-metrics", choices=["detailed"],
                    help="add metrics.speculative_decoding to responses, as vLLM")
     p.add_argument("--grammar-disables-spec", action="store_true",
@@ -56,7 +60,8 @@ def build_parser() -> argparse.ArgumentParser:
     f.add_argument("--fault-stall", type=_rate, default=0.0, help="a stall of --stall-seconds mid-stream")
     f.add_argument("--stall-seconds", type=float, default=30.0)
     f.add_argument("--stall-at-token", type=int, default=1,
-                   help="the stall starts after this many tokens were sent (0: before the first)")
+                   help="the stall starts after this many tokens were sent (0: before the first, so not even "
+                        "the role chunk, which vLLM sends with the first token, goes out)")
     f.add_argument("--fault-no-done", type=_rate, default=0.0, help="stream ends without data: [DONE]")
     f.add_argument("--restart-after", type=float, default=0.0,
                    help="simulate a restart every SECONDS (connections drop, counters reset); "
@@ -94,12 +99,15 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(f"spec-sim: {e}")
     if args.time_scale <= 0:
         sys.exit("spec-sim: --time-scale must be positive")
+    if args.fixed_step_ms < 0:
+        sys.exit("spec-sim: --fixed-step-ms must not be negative")
     tok = tokenizer()
     warm()
     # The corpus tables are permanent: keep the cyclic GC from walking them on every full collection.
     gc.freeze()
     use_draft = draft if spec and spec.method == "draft_model" else None
-    cfg = EngineConfig(roofline.GPUS[args.gpu], model, spec, use_draft, args.max_num_seqs, args.time_scale)
+    cfg = EngineConfig(roofline.GPUS[args.gpu], model, spec, use_draft, args.max_num_seqs, args.time_scale,
+                       args.fixed_step_ms / 1000.0)
     engine = Engine(cfg, tok, SimMetrics(args.served_model_name, spec.num_speculative_tokens if spec else 0))
     faults = FaultConfig(args.fault_500, args.fault_429, args.fault_reset, args.fault_malformed,
                          args.fault_stall, args.fault_no_done, args.stall_seconds, args.stall_at_token)

@@ -36,13 +36,15 @@ class SpecStats:
     accepted: list[int] = field(default_factory=list)
     drafted: list[int] = field(default_factory=list)
 
-    def as_dict(self) -> dict:
+    def as_dict(self, *, streamed: bool) -> dict:
+        """vLLM's shape; with no speculation step, vLLM omits the per-step lists from a streamed final
+        chunk and sets them to null in a non-streamed response."""
         steps = len(self.accepted)
         acc, dr = sum(self.accepted), sum(self.drafted)
         hist = [0] * (self.k + 1)
         for a in self.accepted:
             hist[a] += 1
-        return {
+        out = {
             "mean_acceptance_length": 1 + acc / steps if steps else 1.0,
             "draft_acceptance_rate": acc / dr if dr else 0.0,
             "acceptance_histogram": hist,
@@ -50,9 +52,13 @@ class SpecStats:
             "num_accepted_draft_tokens": acc,
             "num_draft_tokens": dr,
             "num_spec_tokens": self.k,
-            "per_step_accepted": list(self.accepted),
-            "per_step_drafted": list(self.drafted),
         }
+        if steps:
+            out["per_step_accepted"] = list(self.accepted)
+            out["per_step_drafted"] = list(self.drafted)
+        elif not streamed:
+            out["per_step_accepted"] = out["per_step_drafted"] = None
+        return out
 
 
 class Request:
@@ -98,6 +104,7 @@ class EngineConfig:
     draft: roofline.ModelShape | None = None
     max_num_seqs: int = 256
     time_scale: float = 1.0
+    fixed_step_s: float = 0.0  # >0: every step lasts this many wall seconds, whatever it holds
 
 
 @dataclass
@@ -160,6 +167,11 @@ class Engine:
         while self.waiting and len(self.running) < self.cfg.max_num_seqs:
             r = self.waiting.popleft()
             if not r.finished:
+                if r.stall_at_token == 0:
+                    # Before its first step: vLLM sends the role chunk with the first token, so nothing
+                    # at all reaches the client during this stall.
+                    r.paused_until = now + r.stall_s
+                    r.stall_at_token = -1
                 self.running.append(r)
         return [r for r in self.running if r.paused_until <= now]
 
@@ -188,7 +200,7 @@ class Engine:
                 continue
             cpu = time.thread_time()
             plan, load = self._plan(active)
-            dur = self._step_seconds(load) * self.cfg.time_scale
+            dur = self.cfg.fixed_step_s or self._step_seconds(load) * self.cfg.time_scale
             # The next step starts when the previous one ended on the modelled GPU, not after this loop
             # finished writing (vLLM sends outputs from another process while the GPU runs on); only a
             # loop more than a step behind gives up catching up and slips.
@@ -283,7 +295,7 @@ class Engine:
             else:
                 itls.append(now - r.last_emit_at)
             r.last_emit_at = now
-            if r.stall_at_token >= 0 and r.generated >= r.stall_at_token and out.finish is None:
+            if r.stall_at_token > 0 and r.generated >= r.stall_at_token and out.finish is None:
                 r.paused_until = now + r.stall_s
                 r.stall_at_token = -1
             if out.finish is not None:

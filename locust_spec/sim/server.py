@@ -17,7 +17,7 @@ from gevent.server import StreamServer
 from gevent.socket import wait_write
 
 from locust_spec.sim import model as sim_model
-from locust_spec.sim import protocol
+from locust_spec.sim import protocol, sendlog
 from locust_spec.sim.engine import Engine, Request, StepOutput
 from locust_spec.sim.faults import FaultConfig, RequestFaults, draw
 from locust_spec.sim.metrics import SimMetrics
@@ -99,7 +99,7 @@ class _Stream:
         parts.append(_chunk(self.fmt.token(out.text, req.generated, out.finish, out.stop_reason)))
         if out.finish is not None:
             if self.fmt.include_usage:
-                parts.append(_chunk(self.fmt.usage(req.generated, self.sim.spec_metrics(req))))
+                parts.append(_chunk(self.fmt.usage(req.generated, self.sim.spec_metrics(req, streamed=True))))
             if not self.faults.no_done:
                 parts.append(_chunk(protocol.DONE))
             parts.append(b"0\r\n\r\n")
@@ -196,10 +196,10 @@ class SimServer:
         self.engine.metrics = SimMetrics(self.opts.served_model_name, k)
         self.restarts += 1
 
-    def spec_metrics(self, req: Request) -> dict | None:
+    def spec_metrics(self, req: Request, *, streamed: bool) -> dict | None:
         if req.spec is None or not self.opts.per_request_spec_metrics:
             return None
-        return req.spec.as_dict()
+        return req.spec.as_dict(streamed=streamed)
 
     def handle(self, sock, _addr) -> None:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -315,6 +315,8 @@ class SimServer:
         req = Request(rid, prompt, target, params.max_tokens or room, sink.deliver, stop=params.stop,
                       speculate=speculate, seed=seed, stall_at_token=stall_at, stall_s=fc.stall_seconds)
         self.inflight[rid] = (sock, done)
+        if self.send_log:
+            self.send_log.write(rid, sendlog.ARRIVAL)
         self.engine.submit(req)
         try:
             done.wait()
@@ -327,7 +329,7 @@ class SimServer:
             return False
         payload = protocol.completion(rid, created, self.opts.served_model_name, "".join(sink.text),
                                       sink.finish.finish, sink.finish.stop_reason, len(prompt), req.generated,
-                                      self.spec_metrics(req))
+                                      self.spec_metrics(req, streamed=False))
         if self.send_log:
             self.send_log.write(rid, req.generated)
         self._json(sock, 200, payload)

@@ -93,6 +93,19 @@ def test_per_request_spec_metrics_match_vllm_shape_and_add_up(spec_sim):
     assert status == 200 and shape(json.loads(raw)) == shape(real_ns)
 
 
+def test_per_request_spec_metrics_without_speculation_omit_or_null_per_step_lists_as_vllm(spec_sim):
+    sim = spec_sim(*FAST, "--speculative-config", NGRAM, "--per-request-spec-decode-metrics", "detailed")
+    # One token comes from the prefill step alone: no speculation step.
+    streamed = stream(sim.url, QUOTE, max_tokens=1, stream_options={"include_usage": True})
+    spec = streamed[-2]["metrics"]["speculative_decoding"]
+    assert spec["num_spec_steps"] == 0 and "per_step_accepted" not in spec and "per_step_drafted" not in spec
+    assert spec["mean_acceptance_length"] == 1.0 and spec["draft_acceptance_rate"] == 0.0
+    status, raw = post(sim.url, {"model": "sim-8b", "messages": QUOTE, "max_tokens": 1})
+    full = json.loads(raw)["metrics"]["speculative_decoding"]
+    assert status == 200 and full["per_step_accepted"] is None and full["per_step_drafted"] is None
+    assert full["mean_acceptance_length"] == 1.0 and full["draft_acceptance_rate"] == 0.0
+
+
 def test_openai_sdk_streams_and_completes(spec_sim):
     sim = spec_sim(*FAST, "--speculative-config", NGRAM)
     client = openai.OpenAI(base_url=sim.url + "/v1", api_key="x")

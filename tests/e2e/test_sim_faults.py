@@ -58,6 +58,27 @@ def test_fault_stall_outlasts_a_client_idle_timeout_after_the_first_token(spec_s
         raw_stream(sim.url, timeout=1.5)
 
 
+def test_a_stall_at_token_zero_comes_before_any_token_so_a_client_waits_for_its_first(spec_sim):
+    # vLLM sends the role chunk with the first token's step, so during this stall nothing at all arrives.
+    sim = spec_sim(*FAST, "--fault-stall", "1", "--stall-at-token", "0", "--stall-seconds", "3")
+    host, port = sim.url.removeprefix("http://").split(":")
+    body = json.dumps(BODY).encode()
+    with socket.create_connection((host, int(port))) as sock:
+        sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n"
+                     b"content-length: %d\r\n\r\n%s" % (len(body), body))
+        sock.settimeout(1.0)
+        during = b""
+        with pytest.raises((TimeoutError, socket.timeout)):
+            while chunk := sock.recv(65536):
+                during += chunk
+        sock.settimeout(30)
+        after = b""
+        while not after.endswith(b"0\r\n\r\n") and (chunk := sock.recv(65536)):
+            after += chunk
+    assert during == b""
+    assert b'"delta":{"content":' in after and b"data: [DONE]" in after
+
+
 def test_fault_no_done_ends_the_stream_without_done(spec_sim):
     _, _, lines = raw_stream(spec_sim(*FAST, "--fault-no-done", "1").url)
     assert b"data: [DONE]" not in lines and json.loads(lines[-1][6:])["choices"] == []
@@ -91,15 +112,20 @@ def test_grammar_disables_spec_leaves_spec_counters_still(spec_sim):
     assert m['vllm:generation_tokens_total{engine="0",model_name="sim-8b"}'] == 40
 
 
-def test_send_log_records_every_chunk_with_its_tokens(spec_sim, tmp_path):
+def test_send_log_records_each_arrival_then_every_chunk_with_its_tokens(spec_sim, tmp_path):
     log = tmp_path / "send.csv"
     sim = spec_sim(*FAST, "--speculative-config", NGRAM, "--send-log", str(log))
     _, _, lines = raw_stream(sim.url)
+    status, _ = post(sim.url, {**BODY, "stream": False})
     sim.stop()
-    rows = [r.split(",") for r in log.read_text().splitlines()]
-    assert rows[0] == ["request_id", "time_ns", "tokens"]
+    header, *rows = [r.split(",") for r in log.read_text().splitlines()]
+    assert header == ["request_id", "time_ns", "tokens"] and status == 200
+    streamed, full = (rows[0][0], rows[-1][0])
+    first = [r for r in rows if r[0] == streamed]
+    assert first[0][2] == "-1" and all(int(r[2]) >= 0 for r in first[1:])
     token_chunks = [line for line in lines if line.startswith(b"data: {") and b'"choices":[{' in line]
-    assert len(rows) - 1 == len(token_chunks)
-    assert sum(int(r[2]) for r in rows[1:]) == 40
-    times = [int(r[1]) for r in rows[1:]]
+    assert len(first) - 1 == len(token_chunks)
+    assert sum(int(r[2]) for r in first[1:]) == 40
+    assert [r[2] for r in rows if r[0] == full] == ["-1", "40"]
+    times = [int(r[1]) for r in rows]
     assert times == sorted(times)
