@@ -6,7 +6,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from analysis import levels as lv
-from analysis.model import LevelInput, PlotData, Verdict
+from analysis.model import LevelInput, PlotData, Verdict, worst_lag
 from analysis.runs import InputError, RunData, discover, read_run
 from analysis.verdict import Thresholds, build_verdict
 
@@ -56,6 +56,8 @@ def verdict_for(
             candidate=lv.combine([level for _, level in cand_at]),
             spec=lv.combine_spec(spec),
             rows_show_speculation=any(level.rows_show_speculation for _, level in cand_at),
+            baseline_lag=worst_lag([run.client_lag[users] for run in base_runs if users in run.client_lag]),
+            candidate_lag=worst_lag([run.client_lag[users] for run in cand_runs if users in run.client_lag]),
         ))
         cdf[users] = {"baseline": lv.merged_itl_cdf(base_runs, users),
                       "candidate": lv.merged_itl_cdf(cand_runs, users)}

@@ -69,6 +69,10 @@ def cli() -> None:
               help="Acceptance below which draft and target are said to disagree.")
 @click.option("--position-acceptance", type=float, default=DEFAULTS.position_acceptance, show_default=True,
               help="Per-position acceptance a draft position must keep to be worth proposing.")
+@click.option("--max-client-lag-share", "max_client_late_share", type=float,
+              default=DEFAULTS.max_client_late_share, show_default=True,
+              help="An arm whose load generator was behind more than this share of the time at a level "
+                   "makes it inconclusive (from its _summary.json).")
 @click.option("--fail-on", multiple=True, type=click.Choice((OFF, TRADEOFF, INCONCLUSIVE)),
               help="Exit 1 when the overall verdict is this (repeatable), for CI.")
 def compare(baseline: Path, candidate: Path, fmt: str, outputs: tuple[Path, ...],

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 METRIC_KEYS = (
@@ -56,6 +57,26 @@ class SpecStats:
 
 
 @dataclass(frozen=True)
+class ClientLag:
+    """One arm's load-generator event-loop lag at one level (summary.json's client.generators.by_level)."""
+
+    samples: int
+    late_samples: int
+    late_share: float
+    max_lag_ms: float
+
+
+def worst_lag(lags: Sequence[ClientLag]) -> ClientLag | None:
+    """Repeats of one arm at one level: samples add up, the late share and lag are the worst run's."""
+    if not lags:
+        return None
+    return ClientLag(samples=sum(lag.samples for lag in lags),
+                     late_samples=sum(lag.late_samples for lag in lags),
+                     late_share=max(lag.late_share for lag in lags),
+                     max_lag_ms=max(lag.max_lag_ms for lag in lags))
+
+
+@dataclass(frozen=True)
 class ClassStats:
     """Per prompt class: acceptance from per-request stats, and latency for both arms."""
 
@@ -76,6 +97,8 @@ class LevelInput:
     candidate: ArmMetrics
     spec: SpecStats | None
     rows_show_speculation: bool = False
+    baseline_lag: ClientLag | None = None
+    candidate_lag: ClientLag | None = None
 
 
 @dataclass(frozen=True)

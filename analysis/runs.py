@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import csv
 import io
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import orjson
 import pandas as pd
 
+from analysis.model import ClientLag
 from locust_spec import counters
 
 REQUESTS_COLUMNS = (
@@ -42,6 +43,7 @@ class RunData:
     snapshots: list | None
     warnings: tuple[str, ...]
     crosscheck: tuple[str, ...] = ()
+    client_lag: dict[int, ClientLag] = field(default_factory=dict)
 
 
 def discover(path: Path) -> list[Path]:
@@ -162,10 +164,49 @@ def read_server_metrics(path: Path) -> list | None:
         raise InputError(f"{path}: bad server metrics row: {exc}") from None
 
 
-def read_summary(path: Path) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """The run's warnings, and those of its client-vs-server cross-checks that disagreed."""
+def _is_count(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0
+
+
+LAG_FIELDS = (("samples", _is_count, "a count"), ("late_samples", _is_count, "a count"),
+              ("late_share", _is_number, "a number"), ("max_lag_ms", _is_number, "a number"))
+
+
+def read_client_lag(path: Path, data: dict) -> dict[int, ClientLag]:
+    """`client.generators.by_level`: per ladder level, how far behind the load generator was; {} if absent."""
+    client = data.get("client") or {}
+    generators = client.get("generators") if isinstance(client, dict) else None
+    by_level = generators.get("by_level") if isinstance(generators, dict) else None
+    if by_level is None:
+        return {}
+    where = f"{path}: 'client.generators.by_level'"
+    if not isinstance(by_level, dict):
+        raise InputError(f"{where} is not an object of levels")
+    out = {}
+    for users, lag in by_level.items():
+        if not (users.isascii() and users.isdigit()):
+            raise InputError(f"{where} has a level {users[:20]!r} that is not a user count")
+        if not isinstance(lag, dict):
+            raise InputError(f"{where}[{users}] is not an object")
+        for key, valid, kind in LAG_FIELDS:
+            if not valid(lag.get(key)):
+                raise InputError(f"{where}[{users}].{key} is not {kind}: {str(lag.get(key))[:20]!r}")
+        if lag["late_share"] > 1:
+            raise InputError(f"{where}[{users}].late_share is {lag['late_share']!r}, above 1")
+        out[int(users)] = ClientLag(lag["samples"], lag["late_samples"], float(lag["late_share"]),
+                                    float(lag["max_lag_ms"]))
+    return out
+
+
+def read_summary(path: Path) -> tuple[tuple[str, ...], tuple[str, ...], dict[int, ClientLag]]:
+    """The run's warnings, those of its client-vs-server cross-checks that disagreed, and the load
+    generator's lag per level."""
     if not path.is_file():
-        return (), ()
+        return (), (), {}
     data = _read_json(path)
     warnings = data.get("warnings", [])
     if not isinstance(warnings, list) or not all(isinstance(w, str) for w in warnings):
@@ -174,11 +215,11 @@ def read_summary(path: Path) -> tuple[tuple[str, ...], tuple[str, ...]]:
     if not isinstance(checks, dict) or not all(isinstance(c, dict) for c in checks.values()):
         raise InputError(f"{path}: 'crosscheck' is not an object of checks")
     disagreements = tuple(str(c["warning"]) for c in checks.values() if c.get("warning"))
-    return tuple(warnings), disagreements
+    return tuple(warnings), disagreements, read_client_lag(path, data)
 
 
 def read_run(prefix: Path) -> RunData:
-    warnings, crosscheck = read_summary(Path(f"{prefix}_summary.json"))
+    warnings, crosscheck, client_lag = read_summary(Path(f"{prefix}_summary.json"))
     return RunData(
         prefix=prefix,
         requests=read_requests(Path(f"{prefix}_requests.csv")),
@@ -186,4 +227,5 @@ def read_run(prefix: Path) -> RunData:
         snapshots=read_server_metrics(Path(f"{prefix}_server_metrics.csv")),
         warnings=warnings,
         crosscheck=crosscheck,
+        client_lag=client_lag,
     )

@@ -27,6 +27,7 @@ class Thresholds:
     min_output_tokens: int = 1000
     disagree_acceptance: float = 0.1
     position_acceptance: float = 0.5
+    max_client_late_share: float = 0.05
 
 
 def change_pct(base: float | None, cand: float | None) -> float | None:
@@ -61,7 +62,7 @@ def _fmt_change(label: str, unit: str, base: float, cand: float, change: float, 
 
 
 def _evidence_gaps(level: LevelInput, th: Thresholds) -> list[str]:
-    """Reasons the level cannot be judged: failures, too little evidence, no counters."""
+    """Reasons the level cannot be judged: failures, too little evidence, a lagging client, no counters."""
     gaps = []
     for name, arm in (("baseline", level.baseline), ("candidate", level.candidate)):
         if arm.requests <= 0:
@@ -77,6 +78,13 @@ def _evidence_gaps(level: LevelInput, th: Thresholds) -> list[str]:
             gaps.append(f"{name} has only {arm.output_tokens} output tokens (needs {th.min_output_tokens})")
         if arm.itl_p50_ms is None or arm.output_tok_s is None:
             gaps.append(f"{name} has no completed streams to measure ITL and throughput")
+    for name, lag in (("baseline", level.baseline_lag), ("candidate", level.candidate_lag)):
+        # A client that falls behind sends less load than asked and stamps arrivals late, and it favours
+        # the arm that sends fewer chunks (speculation): its numbers cannot judge the server.
+        if lag is not None and lag.late_share > th.max_client_late_share + _EPS:
+            gaps.append(f"{name}: the load generator was behind {lag.late_share:.1%} of the time at this "
+                        f"level (max {lag.max_lag_ms:.0f} ms): its numbers measure the client, not the "
+                        "server; add --processes or workers")
     if level.spec is None:
         gaps.append("no server counters on the candidate (no _server_metrics.csv: run with --metrics-url)")
     elif level.spec.acceptance is None or level.spec.draft_tokens <= 0:

@@ -22,21 +22,58 @@ LATE_SHARE = 0.01
 # averaged away and is reported when it happens.
 WINDOW_S = 10.0
 ADVICE = "use more load-generating processes (--processes N or workers) or fewer users per process"
+# Lag is also kept per ladder level (a client fine at 1 user may fall behind at 64); a ladder has a handful
+# of levels, so past this many the further ones are counted only in the run's totals.
+MAX_LEVELS = 64
+
+
+class LevelLag:
+    """Lag at one ladder level: wake-ups, late ones, the worst, and the time measured vs spent behind."""
+
+    __slots__ = ("samples", "late_samples", "max_lag_ms", "measured_s", "late_s")
+
+    def __init__(self) -> None:
+        self.samples = 0
+        self.late_samples = 0
+        self.max_lag_ms = 0.0
+        self.measured_s = 0.0
+        self.late_s = 0.0
+
+    def add(self, lag_ms: float, span_s: float, late: bool) -> None:
+        self.samples += 1
+        self.max_lag_ms = max(self.max_lag_ms, lag_ms)
+        self.measured_s += span_s
+        if late:
+            self.late_samples += 1
+            self.late_s += lag_ms / 1000.0
+
+    def share(self) -> float:
+        """Share of the measured time the loop was behind (as the run's loop_late_share)."""
+        return self.late_s / self.measured_s if self.measured_s else 0.0
+
+    def summary(self) -> dict:
+        return {"samples": self.samples, "late_samples": self.late_samples,
+                "late_share": round(self.share(), 5), "max_lag_ms": round(self.max_lag_ms, 3)}
 
 
 class LagMonitor:
     """Sleeps `interval_s` in a loop and records the oversleep, only while `active()` holds before and
-    after the sleep (the plugin passes "the test is running": spawn bursts and the stop are left out)."""
+    after the sleep (the plugin passes "the test is running": spawn bursts and the stop are left out).
+
+    Each wake-up is also counted under `level()` at that moment (the plugin passes the ladder level's
+    users), so a level the client could not keep up with can be told from the others."""
 
     def __init__(self, interval_s: float = 0.05, warn_ms: float = LATE_MS, late_share: float = LATE_SHARE,
                  window_s: float = WINDOW_S, warn_every_s: float = 30.0,
-                 active: Callable[[], bool] = lambda: True) -> None:
+                 active: Callable[[], bool] = lambda: True, level: Callable[[], int] = lambda: 0) -> None:
         self.interval_s = interval_s
         self.warn_ms = warn_ms
         self.late_share = late_share
         self.window_s = window_s
         self.warn_every_s = warn_every_s
         self.active = active
+        self.level = level
+        self.by_level: dict[int, LevelLag] = {}
         self.max_lag_ms = 0.0
         self.samples = 0
         self.late_samples = 0
@@ -65,14 +102,20 @@ class LagMonitor:
         """Share of the measured time the loop was behind by warn_ms or more."""
         return self.late_s / self.measured_s if self.measured_s else 0.0
 
-    def observe(self, lag_ms: float, now: float) -> None:
-        """One wake-up `lag_ms` late, after `interval_s` of sleep, at perf_counter `now`."""
+    def observe(self, lag_ms: float, now: float, users: int = 0) -> None:
+        """One wake-up `lag_ms` late, after `interval_s` of sleep, at perf_counter `now`, at level `users`."""
         self.samples += 1
         self.max_lag_ms = max(self.max_lag_ms, lag_ms)
         span = self.interval_s + lag_ms / 1000.0
+        late = lag_ms >= self.warn_ms
+        at_level = self.by_level.get(users)
+        if at_level is None and len(self.by_level) < MAX_LEVELS:
+            at_level = self.by_level[users] = LevelLag()
+        if at_level is not None:
+            at_level.add(lag_ms, span, late)
         self.measured_s += span
         self._window_measured += span
-        if lag_ms >= self.warn_ms:
+        if late:
             self.late_samples += 1
             self.late_s += lag_ms / 1000.0
             self._window_late += lag_ms / 1000.0
@@ -98,9 +141,10 @@ class LagMonitor:
             gevent.sleep(self.interval_s)
             now = clock()
             if was_active and self.active():
-                self.observe(max((now - before - self.interval_s) * 1000.0, 0.0), now)
+                self.observe(max((now - before - self.interval_s) * 1000.0, 0.0), now, self.level())
 
     def summary(self) -> dict:
         return {"max_loop_lag_ms": round(self.max_lag_ms, 3), "loop_lag_samples": self.samples,
                 "loop_lag_late_samples": self.late_samples, "loop_lag_warnings": self.warnings,
-                "loop_late_share": round(self.share(), 5)}
+                "loop_late_share": round(self.share(), 5),
+                "by_level": {str(users): lag.summary() for users, lag in sorted(self.by_level.items())}}

@@ -59,7 +59,7 @@ class Plugin:
         self.api_key: str = getattr(options, "api_key", "") or ""
         self.sampler = PromptSampler(options.prompts or ["all"], options.seed)
         self.sink: RecordSink | None = None
-        self.lag = LagMonitor(active=self._running)
+        self.lag = LagMonitor(active=self._running, level=lambda: self.level().users)
         self.trace = Trace.from_env()
         self._queue: deque[Started] = deque()
         self._wake = gevent.event.Event()

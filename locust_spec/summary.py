@@ -8,6 +8,7 @@ Schema 1:
  "client": {<ClientTotals over PREFIX_requests.csv>, "mean_tpot_ms", "acceptance_rate",
             "generators": {"processes", "requests", "failures", "max_loop_lag_ms", "loop_lag_samples",
                            "loop_lag_late_samples", "loop_lag_warnings", "loop_late_share",
+                           "by_level": {"<users>": {"samples", "late_samples", "late_share", "max_lag_ms"}},
                            "by_process": {"<id>": {...}}}},
  "server": {<SpecWindow over the run>} | null,
  "concurrency": [{"users", "max_running", "max_waiting", "delivered"}, ...]}
@@ -54,8 +55,24 @@ def combine_clients(parts: Mapping[str, dict]) -> dict:
     shares = [float(p["loop_late_share"]) for p in parts.values() if p.get("loop_late_share") is not None]
     if shares:
         out["loop_late_share"] = max(shares)
+    out["by_level"] = combine_levels([p.get("by_level") or {} for p in parts.values()])
     out["by_process"] = {name: dict(p) for name, p in sorted(parts.items())}
     return out
+
+
+def combine_levels(parts: Sequence[Mapping[str, dict]]) -> dict:
+    """Per ladder level over every process: samples add up; lag and late share are the worst process's,
+    since the requests that process measured carry its lag whatever the others did."""
+    out: dict[str, dict] = {}
+    for by_level in parts:
+        for users, lag in by_level.items():
+            seen = out.setdefault(str(users), {"samples": 0, "late_samples": 0, "late_share": 0.0,
+                                               "max_lag_ms": 0.0})
+            seen["samples"] += int(lag.get("samples") or 0)
+            seen["late_samples"] += int(lag.get("late_samples") or 0)
+            seen["late_share"] = max(seen["late_share"], float(lag.get("late_share") or 0.0))
+            seen["max_lag_ms"] = max(seen["max_lag_ms"], float(lag.get("max_lag_ms") or 0.0))
+    return dict(sorted(out.items(), key=lambda kv: int(kv[0])))
 
 
 def concurrency(levels: Sequence[tuple[int, SpecWindow]]) -> tuple[list[dict], list[str]]:

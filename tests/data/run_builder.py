@@ -39,6 +39,7 @@ class ArmSpec:
     per_request_stats: bool = True
     server_metrics: bool = True
     warnings: tuple[str, ...] = ()
+    client_late_share: dict[int, float] | None = None
     seed: int = 1
 
 
@@ -144,7 +145,13 @@ def write_run(prefix: Path, arm: ArmSpec) -> Path:
             writer.writerow(("timestamp_unix_s", "url", "metric", "labels", "value"))
             writer.writerows(_server_rows(arm, spans, sorted(scrapes)))
     checks = {f"check{i}": {"name": f"check{i}", "warning": w} for i, w in enumerate(arm.warnings)}
-    summary = {"schema": 1, "warnings": list(arm.warnings), "client": {}, "crosscheck": checks}
+    client = {}
+    if arm.client_late_share is not None:
+        client["generators"] = {"by_level": {
+            str(users): {"samples": 1000, "late_samples": round(share * 1000),
+                         "late_share": share, "max_lag_ms": 20.0 if share else 0.5}
+            for users, share in arm.client_late_share.items()}}
+    summary = {"schema": 1, "warnings": list(arm.warnings), "client": client, "crosscheck": checks}
     Path(f"{prefix}_summary.json").write_bytes(orjson.dumps(summary))
     return prefix
 

@@ -83,6 +83,12 @@ def test_master_with_two_workers_writes_each_request_once_with_exact_merged_perc
     workers = summary["client"]["generators"]["by_process"]
     assert len(workers) == 2 and all(w["requests"] > 0 for w in workers.values())
     assert sum(w["requests"] for w in workers.values()) == len(rows)
+    generators = summary["client"]["generators"]
+    # each worker's lag per level, merged on the master: samples add up, the worst lag stands
+    at_level = generators["by_level"][str(USERS)]
+    assert at_level["samples"] == sum(w["by_level"][str(USERS)]["samples"] for w in workers.values()) > 0
+    assert at_level["max_lag_ms"] == max(w["by_level"][str(USERS)]["max_lag_ms"] for w in workers.values())
+    assert sum(lv["samples"] for lv in generators["by_level"].values()) == generators["loop_lag_samples"]
 
     ok = [r for r in rows if not r["error"]]
     latency = json.loads((out / "run_latency.json").read_text())

@@ -90,3 +90,16 @@ def test_no_server_metrics_on_the_candidate_is_inconclusive(tmp_path):
     doc = json.loads(spec_verdict(base, cand, "--format", "json").stdout)
     assert doc["verdict"] == "inconclusive"
     assert any("no server counters" in r for r in doc["levels"][0]["reasons"])
+
+
+def test_a_level_where_the_load_generator_fell_behind_is_inconclusive(tmp_path):
+    base, cand = write_pair(tmp_path, client_late_share={1: 0.0, 64: 0.3})
+    doc = json.loads(spec_verdict(base, cand, "--format", "json").stdout)
+    by_users = {lv["users"]: lv for lv in doc["levels"]}
+    assert by_users[1]["verdict"] == "ship"
+    assert by_users[64]["verdict"] == "inconclusive"
+    assert by_users[64]["reasons"] == [
+        "candidate: the load generator was behind 30.0% of the time at this level (max 20 ms): its numbers "
+        "measure the client, not the server; add --processes or workers"]
+    relaxed = json.loads(spec_verdict(base, cand, "--format", "json", "--max-client-lag-share", "0.5").stdout)
+    assert {lv["users"]: lv["verdict"] for lv in relaxed["levels"]}[64] != "inconclusive"

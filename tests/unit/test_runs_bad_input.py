@@ -63,6 +63,16 @@ def _drop_column(text: str, column: str) -> str:
     return "\n".join(",".join(r[:i] + r[i + 1:]) for r in rows) + "\n"
 
 
+LAG = {"samples": 100, "late_samples": 2, "late_share": 0.01, "max_lag_ms": 12.0}
+
+
+def _with_lag(path: Path, by_level: object) -> None:
+    """The summary with `client.generators.by_level` replaced."""
+    data = orjson.loads(path.read_bytes())
+    data["client"] = {"generators": {"by_level": by_level}}
+    path.write_bytes(orjson.dumps(data))
+
+
 CORRUPTIONS = {
     "empty": ("_requests.csv", lambda p: p.write_bytes(b""), "empty file"),
     "header only": ("_requests.csv", lambda p: _edit_text(p, lambda t: t.splitlines(keepends=True)[0]),
@@ -98,6 +108,18 @@ CORRUPTIONS = {
     "metrics empty": ("_server_metrics.csv", lambda p: p.write_bytes(b""), "empty file"),
     "summary": ("_summary.json", lambda p: p.write_bytes(b'{"schema": 1, "warnings": "one"}'),
                 "'warnings' is not a list"),
+    "lag per level not an object": ("_summary.json", lambda p: _with_lag(p, [0.2]),
+                                    "'client.generators.by_level' is not an object of levels"),
+    "lag level not users": ("_summary.json", lambda p: _with_lag(p, {"all": LAG}),
+                            "by_level' has a level 'all' that is not a user count"),
+    "lag entry not an object": ("_summary.json", lambda p: _with_lag(p, {"64": 0.2}),
+                                "by_level'[64] is not an object"),
+    "lag share as text": ("_summary.json", lambda p: _with_lag(p, {"64": {**LAG, "late_share": "20%"}}),
+                          "by_level'[64].late_share is not a number: '20%'"),
+    "lag samples fractional": ("_summary.json", lambda p: _with_lag(p, {"1": {**LAG, "samples": 2.5}}),
+                               "by_level'[1].samples is not a count"),
+    "lag share above one": ("_summary.json", lambda p: _with_lag(p, {"1": {**LAG, "late_share": 20}}),
+                            "by_level'[1].late_share is 20, above 1"),
 }
 
 

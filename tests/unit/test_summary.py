@@ -7,7 +7,10 @@ import json
 
 import pytest
 
+from analysis.model import ClientLag
+from analysis.runs import read_summary
 from locust_spec.crosscheck import ClientTotals
+from locust_spec.lag import LagMonitor
 from locust_spec.summary import build_summary, combine_clients, concurrency, generator_warnings, write
 from tests.support import ngram_capture_window
 
@@ -97,3 +100,43 @@ def test_the_written_summary_reads_back_as_json(tmp_path, window):
     write(path, summary)
     assert json.loads(path.read_text()) == json.loads(json.dumps(summary))
     assert [p.name for p in tmp_path.iterdir()] == ["run_summary.json"]
+
+
+def monitor_summary(requests: int, levels: dict[int, list[float]]) -> dict:
+    """A process's `client_summary()` with a real lag monitor fed these wake-up lags per level."""
+    monitor = LagMonitor(interval_s=0.05, warn_ms=5.0)
+    for users, lags in levels.items():
+        for lag in lags:
+            monitor.observe(lag, 0.0, users)
+    return {"requests": requests, "failures": 0, **monitor.summary()}
+
+
+def test_lag_per_level_adds_samples_and_keeps_the_worst_process():
+    steady = monitor_summary(50, {1: [0.5] * 100, 64: [0.5] * 100})
+    behind = monitor_summary(50, {1: [0.5] * 100, 64: [0.5] * 50 + [40.0] * 50})
+    by_level = combine_clients({"w1": steady, "w2": behind})["by_level"]
+    assert list(by_level) == ["1", "64"]
+    assert by_level["1"] == {"samples": 200, "late_samples": 0, "late_share": 0.0, "max_lag_ms": 0.5}
+    assert (by_level["64"]["samples"], by_level["64"]["late_samples"]) == (200, 50)
+    assert by_level["64"]["max_lag_ms"] == 40.0
+    assert by_level["64"]["late_share"] == behind["by_level"]["64"]["late_share"] > 0.2
+
+
+def test_levels_only_some_processes_saw_and_processes_without_levels_still_merge():
+    early = monitor_summary(10, {1: [0.5] * 10})
+    later = monitor_summary(10, {8: [6.0] * 10, 64: [0.5] * 10})
+    by_level = combine_clients({"a": early, "b": later, "old": process(5)})["by_level"]
+    assert list(by_level) == ["1", "8", "64"]  # numeric order, not text order
+    assert by_level["8"]["late_samples"] == 10 and by_level["1"]["samples"] == 10
+    assert combine_clients({})["by_level"] == {}
+
+
+def test_the_written_lag_per_level_is_what_spec_verdict_reads(tmp_path, window):
+    clients = {"w1": monitor_summary(12, {1: [0.5] * 20, 64: [30.0] * 20}),
+               "w2": monitor_summary(12, {64: [0.5] * 20})}
+    path = tmp_path / "run_summary.json"
+    write(path, build_summary(matching_totals(window), window, [(1, window)], clients))
+    _, _, lag = read_summary(path)
+    assert set(lag) == {1, 64}
+    assert lag[64] == ClientLag(samples=40, late_samples=20, late_share=round(0.6 / (20 * 0.08), 5),
+                                max_lag_ms=30.0)

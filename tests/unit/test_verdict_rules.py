@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from analysis.model import ArmMetrics, LevelInput, SpecStats
+from analysis.model import ArmMetrics, ClientLag, LevelInput, SpecStats
 from analysis.verdict import (
     INCONCLUSIVE,
     OFF,
@@ -39,7 +39,8 @@ def level(acc, itl_change, tput_change, users=1, **kw) -> LevelInput:
     base = arm()
     cand = arm(itl=20.0 * (1 + itl_change / 100), tput=100.0 * (1 + tput_change / 100))
     return LevelInput(users=users, baseline=kw.get("baseline", base), candidate=kw.get("candidate", cand),
-                      spec=kw.get("spec", spec(acc)))
+                      spec=kw.get("spec", spec(acc)), baseline_lag=kw.get("baseline_lag"),
+                      candidate_lag=kw.get("candidate_lag"))
 
 
 @pytest.mark.parametrize(
@@ -184,3 +185,44 @@ def test_low_acceptance_is_off_but_says_when_both_measurements_improved():
     assert "--off-acceptance 0.36" in result.reasons[0]
     plain = judge_level(level(0.41, +10, -10), TH)
     assert plain.verdict == OFF and "although" not in plain.reasons[0]
+
+
+def lag(share: float, max_ms: float = 40.0) -> ClientLag:
+    return ClientLag(samples=1000, late_samples=int(share * 1000), late_share=share, max_lag_ms=max_ms)
+
+
+@pytest.mark.parametrize(
+    ("baseline_lag", "candidate_lag", "expected"),
+    [
+        (None, None, SHIP),  # a summary without per-level lag judges as before
+        (lag(0.0), lag(0.0), SHIP),
+        (lag(0.05), lag(0.05), SHIP),  # exactly the threshold is still judged
+        (lag(0.0), lag(0.0501), INCONCLUSIVE),  # just above it is not
+        (lag(0.20), lag(0.0), INCONCLUSIVE),  # either arm lagging is enough
+        (lag(0.20), None, INCONCLUSIVE),
+    ],
+)
+def test_a_level_measured_by_a_lagging_client_is_inconclusive(baseline_lag, candidate_lag, expected):
+    result = judge_level(level(0.9, -30, +20, baseline_lag=baseline_lag, candidate_lag=candidate_lag), TH)
+    assert result.verdict == expected, result.reasons
+
+
+def test_the_lag_reason_names_the_arm_the_share_the_worst_lag_and_the_remedy():
+    result = judge_level(level(0.9, -30, +20, users=64, candidate_lag=lag(0.123, 87.4)), TH)
+    assert result.reasons == ("candidate: the load generator was behind 12.3% of the time at this level "
+                              "(max 87 ms): its numbers measure the client, not the server; "
+                              "add --processes or workers",)
+
+
+def test_the_client_lag_threshold_is_a_parameter():
+    lagging = level(0.9, -30, +20, candidate_lag=lag(0.08))
+    assert judge_level(lagging, TH).verdict == INCONCLUSIVE
+    assert judge_level(lagging, Thresholds(max_client_late_share=0.1)).verdict == SHIP
+
+
+def test_only_the_lagging_level_of_a_ladder_is_inconclusive():
+    levels = [level(0.9, -30, +20, users=1, candidate_lag=lag(0.0)),
+              level(0.9, -30, +20, users=64, candidate_lag=lag(0.3))]
+    result = build_verdict(levels, TH)
+    assert [lv.verdict for lv in result.levels] == [SHIP, INCONCLUSIVE]
+    assert result.verdict == SHIP
