@@ -35,7 +35,7 @@ def finished_by_server(send_log: Path) -> int:
     tokens: dict[str, int] = defaultdict(int)
     with send_log.open() as f:
         for row in csv.DictReader(f):
-            tokens[row["request_id"]] += int(row["tokens"])
+            tokens[row["request_id"]] += max(0, int(row["tokens"]))  # -1 marks arrival
     return sum(1 for n in tokens.values() if n == MAX_TOKENS)
 
 
