@@ -69,6 +69,9 @@ class WorkerSink:
     Holds at most MAX_ROWS rows and one set of histograms (classes x levels), whatever the run's length.
     """
 
+    # Batches are cheap to send and the master's live view (web UI) is only as fresh as the last one.
+    flush_interval_s = 2.0
+
     def __init__(self, send: Callable[[dict], None], client_summary: Callable[[], dict],
                  max_rows: int = MAX_ROWS) -> None:
         self._send = send

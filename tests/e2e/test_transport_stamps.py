@@ -47,10 +47,11 @@ def test_a_read_delayed_by_a_busy_client_keeps_the_time_its_bytes_arrived():
             time.sleep(1.0)  # blocks the whole loop while every byte arrives
             busy_until.append(time.perf_counter())
 
-        gevent.spawn(busy)  # runs as soon as the stream waits for its first bytes
+        blocker = gevent.spawn(busy)  # runs as soon as the stream waits for its first bytes
         status, _ = conn.stream(request_bytes(conn.endpoint, "/chat/completions", b"{}", ""), arrivals, 5.0,
                                 5.0)
         assert status == 200
+        blocker.join()
         times = [t for t, _ in arrivals.marks]
         assert times == sorted(times)
         # every byte arrived ~0.3 s after the request, long before the client stopped being busy
