@@ -64,6 +64,7 @@ class Plugin:
         self._queue: deque[Started] = deque()
         self._wake = gevent.event.Event()
         self._worker: gevent.Greenlet | None = None
+        self._stopping = False
         self._settings: dict[str, RequestSettings] = {}
         self._settings_lock = gevent.lock.Semaphore()
         self._no_continuous: set[str] = set()
@@ -141,14 +142,15 @@ class Plugin:
         # a full collection no longer walks it (tens of ms, every chunk arriving meanwhile stamped late).
         gc.freeze()
         if self._worker is None:
+            self._stopping = False
             self._worker = gevent.spawn(self._run)
         self.lag.start()
 
     def _run(self) -> None:
-        while True:
+        while not self._stopping:
             self._wake.wait()
             self._wake.clear()
-            while self._queue:
+            while self._queue and not self._stopping:
                 # Two slices per request, each followed by a timed sleep (it polls the sockets; sleep(0)
                 # did not): a reader waits for at most one slice before it stamps its chunk.
                 started = self._queue.popleft()
@@ -163,10 +165,14 @@ class Plugin:
 
     def stop(self) -> None:
         self.lag.stop()  # first: the drain below blocks the loop by design
-        self.drain()
         if self._worker is not None:
-            self._worker.kill(block=False)
+            # Never kill the processor mid-request: the one in its hands (between its slices) would be
+            # lost. It finishes that one and exits; the drain takes the rest.
+            self._stopping = True
+            self._wake.set()
+            self._worker.join()
             self._worker = None
+        self.drain()
 
     def process(self, started: Started) -> None:
         """Parse, time, and report one request: Locust events, a row, histograms."""

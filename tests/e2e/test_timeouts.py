@@ -108,8 +108,9 @@ def test_a_timeout_fires_at_the_value_given(timed_run, server):
     if failure == "timeout_connect":  # no request went out: the row has no clock, Locust's E2E has
         assert all(r["e2e_ms"] == "" for r in failed)
         return
-    # e2e runs from sending; the idle timeout counts from the last byte, so it fires later than its value
-    assert all(float(r["e2e_ms"]) >= LIMIT_S[failure] * 1000 for r in failed)
+    # e2e runs from sending; the idle timeout counts from the last byte, so it fires later than its value;
+    # the whole-request timer starts just before the send clock, so it may read a few ms under its value
+    assert all(float(r["e2e_ms"]) >= LIMIT_S[failure] * 1000 - 20 for r in failed)
     assert all(float(r["e2e_ms"]) < (LIMIT_S[failure] + 1.5) * 1000 for r in failed)
 
 
