@@ -7,11 +7,8 @@ import math
 import os
 import shutil
 import signal
-import socket
-import subprocess
 import sys
 import time
-import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -22,19 +19,17 @@ import click
 
 from analysis import api
 from analysis.runs import InputError
-from locust_spec import server_api
+from locust_spec import children, server_api
+from locust_spec.children import ARMS, CLIENT_CPU, ChildError
 from locust_spec.prompts import PromptError, load_prompt_set, parse_weighted
 from locust_spec.shape import parse_duration, parse_levels, parse_stage_time, stage_at
 from locust_spec.sim import roofline
 
-ARMS = ("baseline", "candidate")
 SWEEP_LOCUSTFILE = Path(__file__).resolve().parent.parent / "locustfiles" / "sweep.py"
 """The sweep locustfile, beside the package in the (editable) checkout or image."""
 
 SIM_SPECULATIVE_CONFIG = {"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_max": 4,
                           "prompt_lookup_min": 2}
-SERVER_CPU = "0"
-CLIENT_CPU = "1"
 VERDICT_FILES = ("verdict.json", "report.html", "report.md")
 
 
@@ -180,95 +175,6 @@ class AbError(Exception):
     """A failure the user sees as one line."""
 
 
-def _pinned(cmd: list[str], cpu: str) -> list[str]:
-    """Pin to one core so simulators and load generator do not contend on small machines."""
-    if shutil.which("taskset") and (os.cpu_count() or 1) > 1:
-        return ["taskset", "-c", cpu, *cmd]
-    return cmd
-
-
-def _die_with_parent() -> None:
-    """In the child: get SIGTERM if spec-ab dies, so no simulator or Locust outlives it."""
-    try:
-        import ctypes
-
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-    except OSError:
-        pass
-
-
-def _spawn(cmd: list[str], log: Path) -> subprocess.Popen:
-    # Own process group: a terminal's Ctrl-C reaches spec-ab alone, which then stops children in order.
-    with log.open("w") as fh:
-        return subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                start_new_session=True, preexec_fn=_die_with_parent)
-
-
-def _stop(proc: subprocess.Popen, sig: int = signal.SIGTERM, timeout: float = 15.0) -> None:
-    if proc.poll() is None:
-        proc.send_signal(sig)
-        try:
-            proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(5)
-
-
-def log_reason(text: str) -> str:
-    """The line of a Locust or spec-sim log that says why it stopped: its first error, else its last line."""
-    lines = [line.strip() for line in text.splitlines() if line.strip()]
-    for line in lines:
-        if "/ERROR/" in line or "/CRITICAL/" in line or line.startswith(("Error", "spec-sim:")):
-            return line.split(": ", 1)[1] if "/ERROR/" in line or "/CRITICAL/" in line else line
-    return lines[-1] if lines else "no output"
-
-
-def _reason(log: Path) -> str:
-    return log_reason(log.read_text(errors="replace")) if log.exists() else "no log"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _wait_ready(url: str, proc: subprocess.Popen, log: Path, timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise AbError(f"spec-sim exited with {proc.returncode} at start: {_reason(log)}")
-        try:
-            with urllib.request.urlopen(url + "/health", timeout=1) as r:
-                if r.status == 200:
-                    return
-        except OSError:
-            time.sleep(0.1)
-    raise AbError(f"spec-sim at {url} not ready after {timeout:g}s; see {log}")
-
-
-@contextmanager
-def simulators(out: Path, time_scale: float, gpu: str, speculative_config: dict) -> Iterator[dict[str, str]]:
-    """Two spec-sim servers on free loopback ports, speculation off and on: {arm: url}; stopped on exit."""
-    procs: list[subprocess.Popen] = []
-    try:
-        urls = {}
-        for arm in ARMS:
-            port = _free_port()
-            cmd = [sys.executable, "-m", "locust_spec.sim", "--host", "127.0.0.1", "--port", str(port),
-                   "--time-scale", f"{time_scale:g}", "--gpu", gpu]
-            if arm == "candidate":
-                cmd += ["--speculative-config", json.dumps(speculative_config)]
-            log = out / f"sim-{arm}.log"
-            procs.append(_spawn(_pinned(cmd, SERVER_CPU), log))
-            urls[arm] = f"http://127.0.0.1:{port}"
-            _wait_ready(urls[arm], procs[-1], log)
-        yield urls
-    finally:
-        for proc in procs:
-            _stop(proc)
-
-
 def _run_files(run: Run) -> list[Path]:
     return sorted(run.prefix.parent.glob(run.prefix.name + "_*")) + [run.prefix.with_suffix(".log")]
 
@@ -278,21 +184,22 @@ def run_sweep(position: int, runs: list[Run], cmd: list[str], ladder: Ladder, pr
     run = runs[position]
     run.prefix.parent.mkdir(parents=True, exist_ok=True)
     log = run.prefix.with_suffix(".log")
-    proc = _spawn(cmd, log)
+    proc = children.spawn(cmd, log)
     started = time.monotonic()
     try:
         while proc.poll() is None:
             progress.update(*progress_text(position, runs, run, time.monotonic() - started, ladder))
             time.sleep(0.5)
     except BaseException:
-        _stop(proc)
+        children.stop(proc)
         for path in _run_files(run):
             path.unlink(missing_ok=True)
         raise
     requests_csv = Path(f"{run.prefix}_requests.csv")
     # Locust exits 1 when any request failed; that is data for the verdict, not a broken run.
     if proc.returncode not in (0, 1) or not requests_csv.is_file():
-        raise AbError(f"locust ({run.arm} r{run.repeat}) failed, exit {proc.returncode}: {_reason(log)} "
+        raise AbError(f"locust ({run.arm} r{run.repeat}) failed, exit {proc.returncode}: "
+                      f"{children.reason(log)} "
                       f"(log: {log})")
     progress.say(f"[{position + 1}/{len(runs)}] {run.arm} r{run.repeat} done in "
                  f"{time.monotonic() - started:.0f}s -> {run.prefix}_*")
@@ -342,7 +249,7 @@ def write_verdict(out: Path, runs: list[Run]) -> str:
 def _servers(simulated: bool, out: Path, time_scale: float, gpu: str, sim_config: dict,
              baseline: str | None, candidate: str | None) -> Iterator[dict[str, str]]:
     if simulated:
-        with simulators(out, time_scale, gpu, sim_config) as urls:
+        with children.simulators(out, time_scale, gpu, sim_config) as urls:
             yield urls
     else:
         yield {"baseline": baseline, "candidate": candidate}
@@ -432,7 +339,8 @@ def main(baseline: str | None, candidate: str | None, levels: str | None, stage_
                     prime_arm(run.arm, host, load, progress)
                     primed.add(run.arm)
                 cmd = locust_command(run, host, metrics[run.arm], ladder, load)
-                run_sweep(position, runs, _pinned(cmd, CLIENT_CPU) if simulated else cmd, ladder, progress)
+                run_cmd = children.pinned(cmd, CLIENT_CPU) if simulated else cmd
+                run_sweep(position, runs, run_cmd, ladder, progress)
                 done.append(run)
         progress.say(write_verdict(out, runs))
     except KeyboardInterrupt:
@@ -440,7 +348,7 @@ def main(baseline: str | None, candidate: str | None, levels: str | None, stage_
         stopped = "Locust and both simulators" if simulated else "Locust"
         progress.say(f"spec-ab: interrupted; {stopped} stopped, kept {kept} in {out}")
         sys.exit(130)
-    except AbError as exc:
+    except (AbError, ChildError) as exc:
         progress.say(f"spec-ab: {exc}")
         sys.exit(1)
     finally:

@@ -8,7 +8,7 @@ from pathlib import Path
 from click.testing import CliRunner
 from locust.util.load_locustfile import load_locustfile
 
-from locust_spec import ab
+from locust_spec import ab, children
 from locust_spec.shape import ConcurrencyLadder
 
 OUT = Path("runs/x")
@@ -126,7 +126,7 @@ def test_a_failed_process_is_explained_by_its_first_error_line():
            "[2026-01-01 00:00:01,000] vm/ERROR/locust_spec.plugin: locust-spec: cannot read the model; "
            "pass --model\n"
            " Name | # reqs\n--------|------\n")
-    assert ab.log_reason(log) == "locust-spec: cannot read the model; pass --model"
-    assert ab.log_reason("spec-sim: bad --speculative-config\n") == "spec-sim: bad --speculative-config"
-    assert ab.log_reason("a\nlast words\n") == "last words"
-    assert ab.log_reason("") == "no output"
+    assert children.log_reason(log) == "locust-spec: cannot read the model; pass --model"
+    assert children.log_reason("spec-sim: bad --speculative-config\n") == "spec-sim: bad --speculative-config"
+    assert children.log_reason("a\nlast words\n") == "last words"
+    assert children.log_reason("") == "no output"

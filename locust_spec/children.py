@@ -1,0 +1,116 @@
+"""spec-ab's child processes: spawned in their own session and pinned to a core, stopped in order, the
+two spec-sim servers of a demo, and the line of a child's log that says why it stopped."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+ARMS = ("baseline", "candidate")
+SERVER_CPU = "0"
+CLIENT_CPU = "1"
+
+
+class ChildError(Exception):
+    """A child that did not start or ended badly, said in one line."""
+
+
+def pinned(cmd: list[str], cpu: str) -> list[str]:
+    """Pin to one core so simulators and load generator do not contend on small machines."""
+    if shutil.which("taskset") and (os.cpu_count() or 1) > 1:
+        return ["taskset", "-c", cpu, *cmd]
+    return cmd
+
+
+def _die_with_parent() -> None:
+    """In the child: get SIGTERM if spec-ab dies, so no simulator or Locust outlives it."""
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except OSError:
+        pass
+
+
+def spawn(cmd: list[str], log: Path) -> subprocess.Popen:
+    # Own process group: a terminal's Ctrl-C reaches spec-ab alone, which then stops children in order.
+    with log.open("w") as fh:
+        return subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                start_new_session=True, preexec_fn=_die_with_parent)
+
+
+def stop(proc: subprocess.Popen, sig: int = signal.SIGTERM, timeout: float = 15.0) -> None:
+    if proc.poll() is None:
+        proc.send_signal(sig)
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(5)
+
+
+def log_reason(text: str) -> str:
+    """The line of a Locust or spec-sim log that says why it stopped: its first error, else its last line."""
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    for line in lines:
+        if "/ERROR/" in line or "/CRITICAL/" in line or line.startswith(("Error", "spec-sim:")):
+            return line.split(": ", 1)[1] if "/ERROR/" in line or "/CRITICAL/" in line else line
+    return lines[-1] if lines else "no output"
+
+
+def reason(log: Path) -> str:
+    return log_reason(log.read_text(errors="replace")) if log.exists() else "no log"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_ready(url: str, proc: subprocess.Popen, log: Path, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise ChildError(f"spec-sim exited with {proc.returncode} at start: {reason(log)}")
+        try:
+            with urllib.request.urlopen(url + "/health", timeout=1) as r:
+                if r.status == 200:
+                    return
+        except OSError:
+            time.sleep(0.1)
+    raise ChildError(f"spec-sim at {url} not ready after {timeout:g}s; see {log}")
+
+
+@contextmanager
+def simulators(out: Path, time_scale: float, gpu: str, speculative_config: dict) -> Iterator[dict[str, str]]:
+    """Two spec-sim servers on free loopback ports, speculation off and on: {arm: url}; stopped on exit."""
+    procs: list[subprocess.Popen] = []
+    try:
+        urls = {}
+        for arm in ARMS:
+            port = free_port()
+            cmd = [sys.executable, "-m", "locust_spec.sim", "--host", "127.0.0.1", "--port", str(port),
+                   "--time-scale", f"{time_scale:g}", "--gpu", gpu]
+            if arm == "candidate":
+                cmd += ["--speculative-config", json.dumps(speculative_config)]
+            log = out / f"sim-{arm}.log"
+            procs.append(spawn(pinned(cmd, SERVER_CPU), log))
+            urls[arm] = f"http://127.0.0.1:{port}"
+            wait_ready(urls[arm], procs[-1], log)
+        yield urls
+    finally:
+        for proc in procs:
+            stop(proc)
+
+
