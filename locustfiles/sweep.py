@@ -4,7 +4,6 @@
 --levels 1,4,16,64 --stage-time 60s --warmup 5s --csv runs/NAME/arm`
 """
 
-import locust_spec.scraper  # noqa: F401  (registers --metrics-url: server counters per level)
 from locust_spec import ChatCompletionUser
 from locust_spec.shape import ConcurrencyLadder  # noqa: F401  (Locust runs the shape found here)
 
