@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from analysis import levels as lv
-from analysis.model import LevelInput, PlotData, Verdict, worst_lag
-from analysis.runs import InputError, RunData, discover, read_run
-from analysis.verdict import Thresholds, build_verdict
+from locust_spec.analysis import levels as lv
+from locust_spec.analysis.model import LevelInput, PlotData, Verdict, worst_lag
+from locust_spec.analysis.runs import InputError, RunData, discover, read_run
+from locust_spec.analysis.verdict import Thresholds, build_verdict
 
 
 def load_arm(paths: Iterable[Path | str], name: str) -> list[RunData]:
@@ -31,7 +31,7 @@ def verdict_for(
 ) -> Verdict:
     """Read both arms (prefixes or folders; several = repeats) and judge every level they share.
 
-    Keyword thresholds are `analysis.verdict.Thresholds` fields (e.g. ship_acceptance=0.7).
+    Keyword thresholds are `locust_spec.analysis.verdict.Thresholds` fields (e.g. ship_acceptance=0.7).
     Raises InputError (one line) on bad input.
     """
     th = Thresholds(**{k: v for k, v in thresholds.items() if v is not None})
@@ -73,7 +73,7 @@ def verdict_for(
 
 
 def render(verdict: Verdict, fmt: str) -> str:
-    from analysis.report import html, markdown, schema, text
+    from locust_spec.analysis.report import html, markdown, schema, text
 
     renderers = {"text": text.render, "json": schema.render, "markdown": markdown.render, "html": html.render}
     if fmt not in renderers:

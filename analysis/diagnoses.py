@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from analysis.model import ArmMetrics, ClassStats, Diagnosis, LevelInput, SpecStats
+from locust_spec.analysis.model import ArmMetrics, ClassStats, Diagnosis, LevelInput, SpecStats
 
 
 def _pct(base: float | None, cand: float | None) -> float | None:

@@ -9,9 +9,9 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 from hdrh.histogram import HdrHistogram
+from locust_spec.analysis.model import METRIC_KEYS, ArmMetrics, ClassStats, SpecStats
+from locust_spec.analysis.runs import InputError, RunData
 
-from analysis.model import METRIC_KEYS, ArmMetrics, ClassStats, SpecStats
-from analysis.runs import InputError, RunData
 from locust_spec import counters
 
 # locust_spec.histograms records whole microseconds.

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import orjson
 import pandas as pd
+from locust_spec.analysis.model import ClientLag
 
-from analysis.model import ClientLag
 from locust_spec import counters
 
 REQUESTS_COLUMNS = (

@@ -5,8 +5,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from analysis import diagnoses
-from analysis.model import ArmMetrics, ClassStats, Diagnosis, LevelInput, LevelVerdict, PlotData, Verdict
+from locust_spec.analysis import diagnoses
+from locust_spec.analysis.model import (
+    ArmMetrics,
+    ClassStats,
+    Diagnosis,
+    LevelInput,
+    LevelVerdict,
+    PlotData,
+    Verdict,
+)
 
 SHIP, OFF, TRADEOFF, INCONCLUSIVE = "ship", "off", "tradeoff", "inconclusive"
 VERDICTS = (SHIP, OFF, TRADEOFF, INCONCLUSIVE)

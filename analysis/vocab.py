@@ -7,8 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import orjson
-
-from analysis.runs import InputError
+from locust_spec.analysis.runs import InputError
 
 
 @dataclass(frozen=True)

@@ -79,7 +79,7 @@ def write_arm(prefix: Path, rows: int, speculative: bool, seed: int) -> None:
 
 
 def measure(base: str, cand: str) -> None:
-    from analysis.api import render, verdict_for
+    from locust_spec.analysis.api import render, verdict_for
 
     t = time.perf_counter()
     verdict = verdict_for([Path(base)], [Path(cand)])

@@ -17,16 +17,16 @@ from typing import TextIO
 
 import click
 
-from analysis import api
-from analysis.runs import InputError
 from locust_spec import children, server_api
+from locust_spec.analysis import api
+from locust_spec.analysis.runs import InputError
 from locust_spec.children import ARMS, CLIENT_CPU, ChildError
 from locust_spec.prompts import PromptError, load_prompt_set, parse_weighted
+from locust_spec.resources import locustfile
 from locust_spec.shape import parse_duration, parse_levels, parse_stage_time, stage_at
 from locust_spec.sim import roofline
 
-SWEEP_LOCUSTFILE = Path(__file__).resolve().parent.parent / "locustfiles" / "sweep.py"
-"""The sweep locustfile, beside the package in the (editable) checkout or image."""
+SWEEP_LOCUSTFILE = locustfile("sweep")
 
 SIM_SPECULATIVE_CONFIG = {"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_max": 4,
                           "prompt_lookup_min": 2}
@@ -315,8 +315,6 @@ def main(baseline: str | None, candidate: str | None, levels: str | None, stage_
         sim_config = json.loads(speculative_config)
     except ValueError as exc:
         raise click.BadParameter(str(exc)) from None
-    if not SWEEP_LOCUSTFILE.is_file():
-        raise click.ClickException(f"the sweep locustfile is missing: {SWEEP_LOCUSTFILE}")
     prompts = prompts or (DEMO_PROMPTS if simulated else ())
     load = Load(prompts, max_tokens, ignore_eos, seed, model, processes)
     runs = schedule(repeats, out)

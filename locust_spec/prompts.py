@@ -8,7 +8,9 @@ from pathlib import Path
 
 import orjson
 
-BUILTIN_DIR = Path(__file__).resolve().parent.parent / "prompts"
+from locust_spec.resources import prompts_dir
+
+BUILTIN_DIR = prompts_dir()
 
 
 class PromptError(ValueError):

@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-CAPTURES = Path(__file__).resolve().parent.parent.parent / "shared" / "reference" / "vllm-0.32-cpu"
+CAPTURES = Path(__file__).resolve().parent / "data" / "captures" / "vllm-0.32-cpu"
 MODELS = b'{"object":"list","data":[{"id":"tiny-llama","object":"model"}]}'
 FAULTS = ("ok", "500", "reset", "malformed", "stall", "nodone")
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-REFERENCE = REPO.parent / "shared" / "reference"
+REFERENCE = REPO / "tests" / "data" / "captures"
 PY = sys.executable
 BIN = Path(PY).parent
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import base64
 from html import escape
 
-from analysis.model import Verdict
-from analysis.report.plots import FIGURES
-from analysis.report.table import HEADER, acceptance_line, rows, runs_line, users_label
+from locust_spec.analysis.model import Verdict
+from locust_spec.analysis.report.plots import FIGURES
+from locust_spec.analysis.report.table import HEADER, acceptance_line, rows, runs_line, users_label
 
 STYLE = """
 body{font-family:system-ui,sans-serif;margin:2em;max-width:1100px;color:#222}

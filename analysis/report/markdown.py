@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from analysis.model import Verdict
-from analysis.report.table import HEADER, acceptance_line, rows, runs_line, users_label
+from locust_spec.analysis.model import Verdict
+from locust_spec.analysis.report.table import HEADER, acceptance_line, rows, runs_line, users_label
 
 
 def _escape(text: str) -> str:

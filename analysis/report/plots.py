@@ -8,9 +8,8 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402  (the backend must be chosen first)
-
-from analysis.model import Verdict  # noqa: E402
-from analysis.report.table import users_label  # noqa: E402
+from locust_spec.analysis.model import Verdict  # noqa: E402
+from locust_spec.analysis.report.table import users_label  # noqa: E402
 
 ARMS = (("baseline", "speculation off", "--"), ("candidate", "speculation on", "-"))
 

@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import orjson
-
-from analysis.model import LevelVerdict, Verdict
+from locust_spec.analysis.model import LevelVerdict, Verdict
 
 SCHEMA = 1
 

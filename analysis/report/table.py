@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from analysis.model import ArmMetrics, LevelVerdict
+from locust_spec.analysis.model import ArmMetrics, LevelVerdict
 
 ROWS = (
     ("ITL p50 (ms)", "itl_p50_ms", "{:.2f}"),

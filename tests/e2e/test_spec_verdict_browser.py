@@ -6,8 +6,8 @@ import shutil
 from pathlib import Path
 
 import pytest
+from locust_spec.analysis.cli import run
 
-from analysis.cli import run
 from tests.data.run_builder import write_pair
 from tests.support import REPO
 

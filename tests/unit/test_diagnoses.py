@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import pytest
+from locust_spec.analysis import diagnoses
+from locust_spec.analysis.model import ClassStats, LevelInput
+from locust_spec.analysis.verdict import Thresholds, judge_level
 
-from analysis import diagnoses
-from analysis.model import ClassStats, LevelInput
-from analysis.verdict import Thresholds, judge_level
 from tests.unit.test_verdict_rules import arm, spec
 
 

@@ -7,9 +7,9 @@ import json
 import re
 
 import pytest
+from locust_spec.analysis.api import format_for, render, verdict_for, write_outputs
+from locust_spec.analysis.runs import InputError
 
-from analysis.api import format_for, render, verdict_for, write_outputs
-from analysis.runs import InputError
 from tests.data.run_builder import ArmSpec, write_run
 
 EVIL = "<script>alert(1)</script>"

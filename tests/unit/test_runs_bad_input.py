@@ -11,8 +11,8 @@ import orjson
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from locust_spec.analysis.cli import run
 
-from analysis.cli import run
 from tests.data.run_builder import ArmSpec, write_run
 from tests.support import BIN
 

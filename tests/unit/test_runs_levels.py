@@ -8,9 +8,9 @@ from pathlib import Path
 
 import orjson
 import pytest
+from locust_spec.analysis import levels
+from locust_spec.analysis.runs import discover, read_run
 
-from analysis import levels
-from analysis.runs import discover, read_run
 from locust_spec.exposition import Sample, Snapshot
 from locust_spec.histograms import LatencyHistograms
 from locust_spec.records import COLUMNS

@@ -6,9 +6,9 @@ import dataclasses
 import json
 
 import pytest
+from locust_spec.analysis.model import ClientLag
+from locust_spec.analysis.runs import read_summary
 
-from analysis.model import ClientLag
-from analysis.runs import read_summary
 from locust_spec.crosscheck import ClientTotals
 from locust_spec.lag import LagMonitor
 from locust_spec.summary import build_summary, combine_clients, concurrency, generator_warnings, write

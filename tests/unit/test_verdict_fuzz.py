@@ -17,9 +17,9 @@ import orjson
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
+from locust_spec.analysis.cli import run
+from locust_spec.analysis.runs import NUMERIC
 
-from analysis.cli import run
-from analysis.runs import NUMERIC
 from tests.data.run_builder import ArmSpec, write_run
 
 SETTINGS = settings(max_examples=10, deadline=None,

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import pytest
-
-from analysis.model import ArmMetrics, ClientLag, LevelInput, SpecStats
-from analysis.verdict import (
+from locust_spec.analysis.model import ArmMetrics, ClientLag, LevelInput, SpecStats
+from locust_spec.analysis.verdict import (
     INCONCLUSIVE,
     OFF,
     SHIP,

@@ -5,8 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-
-from analysis.cli import run
+from locust_spec.analysis.cli import run
 
 
 def tokenizer(vocab_size: int, specials: dict[str, int], merges=("a b",)) -> dict:

@@ -1,0 +1,1 @@
+"""The built-in prompt sets (JSONL), installed as package data; see README.md here."""
