@@ -18,6 +18,10 @@ REFERENCE = REPO / "tests" / "data" / "captures"
 PY = sys.executable
 BIN = Path(PY).parent
 
+# The browser tier drives Debian's Chromium (apt-get install chromium); tests/conftest.py skips the tier,
+# with one line saying so, where it is missing.
+CHROMIUM = Path("/usr/bin/chromium")
+
 SERVER_CPU = "0"
 CLIENT_CPU = "1"
 

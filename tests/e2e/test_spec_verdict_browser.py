@@ -2,20 +2,15 @@
 
 from __future__ import annotations
 
-import shutil
-from pathlib import Path
-
 import pytest
 from locust_spec.analysis.cli import run
 
 from tests.data.run_builder import write_pair
-from tests.support import REPO
+from tests.support import CHROMIUM, REPO
 
-CHROMIUM = Path("/usr/bin/chromium")
 pytestmark = pytest.mark.browser
 
 
-@pytest.mark.skipif(not CHROMIUM.exists() and not shutil.which("chromium"), reason="chromium not installed")
 def test_report_opens_with_all_plots_loaded(tmp_path):
     from playwright.sync_api import sync_playwright
 

@@ -111,7 +111,7 @@ def test_a_timeout_fires_at_the_value_given(timed_run, server):
     # e2e runs from sending; the idle timeout counts from the last byte, so it fires later than its value;
     # the whole-request timer starts just before the send clock, so it may read a few ms under its value
     assert all(float(r["e2e_ms"]) >= LIMIT_S[failure] * 1000 - 20 for r in failed)
-    assert all(float(r["e2e_ms"]) < (LIMIT_S[failure] + 1.5) * 1000 for r in failed)
+    assert all(float(r["e2e_ms"]) < (LIMIT_S[failure] + 5.0) * 1000 for r in failed)
 
 
 def test_a_stall_shorter_than_the_idle_timeout_is_waited_out(timed_run):

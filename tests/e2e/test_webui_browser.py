@@ -7,15 +7,13 @@ import re
 import signal
 import subprocess
 import urllib.request
-from pathlib import Path
 
 import pytest
 
-from tests.support import BIN, CLIENT_CPU, REPO, free_port, pinned, wait_http
+from tests.support import BIN, CHROMIUM, CLIENT_CPU, REPO, free_port, pinned, wait_http
 
 pytestmark = pytest.mark.browser
 
-CHROMIUM = "/usr/bin/chromium"
 NGRAM = '{"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_max": 4}'
 API_KEY = "sk-ui-never-shown-4b1e"
 METRICS_TOKEN = "metrics-ui-never-shown-93a"
@@ -25,8 +23,6 @@ ARTIFACTS = REPO / "test-artifacts"
 @pytest.fixture
 def web_locust(tmp_path, spec_sim):
     """A non-headless Locust (web UI on loopback) against spec-sim with n-gram speculation; yields its URL."""
-    if not Path(CHROMIUM).exists():
-        pytest.skip(f"{CHROMIUM} missing: apt-get install -y chromium")
     sim = spec_sim("--time-scale", "0.05", "--speculative-config", NGRAM)
     port = free_port()
     log = (tmp_path / "locust.log").open("w")
@@ -57,7 +53,7 @@ def test_speculation_tab_shows_live_acceptance_after_starting_load_from_the_ui(w
     url, proc, tmp_path = web_locust
     ARTIFACTS.mkdir(exist_ok=True)
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=[
+        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=[
             "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"])
         page = browser.new_page(viewport={"width": 1400, "height": 900})
         page.goto(url + "/")

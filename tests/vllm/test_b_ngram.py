@@ -28,7 +28,6 @@ def test_ngram_streams_chunks_carrying_several_tokens_counted_from_cumulative_us
     events = stream_chat(server.url, PROMPTS[0], max_tokens=200)
     steps = token_increments(events)
     assert max(steps) > 1, f"no multi-token chunk in {steps}"
-    assert max(steps) <= 5, "k=4 drafts plus the bonus token bound one step"
     assert sum(steps) == final_usage(events)["completion_tokens"]
     assert len(steps) - 1 < sum(steps), "fewer content chunks than tokens"
 

@@ -30,10 +30,15 @@ def test_a_draft_identical_to_the_target_is_always_accepted(vllm_pool):
     assert delta.per_position[0] == delta.drafts, "every first position accepted"
 
 
+# vLLM's output collector merges the deltas of consecutive steps when its API server falls behind (seen
+# once on a busy machine: 47 chunks for 48 tokens), so chunk sizes bound from below, never exactly; what
+# the product controls is that every token is counted, whatever the chunks carry.
 def test_locust_user_sees_full_five_token_chunks_with_a_copy_draft(arm_runs):
-    rows = arm_runs.get("draft-copy").rows()
+    run = arm_runs.get("draft-copy")
+    rows = run.rows()
     assert rows and all(r["error"] == "" for r in rows)
-    assert {r["max_tokens_per_chunk"] for r in rows} == {"5"}
+    assert all(int(r["max_tokens_per_chunk"]) >= 5 for r in rows)
+    assert sum(int(r["output_tokens"]) for r in rows) == run.delta.generation_tokens
 
 
 def test_an_unrelated_draft_is_almost_never_accepted(vllm_pool):
@@ -43,7 +48,9 @@ def test_an_unrelated_draft_is_almost_never_accepted(vllm_pool):
     assert delta.acceptance < 0.05
 
 
-def test_locust_user_sees_one_token_per_step_with_an_unrelated_draft(arm_runs):
-    rows = arm_runs.get("draft-unrelated").rows()
+def test_locust_user_counts_every_token_with_an_unrelated_draft(arm_runs):
+    run = arm_runs.get("draft-unrelated")
+    rows = run.rows()
     assert rows and all(r["error"] == "" for r in rows)
-    assert {r["max_tokens_per_chunk"] for r in rows} == {"1"}
+    assert all(r["tokens_estimated"] == "0" for r in rows)
+    assert sum(int(r["output_tokens"]) for r in rows) == run.delta.generation_tokens
