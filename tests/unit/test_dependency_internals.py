@@ -1,0 +1,71 @@
+"""The private parts of our dependencies that the product relies on, checked directly: when an upgrade moves
+one, this fails here with its name, instead of as wrong numbers somewhere else. pyproject.toml bounds these
+dependencies below their next major version; raise a bound only after this file passes on the new version."""
+
+from __future__ import annotations
+
+import socket
+
+import orjson
+from geventhttpclient.response import HTTPSocketResponse
+from prometheus_client import CollectorRegistry, Histogram, generate_latest
+
+from locust_spec.sim.metrics import _observe_many
+
+CHUNKED = (b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
+           b"7\r\ndata: a")
+
+
+def test_geventhttpclient_dechunks_fed_bytes_into_the_response_body_buffer():
+    # transport.Connection.stream reads the body from `_body_buffer` as `feed` fills it, one read at a time
+    a, b = socket.socketpair()
+    try:
+        response = HTTPSocketResponse(a, block_size=65536, method="POST", pre_buffered=CHUNKED)
+        assert response.status_code == 200
+        assert bytes(response._body_buffer) == b"data: a"
+        response.feed(b"\r\n9\r\ndata: bc\n\r\n0\r\n\r\n")
+        assert bytes(response._body_buffer) == b"data: adata: bc\n"
+        assert response.message_complete
+    finally:
+        a.close()
+        b.close()
+
+
+def test_prometheus_histogram_children_keep_bucket_counters_bounds_and_sum():
+    # spec-sim observes one value n times in one call through the child's bucket list
+    by_loop, at_once = CollectorRegistry(), CollectorRegistry()
+    h1 = Histogram("gap_seconds", "", ["engine"], buckets=(0.01, 0.1, 1.0), registry=by_loop)
+    h2 = Histogram("gap_seconds", "", ["engine"], buckets=(0.01, 0.1, 1.0), registry=at_once)
+    for _ in range(7):
+        h1.labels("0").observe(0.0625)
+    _observe_many(h2.labels("0"), 0.0625, 7)
+    def values(registry: CollectorRegistry) -> list[bytes]:
+        return [line for line in generate_latest(registry).splitlines() if b"_created" not in line]
+
+    assert values(by_loop) == values(at_once)
+
+
+def test_locust_web_ui_renders_extended_tabs_from_template_args(monkeypatch):
+    # webui.install adds the Speculation tabs through WebUI.template_args, read by Locust's index page
+    from locust import User, constant, task
+    from locust.argument_parser import parse_options
+    from locust.env import Environment
+
+    class Idle(User):
+        wait_time = constant(1)
+
+        @task
+        def idle(self) -> None:
+            pass
+
+    monkeypatch.setattr("sys.argv", ["locust"])  # the web UI parses the command line for its form
+    env = Environment(user_classes=[Idle], parsed_options=parse_options(args=[]))
+    env.create_local_runner()
+    web_ui = env.create_web_ui("127.0.0.1", 0)
+    try:
+        web_ui.template_args.update({"extended_tabs": [{"title": "Speculation", "key": "spec"}]})
+        page = web_ui.app.test_client().get("/").get_data(as_text=True)
+        args = orjson.loads(page.split("window.templateArgs = ", 1)[1].split("</script>", 1)[0])
+        assert args["extended_tabs"] == [{"title": "Speculation", "key": "spec"}]
+    finally:
+        env.runner.quit()
