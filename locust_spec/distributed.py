@@ -127,6 +127,7 @@ class Collector:
         self.finished: set[str] = set()
         self.rows_received = 0
         self.rejected = 0
+        self.row_listeners: list[Callable[[RequestRow], None]] = []  # e.g. the live page's timeline
 
     def start_test(self) -> None:
         self.finished.clear()
@@ -147,6 +148,9 @@ class Collector:
                       worker, e)
             return
         self.rows_received += len(rows)
+        for listener in self.row_listeners:
+            for row in rows:
+                listener(row)
         if data.get("client") is not None:
             self.clients[worker] = data["client"]
         self.dropped[worker] = int(data.get("dropped") or 0)

@@ -7,6 +7,7 @@ import gc
 import logging
 import signal
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import gevent
@@ -21,7 +22,7 @@ from locust_spec import server_api
 from locust_spec.lag import LagMonitor
 from locust_spec.options import RequestSettings, settings_from
 from locust_spec.prompts import Prompt, PromptError, PromptSampler
-from locust_spec.records import FileSink, RecordSink, make_row
+from locust_spec.records import FileSink, RecordSink, RequestRow, make_row
 from locust_spec.sse import DONE, parse_lines, parse_object
 from locust_spec.timing import RequestTiming, request_timing
 from locust_spec.trace import Trace
@@ -59,6 +60,7 @@ class Plugin:
         self.api_key: str = getattr(options, "api_key", "") or ""
         self.sampler = PromptSampler(options.prompts or ["all"], options.seed)
         self.sink: RecordSink | None = None
+        self.row_listeners: list[Callable[[RequestRow], None]] = []  # e.g. the live page's timeline
         self.lag = LagMonitor(active=self._running, level=lambda: self.level().users)
         self.trace = Trace.from_env()
         self._queue: deque[Started] = deque()
@@ -185,6 +187,8 @@ class Plugin:
                        timing, error)
         if self.sink is not None:
             self.sink.add(row, timing)
+        for listener in self.row_listeners:
+            listener(row)
         if self.trace is not None and timing is not None:
             self.trace.write(lines, started.objects, started.start_unix, started.start, timing)
         self.requests += 1

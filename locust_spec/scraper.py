@@ -114,6 +114,7 @@ class Scraper:
         self._lock = Semaphore()
         self._stopped = Event()
         self._loop: gevent.Greenlet | None = None
+        self.listeners: list[Callable[[list[Snapshot]], None]] = []  # told every round (the live page)
         self._reset_run()
 
     def _reset_run(self) -> None:
@@ -177,6 +178,8 @@ class Scraper:
                     level.add(snap)
                 self._levels.append((level_users, level))
                 self.level_snapshots.append((level_users, tuple(taken)))
+            for listener in self.listeners:
+                listener(taken)
             return taken
 
     def _scrape_one(self, url: str) -> Snapshot | None:

@@ -20,7 +20,7 @@ from flask import Blueprint, Response, abort, request, send_file
 from locust import events
 from locust.runners import STATE_STOPPED, WorkerRunner
 
-from locust_spec import crosscheck, distributed, plugin, scraper, summary
+from locust_spec import crosscheck, distributed, live, plugin, scraper, summary
 from locust_spec.counters import SpecWindow
 from locust_spec.histograms import LatencyHistograms, new_histogram, percentiles_us
 from locust_spec.records import FileSink
@@ -189,9 +189,11 @@ class SpecView:
             warnings += found_collector.warnings()
         sink = self.sink()
         users = int(getattr(runner, "target_user_count", None) or runner.user_count or 0)
+        charts = {"measure": "live charts", "value": live.link(self.environment),
+                  "source": "click: acceptance, TPOT, load and lag over time"}
         return {
-            "speculation": speculation_rows(run, levels, users, token_rate(self._tokens), checks, not stopped,
-                                            warnings),
+            "speculation": [charts, *speculation_rows(run, levels, users, token_rate(self._tokens), checks,
+                                                      not stopped, warnings)],
             "latency": latency_rows(sink.histograms) if sink is not None else [],
             "latency_source": "HDR histograms" if sink is not None else "none: run with --csv PREFIX",
         }
