@@ -103,7 +103,10 @@ def simulators(out: Path, time_scale: float, gpu: str, speculative_config: dict)
             cmd = [sys.executable, "-m", "locust_spec.sim", "--host", "127.0.0.1", "--port", str(port),
                    "--time-scale", f"{time_scale:g}", "--gpu", gpu]
             if arm == "candidate":
-                cmd += ["--speculative-config", json.dumps(speculative_config)]
+                # Per-request acceptance (as vLLM's option of that name) gives the verdict its per-class
+                # diagnosis: which prompts the speculation pays on.
+                cmd += ["--speculative-config", json.dumps(speculative_config),
+                        "--per-request-spec-decode-metrics", "detailed"]
             log = out / f"sim-{arm}.log"
             procs.append(spawn(pinned(cmd, SERVER_CPU), log))
             urls[arm] = f"http://127.0.0.1:{port}"

@@ -6,7 +6,7 @@ import base64
 from html import escape
 
 from locust_spec.analysis.model import Verdict
-from locust_spec.analysis.report.plots import FIGURES
+from locust_spec.analysis.report.plots import FIGURES, Omitted, class_acceptance
 from locust_spec.analysis.report.table import HEADER, acceptance_line, rows, runs_line, users_label
 
 STYLE = """
@@ -14,7 +14,7 @@ body{font-family:system-ui,sans-serif;margin:2em;max-width:1100px;color:#222}
 table{border-collapse:collapse;margin:.5em 0}td,th{border:1px solid #ccc;padding:.2em .6em}
 td:not(:first-child){text-align:right}.v{font-weight:bold;text-transform:uppercase}
 .ship{color:#176c2a}.off{color:#a11}.tradeoff{color:#a66a00}.inconclusive{color:#555}
-img{max-width:100%;display:block;margin:.5em 0}
+img{max-width:100%;display:block;margin:.5em 0}.omitted{color:#555}
 """
 
 
@@ -26,10 +26,28 @@ def _diag(d) -> str:
     return f"<b>{escape(d.kind)}</b>: {escape(d.message)}"
 
 
+def _ms(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"
+
+
+def _class_table(verdict: Verdict) -> str:
+    """Acceptance per prompt class beside the verdict: which of your workloads the speculation pays on."""
+    classes = sorted(class_acceptance(verdict), key=lambda c: -c["acceptance"])
+    if not classes:
+        return ""
+    head = "".join(f"<th>{h}</th>" for h in ("prompt class", "acceptance", "requests", "TPOT p50 off (ms)",
+                                             "TPOT p50 on (ms)"))
+    body = "".join(
+        f"<tr><td>{escape(c['class'])}</td><td>{c['acceptance']:.2f}</td><td>{c['requests']}</td>"
+        f"<td>{_ms(c['baseline_tpot_p50_ms'])}</td><td>{_ms(c['candidate_tpot_p50_ms'])}</td></tr>"
+        for c in classes)
+    return f"<h2>Acceptance per prompt class</h2><table><tr>{head}</tr>{body}</table>"
+
+
 def render(verdict: Verdict) -> str:
     v = escape(verdict.verdict)
     parts = [f"<h1>Speculative decoding: <span class='v {v}'>{v}</span></h1>",
-             f"<p>{escape(verdict.summary)}</p>"]
+             f"<p>{escape(verdict.summary)}</p>", _class_table(verdict)]
     for lv in verdict.levels:
         lvv = escape(lv.verdict)
         parts.append(f"<h2>{users_label(lv.users)}: <span class='v {lvv}'>{lvv}</span></h2>")
@@ -47,7 +65,11 @@ def render(verdict: Verdict) -> str:
         parts += ["<h2>Warnings</h2>", _list([escape(w) for w in verdict.warnings])]
     parts.append("<h2>Plots</h2>")
     for title, draw in FIGURES:
-        data = base64.b64encode(draw(verdict)).decode("ascii")
+        figure = draw(verdict)
+        if isinstance(figure, Omitted):
+            parts.append(f"<p class='omitted'>{escape(title)}: not drawn, {escape(figure.reason)}.</p>")
+            continue
+        data = base64.b64encode(figure).decode("ascii")
         parts.append(f"<h3>{escape(title)}</h3>"
                      f"<img alt='{escape(title)}' src='data:image/png;base64,{data}'>")
     return ("<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"

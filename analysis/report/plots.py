@@ -1,8 +1,11 @@
-"""The HTML report's figures (matplotlib, Agg), each returned as PNG bytes."""
+"""The HTML report's figures (matplotlib, Agg), each returned as PNG bytes, or `Omitted` with the reason
+when there is nothing to draw (the report then says why in one line instead of showing an empty image)."""
 
 from __future__ import annotations
 
 import io
+import math
+from dataclasses import dataclass
 
 import matplotlib
 
@@ -10,8 +13,27 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402  (the backend must be chosen first)
 from locust_spec.analysis.model import Verdict  # noqa: E402
 from locust_spec.analysis.report.table import users_label  # noqa: E402
+from locust_spec.analysis.verdict import Thresholds  # noqa: E402
+from matplotlib.ticker import FormatStrFormatter, LogLocator  # noqa: E402
 
 ARMS = (("baseline", "speculation off", "--"), ("candidate", "speculation on", "-"))
+# The per-token CDF's axis: a token read in the same network read as the one before has an ITL of ~0
+# (recorded at the histogram's floor, 1 µs); those tokens are the height where a curve starts, and the
+# axis spans the rest, from the first CDF_TAIL of them to the last, so that no decade is spent where no
+# token lies.
+NEAR_ZERO_MS = 0.01
+CDF_TAIL = 0.005
+# The measures the verdict decides on (verdict._decide): per-token latency and throughput.
+DECIDING = (("itl_p50_ms", "ITL p50", "lower is better"),
+            ("output_tok_s", "output tok/s", "higher is better"))
+RULE = Thresholds()  # the rule of thumb's lines on the acceptance plots
+
+
+@dataclass(frozen=True)
+class Omitted:
+    """A figure left out of the report, and why, in one line."""
+
+    reason: str
 
 
 def _png(fig) -> bytes:
@@ -21,38 +43,91 @@ def _png(fig) -> bytes:
     return buf.getvalue()
 
 
-def _empty(ax, text: str) -> None:
-    ax.text(0.5, 0.5, text, ha="center", va="center", transform=ax.transAxes)
-    ax.set_axis_off()
+def cdf_axis(series: list[tuple[tuple[float, float], ...]]) -> tuple[float, float]:
+    """The x range (ms) of the CDFs' tokens above NEAR_ZERO_MS, less CDF_TAIL of them at either end."""
+    lows, highs = [], []
+    for points in series:
+        floor = max((y for x, y in points if x < NEAR_ZERO_MS), default=0.0)
+        rest = [(x, y) for x, y in points if x >= NEAR_ZERO_MS]
+        if not rest:
+            continue
+        lows.append(next((x for x, y in rest if y >= floor + CDF_TAIL), rest[-1][0]))
+        highs.append(next(x for x, y in rest if y >= min(1.0 - CDF_TAIL, rest[-1][1])))
+    if not lows:
+        return NEAR_ZERO_MS, NEAR_ZERO_MS * 10
+    lo, hi = min(lows), max(highs)
+    return lo, max(hi, lo * 1.5)
 
 
-def itl_cdf(verdict: Verdict) -> bytes:
-    """Per-token latency CDF, off (dashed) vs on (solid), one colour per level."""
-    fig, ax = plt.subplots(figsize=(7, 4))
-    drawn = False
-    for i, (users, arms) in enumerate(sorted(verdict.plots.itl_cdf.items())):
-        colour = f"C{i % 10}"
-        for arm, label, style in ARMS:
-            points = arms.get(arm, ())
-            if points:
-                xs, ys = zip(*points, strict=True)
-                ax.step(xs, ys, where="post", linestyle=style, color=colour,
-                        label=f"{users_label(users)}, {label}")
-                drawn = True
-    if drawn:
+def itl_cdf(verdict: Verdict) -> bytes | Omitted:
+    """Per-token latency CDF, off (dashed) vs on (solid), one colour per level; axis fitted to the data."""
+    drawn = [(users, arm, label, style, points) for users, arms in sorted(verdict.plots.itl_cdf.items())
+             for arm, label, style in ARMS if (points := arms.get(arm, ()))]
+    if not drawn:
+        return Omitted("no per-token latency histograms in the runs (PREFIX_latency.json missing)")
+    fig, ax = plt.subplots(figsize=(8, 4.2))
+    levels = sorted({users for users, *_ in drawn})
+    for users, _arm, label, style, points in drawn:
+        xs, ys = zip(*points, strict=True)
+        ax.step(xs, ys, where="post", linestyle=style, color=f"C{levels.index(users) % 10}",
+                label=f"{users_label(users)}, {label}")
+    lo, hi = cdf_axis([points for *_, points in drawn])
+    if hi / lo > 20:
         ax.set_xscale("log")
-        ax.set_xlabel("per-token latency (ms)")
-        ax.set_ylabel("fraction of tokens")
-        ax.set_title("Per-token latency CDF")
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize="small")
-    else:
-        _empty(ax, "no per-token latency histograms")
+        ax.xaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+        ax.xaxis.set_major_formatter(FormatStrFormatter("%g"))
+    ax.set_xlim(lo / 1.1, hi * 1.1)
+    ax.set_ylim(0, 1.0)
+    ax.set_xlabel("per-token latency (ms); a curve starting above 0: tokens that came with the one "
+                  "before (ITL ~0)")
+    ax.set_ylabel("fraction of tokens")
+    ax.set_title("Per-token latency CDF (left and up is faster)")
+    ax.grid(alpha=0.3, which="both")
+    ax.legend(fontsize="small", loc="lower right")
     return _png(fig)
 
 
-def against_concurrency(verdict: Verdict) -> bytes:
+def ratios(verdict: Verdict) -> bytes | Omitted:
+    """Per level, candidate / baseline of the measures the verdict decides on, around the 1.0 line."""
+    levels = [lv for lv in verdict.levels
+              if any(_ratio(getattr(lv.baseline, k), getattr(lv.candidate, k)) for k, *_ in DECIDING)]
+    if not levels:
+        return Omitted("no level has both arms' ITL p50 or output tokens/s")
+    fig, ax = plt.subplots(figsize=(8, 4.2))
+    width = 0.8 / len(DECIDING)
+    values = [1.0]
+    for i, (key, label, better) in enumerate(DECIDING):
+        xs = [j + (i - (len(DECIDING) - 1) / 2) * width for j in range(len(levels))]
+        ys = [_ratio(getattr(lv.baseline, key), getattr(lv.candidate, key)) for lv in levels]
+        bars = ax.bar(xs, [float("nan") if y is None else y - 1.0 for y in ys], width * 0.9, bottom=1.0,
+                      color=f"C{i}", label=f"{label} ({better})")
+        ax.bar_label(bars, labels=["" if y is None else f"{y:.2f}x" for y in ys], fontsize="small",
+                     padding=2)
+        values += [y for y in ys if y is not None]
+    ax.axhline(1.0, color="black", linewidth=1)
+    ax.text(-0.5, 1.0, " 1.0 = same as off", va="bottom", ha="left", fontsize="small")
+    lo, hi = min(values), max(values)
+    pad = (hi - lo) * 0.15 or 0.1
+    ax.set_ylim(max(0.0, lo - pad), hi + pad)
+    ax.set_xticks(range(len(levels)),
+                  [f"{users_label(lv.users)}\n{lv.verdict.upper()}" for lv in levels])
+    ax.set_ylabel("candidate / baseline")
+    ax.set_title("Speculation on vs off at each level (the measures the verdict decides on)")
+    ax.grid(axis="y", alpha=0.3)
+    ax.legend(fontsize="small")
+    return _png(fig)
+
+
+def _ratio(base: float | None, cand: float | None) -> float | None:
+    if base is None or cand is None or base <= 0 or not math.isfinite(cand):
+        return None
+    return cand / base
+
+
+def against_concurrency(verdict: Verdict) -> bytes | Omitted:
     """Output throughput and ITL p50 against concurrency, both arms."""
+    if not verdict.levels:
+        return Omitted("no concurrency level common to both arms")
     fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
     users = [lv.users for lv in verdict.levels]
     for arm, label, style in ARMS:
@@ -62,6 +137,8 @@ def against_concurrency(verdict: Verdict) -> bytes:
         right.plot(users, [float("nan") if v is None else v for v in itl], style, marker="o", label=label)
     for ax, title, ylabel in ((left, "Output throughput", "tokens/s"), (right, "ITL p50", "ms")):
         ax.set_xscale("log", base=2)
+        ax.set_xticks(users, [str(u) for u in users])  # the ladder's levels, not powers of two
+        ax.minorticks_off()
         ax.set_xlabel("concurrent users")
         ax.set_ylabel(ylabel)
         ax.set_title(title)
@@ -70,43 +147,54 @@ def against_concurrency(verdict: Verdict) -> bytes:
     return _png(fig)
 
 
-def per_position(verdict: Verdict) -> bytes:
+def per_position(verdict: Verdict) -> bytes | Omitted:
     """Acceptance per draft position, one line per level."""
-    fig, ax = plt.subplots(figsize=(7, 4))
     measured = [lv for lv in verdict.levels if lv.per_position]
+    if not measured:
+        return Omitted("the candidate server exposes no per-position acceptance counters")
+    fig, ax = plt.subplots(figsize=(7, 4))
     for lv in measured:
-        ax.plot(range(len(lv.per_position)), lv.per_position, marker="o", label=users_label(lv.users))
-    if measured:
-        ax.set_xticks(range(max(len(lv.per_position) for lv in measured)))
-        ax.set_xlabel("draft position")
-        ax.set_ylabel("acceptance")
-        ax.set_ylim(0, 1)
-        ax.set_title("Acceptance per draft position")
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize="small")
-    else:
-        _empty(ax, "the server exposes no per-position acceptance")
+        ax.plot(range(1, len(lv.per_position) + 1), lv.per_position, marker="o", label=users_label(lv.users))
+    ax.set_xticks(range(1, max(len(lv.per_position) for lv in measured) + 1))
+    ax.set_xlabel("draft position")
+    ax.set_ylabel("acceptance")
+    ax.set_ylim(0, 1)
+    ax.set_title("Acceptance per draft position")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize="small")
     return _png(fig)
 
 
-def per_class(verdict: Verdict) -> bytes:
-    """Acceptance per prompt class (from per-request stats)."""
+def class_acceptance(verdict: Verdict) -> list[dict]:
+    """The per-class diagnosis's classes (class, acceptance, requests, TPOT p50 of both arms), if any."""
+    return [c for d in verdict.diagnoses if d.kind == "per_class" for c in d.evidence["classes"]]
+
+
+def per_class(verdict: Verdict) -> bytes | Omitted:
+    """Acceptance per prompt class (from per-request stats), highest first, against the rule of thumb."""
+    classes = sorted(class_acceptance(verdict), key=lambda c: -c["acceptance"])
+    if not classes:
+        return Omitted("the candidate sent no per-request speculative-decoding stats (vLLM: "
+                       "--per-request-spec-decode-metrics detailed), so acceptance per class is unknown")
     fig, ax = plt.subplots(figsize=(7, 4))
-    classes = [c for d in verdict.diagnoses if d.kind == "per_class" for c in d.evidence["classes"]]
-    if classes:
-        ax.bar([c["class"] for c in classes], [c["acceptance"] for c in classes], color="C2")
-        ax.set_ylim(0, 1)
-        ax.set_ylabel("acceptance")
-        ax.set_title("Acceptance per prompt class")
-        ax.grid(axis="y", alpha=0.3)
-    else:
-        _empty(ax, "no per-request speculative-decoding stats")
+    colours = ["C2" if c["acceptance"] >= RULE.ship_acceptance else
+               "C3" if c["acceptance"] < RULE.off_acceptance else "C1" for c in classes]
+    bars = ax.bar([c["class"] for c in classes], [c["acceptance"] for c in classes], color=colours)
+    ax.bar_label(bars, labels=[f"{c['acceptance']:.2f}" for c in classes], fontsize="small", padding=2)
+    for y, text in ((RULE.ship_acceptance, "pays above"), (RULE.off_acceptance, "off below")):
+        ax.axhline(y, color="grey", linestyle=":", linewidth=1)
+        ax.text(len(classes) - 0.5, y, f"{text} {y:.2f} ", ha="right", va="bottom", fontsize="small")
+    ax.set_ylim(0, 1)
+    ax.set_ylabel("acceptance (accepted / drafted tokens)")
+    ax.set_title("Acceptance per prompt class")
+    ax.grid(axis="y", alpha=0.3)
     return _png(fig)
 
 
 FIGURES = (
+    ("Speculation on vs off per level", ratios),
+    ("Acceptance per prompt class", per_class),
     ("Per-token latency CDF, off vs on", itl_cdf),
     ("Throughput and ITL against concurrency", against_concurrency),
     ("Acceptance per draft position", per_position),
-    ("Acceptance per prompt class", per_class),
 )

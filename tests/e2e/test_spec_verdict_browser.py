@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 from locust_spec.analysis.cli import run
+from locust_spec.analysis.report.plots import FIGURES
 
 from tests.data.run_builder import write_pair
 from tests.support import CHROMIUM, REPO
@@ -31,5 +32,5 @@ def test_report_opens_with_all_plots_loaded(tmp_path):
             heading = page.inner_text("h1")
         finally:
             browser.close()
-    assert len(widths) == 4 and all(w > 0 for w in widths), widths
+    assert len(widths) == len(FIGURES) and all(w > 0 for w in widths), widths
     assert heading.startswith("Speculative decoding:")

@@ -1,0 +1,61 @@
+"""The report's plots: axes fitted to the data, on/off ratios per level, acceptance per class, and a plot
+without data left out with its reason instead of an empty image."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from locust_spec.analysis.api import render, verdict_for
+from locust_spec.analysis.report import plots
+
+from tests.data.run_builder import ArmSpec, write_run
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    root = tmp_path_factory.mktemp("plots")
+    shape = {"levels": (1, 64), "requests_per_user": {1: 40, 64: 3}, "classes": ("json", "code", "creative")}
+    base = write_run(root / "off" / "run", ArmSpec(speculative=False, **shape))
+    cand = write_run(root / "on" / "run", ArmSpec(speculative=True, **shape))
+    bare = write_run(root / "bare" / "run", ArmSpec(speculative=True, per_request_stats=False, **shape))
+    return base, cand, bare
+
+
+def test_the_cdf_axis_spans_the_tokens_not_the_empty_decades_below_them():
+    near_zero = ((0.001, 0.09), (2.0, 0.10), (3.0, 0.5), (9.0, 0.999), (80.0, 1.0))
+    plain = ((1.5, 0.2), (4.0, 0.6), (20.0, 1.0))
+    lo, hi = plots.cdf_axis([near_zero, plain])
+    assert (lo, hi) == (1.5, 20.0)  # tokens at the floor (ITL ~0) are the curve's starting height
+    assert plots.cdf_axis([((0.001, 1.0),)]) == (plots.NEAR_ZERO_MS, plots.NEAR_ZERO_MS * 10)
+
+
+def test_the_ratio_plot_and_the_class_plot_are_drawn_from_per_request_stats(runs):
+    base, cand, _ = runs
+    verdict = verdict_for([base], [cand])
+    for draw in (plots.ratios, plots.per_class, plots.itl_cdf, plots.per_position, plots.against_concurrency):
+        assert draw(verdict).startswith(b"\x89PNG"), draw.__name__
+    classes = {c["class"] for c in plots.class_acceptance(verdict)}
+    assert classes == {"json", "code", "creative"}
+
+
+def test_the_report_shows_acceptance_per_class_beside_the_verdict(runs):
+    base, cand, _ = runs
+    verdict = verdict_for([base], [cand])
+    page = render(verdict, "html")
+    table = page[page.index("<h2>Acceptance per prompt class</h2>"):page.index("<h2>1 user")]
+    for c in plots.class_acceptance(verdict):
+        assert f"<td>{c['class']}</td><td>{c['acceptance']:.2f}</td>" in table
+    assert len(re.findall(r"src='data:image/png;base64,", page)) == len(plots.FIGURES)
+    assert "not drawn" not in page
+
+
+def test_a_plot_without_data_is_left_out_with_one_line_saying_why(runs):
+    base, _, bare = runs
+    verdict = verdict_for([base], [bare])
+    omitted = plots.per_class(verdict)
+    assert isinstance(omitted, plots.Omitted) and "--per-request-spec-decode-metrics" in omitted.reason
+    page = render(verdict, "html")
+    assert "Acceptance per prompt class: not drawn, the candidate sent no per-request" in page
+    assert "<h2>Acceptance per prompt class</h2>" not in page
+    assert len(re.findall(r"src='data:image/png;base64,", page)) == len(plots.FIGURES) - 1
