@@ -298,8 +298,9 @@ class Timeline:
                                 point.running, point.waiting, point.gen_tok_s))
 
     def level(self, now_unix_s: float, users: int) -> None:
-        """The ladder's level (or the target user count) as of now: marked when it changes."""
-        if self.started_unix_s is not None and (not self.levels or self.levels[-1][1] != users):
+        """The ladder's level (or the target user count) as of now: marked when it changes (a count of
+        0, before the first users are asked for, is no level)."""
+        if self.started_unix_s is not None and users > 0 and (not self.levels or self.levels[-1][1] != users):
             self.levels.append((now_unix_s, users))
 
     def tick(self, now_unix_s: float, users: int, lag_summaries: Mapping[str, Mapping]) -> None:

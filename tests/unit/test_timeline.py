@@ -132,7 +132,7 @@ def test_levels_are_marked_when_they_change_and_nothing_is_recorded_before_start
     tl.level(1.0, 1)
     assert tl.to_json()["levels"] == [] and column(tl, "client", "t") == []
     tl.start(10.0)
-    for t, users in ((10.0, 1), (11.0, 1), (20.0, 8), (21.0, 8), (30.0, 1)):
+    for t, users in ((9.0, 0), (10.0, 1), (11.0, 1), (20.0, 8), (21.0, 8), (30.0, 1)):
         tl.level(t, users)
     assert tl.to_json()["levels"] == [[10.0, 1], [20.0, 8], [30.0, 1]]
     tl.request(5.0, 1.0, 10, True)
