@@ -108,3 +108,14 @@ def ngram_capture_window():
     snaps = [Snapshot(t, "u", tuple(parse_exposition((capture / f"metrics_ngram_{n}.txt").read_text())))
              for t, n in ((1, "before"), (2, "after"))]
     return spec_window(snaps, 0, 10)
+
+
+ARTIFACTS = REPO / "test-artifacts"  # screenshots the browser tests keep (gitignored)
+
+
+def chromium(playwright):
+    """Headless Chromium as the browser tests drive it (the browser tier is skipped in conftest where it is
+    not installed); the artifacts folder exists afterwards."""
+    ARTIFACTS.mkdir(exist_ok=True)
+    return playwright.chromium.launch(executable_path=str(CHROMIUM), args=[
+        "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"])

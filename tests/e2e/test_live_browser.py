@@ -6,17 +6,14 @@ from __future__ import annotations
 import json
 import subprocess
 import urllib.request
-from pathlib import Path
 
 import pytest
 
-from tests.support import BIN, CLIENT_CPU, REPO, free_port, pinned, wait_http
+from tests.support import ARTIFACTS, BIN, CLIENT_CPU, REPO, chromium, free_port, pinned, wait_http
 
 pytestmark = pytest.mark.browser
 
-CHROMIUM = "/usr/bin/chromium"
 NGRAM = '{"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_max": 4}'
-ARTIFACTS = REPO / "test-artifacts"
 LEVELS = (1, 6)
 CHARTS = ("acceptance", "tpot", "ttft", "throughput", "queue", "lag")
 
@@ -30,8 +27,6 @@ def fetch(url: str) -> bytes:
 def sweep_ui(request, tmp_path, spec_sim):
     """Locust with its web UI running locustfiles/sweep.py against spec-sim (n-gram speculation); with
     `distributed`, a master and one worker. Yields (mode, web UI URL)."""
-    if not Path(CHROMIUM).exists():
-        pytest.skip(f"{CHROMIUM} missing: apt-get install -y chromium")
     sim = spec_sim("--time-scale", "0.05", "--speculative-config", NGRAM)
     port, master_port = free_port(), free_port()
     common = [str(BIN / "locust"), "-f", str(REPO / "locustfiles" / "sweep.py")]
@@ -63,10 +58,8 @@ def test_live_page_draws_the_run_as_it_goes_and_keeps_the_final_picture(sweep_ui
     from playwright.sync_api import expect, sync_playwright
 
     mode, url = sweep_ui
-    ARTIFACTS.mkdir(exist_ok=True)
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=[
-            "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"])
+        browser = chromium(p)
         ui = browser.new_page(viewport={"width": 1400, "height": 900})
         ui.goto(url + "/")
         if mode == "distributed":

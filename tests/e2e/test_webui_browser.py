@@ -10,14 +10,13 @@ import urllib.request
 
 import pytest
 
-from tests.support import BIN, CHROMIUM, CLIENT_CPU, REPO, free_port, pinned, wait_http
+from tests.support import ARTIFACTS, BIN, CLIENT_CPU, REPO, chromium, free_port, pinned, wait_http
 
 pytestmark = pytest.mark.browser
 
 NGRAM = '{"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_max": 4}'
 API_KEY = "sk-ui-never-shown-4b1e"
 METRICS_TOKEN = "metrics-ui-never-shown-93a"
-ARTIFACTS = REPO / "test-artifacts"
 
 
 @pytest.fixture
@@ -51,10 +50,8 @@ def test_speculation_tab_shows_live_acceptance_after_starting_load_from_the_ui(w
     from playwright.sync_api import expect, sync_playwright
 
     url, proc, tmp_path = web_locust
-    ARTIFACTS.mkdir(exist_ok=True)
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=[
-            "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"])
+        browser = chromium(p)
         page = browser.new_page(viewport={"width": 1400, "height": 900})
         page.goto(url + "/")
         page.get_by_label("Number of users").fill("4")
