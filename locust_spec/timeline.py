@@ -192,9 +192,10 @@ class LagDeltas:
 
     def share(self, summaries: Mapping[str, Mapping]) -> float | None:
         worst: float | None = None
+        previous, self._prev = self._prev, {}  # generators gone since are forgotten
         for name, summary in summaries.items():
             samples, late = _lag_counts(summary)
-            before = self._prev.get(name, (0, 0))
+            before = previous.get(name, (0, 0))
             self._prev[name] = (samples, late)
             if samples < before[0]:  # a restarted generator counts from zero again
                 before = (0, 0)
