@@ -90,12 +90,11 @@ def parse_weighted(spec: str) -> tuple[str, float]:
 
 
 def prompt_specs(value: list[str] | str | None) -> list[str]:
-    """`--prompts` as a run receives it: a list from the command line, text from the web UI's form (a
-    field with no value on the command line comes back as the typed text, sets separated by commas), or
-    nothing (every built-in set)."""
-    if isinstance(value, str):
-        value = value.split(",")
-    specs = [spec.strip() for spec in value or [] if spec.strip()]
+    """`--prompts` as a run receives it: a list from the command line (each item may hold several sets
+    separated by commas, as a Kubernetes ConfigMap or compose variable passes them), text from the web
+    UI's form, or nothing (every built-in set)."""
+    items = [value] if isinstance(value, str) else value or []
+    specs = [spec.strip() for item in items for spec in item.split(",") if spec.strip()]
     return specs or ["all"]
 
 

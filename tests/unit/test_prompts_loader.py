@@ -106,6 +106,7 @@ def test_workers_of_one_run_send_different_sequences_each_reproducible():
     (None, ["all"]),
     ([], ["all"]),
     (["code", "json:3"], ["code", "json:3"]),
+    (["code,json:3", "quote"], ["code", "json:3", "quote"]),
     ("code", ["code"]),
     ("code, json:3 ,", ["code", "json:3"]),
     ("", ["all"]),
