@@ -12,59 +12,16 @@ from pathlib import Path
 
 import jsonschema
 import pytest
-import yaml
 
+from tests.docker_files import DOCKER, compose_file_values, env_defaults
 from tests.support import BIN, PY, REPO
 
-DOCKER = REPO / "docker"
 COMPOSE_FILES = ["compose.yaml", "compose.sim.yaml"]
 OUTPUT_FOLDER = REPO / "runs"
 """The one bind-mounted folder that need not exist in a checkout: the documented commands make it."""
 VLLM_SERVICES = ("vllm-off", "vllm-spec", "solo-off", "solo-spec")
 APP = "/app"
 """The locust-spec image's working folder (docker/Dockerfile): relative paths in commands start there."""
-
-_VARIABLE = re.compile(r"\$\{(?P<name>[A-Za-z_][A-Za-z0-9_]*)(?::?-(?P<default>[^}]*))?\}")
-
-
-def _env_defaults() -> dict[str, str]:
-    values = {}
-    for line in (DOCKER / ".env").read_text().splitlines():
-        line = line.strip()
-        if not line or line.startswith("#"):
-            continue
-        key, _, value = line.partition("=")
-        if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
-            value = value[1:-1]
-        values[key] = value
-    return values
-
-
-def _interpolate(text: str, env: dict[str, str]) -> str:
-    def value(match: re.Match) -> str:
-        name, default = match.group("name"), match.group("default")
-        if name in env:
-            return env[name]
-        assert default is not None, f"${{{name}}} has no default and is not in docker/.env"
-        return default
-
-    # `$$` is a literal dollar for the container's shell
-    return "$".join(_VARIABLE.sub(value, part) for part in text.split("$$"))
-
-
-def _interpolated(node, env: dict[str, str]):
-    """Compose substitutes variables in parsed values, not in the file's text."""
-    if isinstance(node, dict):
-        return {key: _interpolated(value, env) for key, value in node.items()}
-    if isinstance(node, list):
-        return [_interpolated(item, env) for item in node]
-    return _interpolate(node, env) if isinstance(node, str) else node
-
-
-def _compose(name: str, **overrides: str) -> dict:
-    """A compose file as Compose reads it: docker/.env, then the caller's environment (`overrides`)."""
-    return _interpolated(yaml.safe_load((DOCKER / name).read_text()), {**_env_defaults(), **overrides})
-
 
 def _options(command: list[str]) -> set[str]:
     return {arg.split("=", 1)[0] for arg in command if arg.startswith("--")}
@@ -150,13 +107,13 @@ def compose_file(request) -> str:
 
 @pytest.fixture
 def compose(compose_file) -> dict:
-    return _compose(compose_file)
+    return compose_file_values(compose_file)
 
 
 def test_every_variable_has_a_value_and_the_speculative_config_is_json():
     for name in COMPOSE_FILES:
-        _compose(name)
-    config = json.loads(_env_defaults()["SPECULATIVE_CONFIG"])
+        compose_file_values(name)
+    config = json.loads(env_defaults()["SPECULATIVE_CONFIG"])
     assert config["num_speculative_tokens"] >= 1
 
 
@@ -201,7 +158,7 @@ def test_every_mounted_repository_path_exists(compose):
 
 
 def test_locust_spec_containers_run_as_the_caller_and_write_under_runs(compose_file, compose):
-    caller = _compose(compose_file, HOST_UID="1234", HOST_GID="50")["services"]
+    caller = compose_file_values(compose_file, HOST_UID="1234", HOST_GID="50")["services"]
     for name, svc in compose["services"].items():
         if svc.get("image") != "locust-spec:latest" or svc.get("entrypoint") == ["spec-sim"]:
             continue
@@ -281,21 +238,21 @@ def test_no_documented_command_can_cut_the_masters_final_files():
 
 
 def test_each_arm_gets_its_own_gpu_and_the_choice_is_overridable():
-    services = _compose("compose.yaml")["services"]
+    services = compose_file_values("compose.yaml")["services"]
     assert _gpus(services["vllm-off"]) != _gpus(services["vllm-spec"])
-    moved = _compose("compose.yaml", GPU_BASELINE="2", GPU_CANDIDATE="3")["services"]
+    moved = compose_file_values("compose.yaml", GPU_BASELINE="2", GPU_CANDIDATE="3")["services"]
     assert (_gpus(moved["vllm-off"]), _gpus(moved["vllm-spec"])) == (["2"], ["3"])
     assert _gpus(services["solo-off"]) == _gpus(services["solo-spec"])
 
 
 def test_vllm_runs_the_tested_release_as_vllm_serve_model_with_its_compile_cache():
     tested = re.search(r'VLLM_VERSION = "([0-9.]+)"', (REPO / "tests" / "vllm" / "vllm_env.py").read_text())
-    services = _compose("compose.yaml")["services"]
+    services = compose_file_values("compose.yaml")["services"]
     for name in VLLM_SERVICES:
         svc = services[name]
         assert svc["image"] == f"vllm/vllm-openai:v{tested.group(1)}"
         command = svc["command"]
-        assert "--model" not in command and command[0] == _env_defaults()["MODEL"], name
+        assert "--model" not in command and command[0] == env_defaults()["MODEL"], name
         assert "/root/.cache/vllm" in [target for _, target in _mounts(svc)], name
     for name in ("vllm-off", "vllm-spec"):
         assert services[name]["entrypoint"] == ["vllm", "serve"]
@@ -309,7 +266,7 @@ def test_vllm_runs_the_tested_release_as_vllm_serve_model_with_its_compile_cache
 
 
 def test_single_gpu_runs_the_arms_one_after_the_other():
-    services = _compose("compose.yaml")["services"]
+    services = compose_file_values("compose.yaml")["services"]
     single = {name for name, svc in services.items() if "single-gpu" in svc.get("profiles", [])}
     assert single == {"solo-off", "sweep-off", "solo-spec", "sweep-spec", "verdict"}
     assert services["solo-spec"]["depends_on"]["solo-off"] == {"condition": "service_completed_successfully"}
@@ -328,7 +285,7 @@ def test_single_gpu_runs_the_arms_one_after_the_other():
 
 
 def test_the_sim_file_serves_both_arms_on_spec_sim_with_real_options():
-    services = _compose("compose.sim.yaml")["services"]
+    services = compose_file_values("compose.sim.yaml")["services"]
     known = _known_options("spec-sim")
     for name in ("sim-off", "sim-spec"):
         svc = services[name]

@@ -1,0 +1,52 @@
+"""docker/'s compose files read as Compose reads them, for the tests that check them without Docker."""
+
+from __future__ import annotations
+
+import re
+
+import yaml
+
+from tests.support import REPO
+
+DOCKER = REPO / "docker"
+
+_VARIABLE = re.compile(r"\$\{(?P<name>[A-Za-z_][A-Za-z0-9_]*)(?::?-(?P<default>[^}]*))?\}")
+
+
+def env_defaults() -> dict[str, str]:
+    values = {}
+    for line in (DOCKER / ".env").read_text().splitlines():
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        key, _, value = line.partition("=")
+        if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
+            value = value[1:-1]
+        values[key] = value
+    return values
+
+
+def _interpolate(text: str, env: dict[str, str]) -> str:
+    def value(match: re.Match) -> str:
+        name, default = match.group("name"), match.group("default")
+        if name in env:
+            return env[name]
+        assert default is not None, f"${{{name}}} has no default and is not in docker/.env"
+        return default
+
+    # `$$` is a literal dollar for the container's shell
+    return "$".join(_VARIABLE.sub(value, part) for part in text.split("$$"))
+
+
+def _interpolated(node, env: dict[str, str]):
+    """Compose substitutes variables in parsed values, not in the file's text."""
+    if isinstance(node, dict):
+        return {key: _interpolated(value, env) for key, value in node.items()}
+    if isinstance(node, list):
+        return [_interpolated(item, env) for item in node]
+    return _interpolate(node, env) if isinstance(node, str) else node
+
+
+def compose_file_values(name: str, **overrides: str) -> dict:
+    """A compose file as Compose reads it: docker/.env, then the caller's environment (`overrides`)."""
+    return _interpolated(yaml.safe_load((DOCKER / name).read_text()), {**env_defaults(), **overrides})
