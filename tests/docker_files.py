@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import re
+import subprocess
+from functools import cache
 
 import yaml
 
-from tests.support import REPO
+from tests.support import BIN, PY, REPO
 
 DOCKER = REPO / "docker"
 
@@ -50,3 +52,39 @@ def _interpolated(node, env: dict[str, str]):
 def compose_file_values(name: str, **overrides: str) -> dict:
     """A compose file as Compose reads it: docker/.env, then the caller's environment (`overrides`)."""
     return _interpolated(yaml.safe_load((DOCKER / name).read_text()), {**env_defaults(), **overrides})
+
+
+def options(command: list[str]) -> set[str]:
+    return {arg.split("=", 1)[0] for arg in command if arg.startswith("--")}
+
+
+def value_of(command: list[str], option: str) -> str:
+    return command[command.index(option) + 1]
+
+
+@cache
+def help_text(*cmd: str) -> str:
+    done = subprocess.run(list(cmd), capture_output=True, text=True, timeout=60, cwd=REPO)
+    assert done.returncode == 0, f"{' '.join(cmd)} failed: {done.stderr[-2000:]}"
+    return done.stdout
+
+
+def known_options(tool: str) -> set[str]:
+    return set(re.findall(r"(?<![\w-])--[a-z][a-z0-9-]*", help_text(str(BIN / tool), "--help")))
+
+
+LOCUST_OPTIONS_SCRIPT = """
+import sys
+from locust.argument_parser import get_parser
+from locust.util.load_locustfile import load_locustfile
+load_locustfile(sys.argv[1])
+for action in get_parser()._actions:
+    print(*action.option_strings, getattr(action, "env_var", None) or "")
+"""
+
+
+@cache
+def locust_options(locustfile: str) -> set[str]:
+    """Options and environment variables Locust accepts once the locustfile has registered its own
+    (`locust -f FILE --help` lists only Locust's)."""
+    return set(help_text(PY, "-c", LOCUST_OPTIONS_SCRIPT, locustfile).split())

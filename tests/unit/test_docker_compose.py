@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
 from functools import cache
 from importlib.resources import files
 from pathlib import Path
@@ -13,8 +12,16 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from tests.docker_files import DOCKER, compose_file_values, env_defaults
-from tests.support import BIN, PY, REPO
+from tests.docker_files import (
+    DOCKER,
+    compose_file_values,
+    env_defaults,
+    known_options,
+    locust_options,
+    options,
+    value_of,
+)
+from tests.support import REPO
 
 COMPOSE_FILES = ["compose.yaml", "compose.sim.yaml"]
 OUTPUT_FOLDER = REPO / "runs"
@@ -22,42 +29,6 @@ OUTPUT_FOLDER = REPO / "runs"
 VLLM_SERVICES = ("vllm-off", "vllm-spec", "solo-off", "solo-spec")
 APP = "/app"
 """The locust-spec image's working folder (docker/Dockerfile): relative paths in commands start there."""
-
-def _options(command: list[str]) -> set[str]:
-    return {arg.split("=", 1)[0] for arg in command if arg.startswith("--")}
-
-
-def _value(command: list[str], option: str) -> str:
-    return command[command.index(option) + 1]
-
-
-@cache
-def _help(*cmd: str) -> str:
-    done = subprocess.run(list(cmd), capture_output=True, text=True, timeout=60, cwd=REPO)
-    assert done.returncode == 0, f"{' '.join(cmd)} failed: {done.stderr[-2000:]}"
-    return done.stdout
-
-
-def _known_options(tool: str) -> set[str]:
-    return set(re.findall(r"(?<![\w-])--[a-z][a-z0-9-]*", _help(str(BIN / tool), "--help")))
-
-
-_LOCUST_OPTIONS = """
-import sys
-from locust.argument_parser import get_parser
-from locust.util.load_locustfile import load_locustfile
-load_locustfile(sys.argv[1])
-for action in get_parser()._actions:
-    print(*action.option_strings, getattr(action, "env_var", None) or "")
-"""
-
-
-@cache
-def _locust_options(locustfile: str) -> set[str]:
-    """Options and environment variables Locust accepts once the locustfile has registered its own
-    (`locust -f FILE --help` lists only Locust's)."""
-    return set(_help(PY, "-c", _LOCUST_OPTIONS, locustfile).split())
-
 
 def _dockerfile_steps(dockerfile: Path) -> list[tuple[str, str]]:
     """(instruction, rest) per instruction, continuation lines joined."""
@@ -177,12 +148,12 @@ def test_locust_services_run_a_real_locustfile_with_real_options(compose):
     services = compose["services"]
     for name in ("master", "workers"):
         command = services[name]["command"]
-        locustfile = _value(command, "-f")
+        locustfile = value_of(command, "-f")
         assert (REPO / locustfile).is_file(), f"{name} runs {locustfile}, which is missing"
-        known = _locust_options(str(REPO / locustfile))
-        assert _options(command) <= known, f"{name}: unknown options {_options(command) - known}"
+        known = locust_options(str(REPO / locustfile))
+        assert options(command) <= known, f"{name}: unknown options {options(command) - known}"
     for name, value in services["master"]["environment"].items():
-        assert name in _locust_options(str(REPO / locustfile)), f"master sets {name}, which Locust ignores"
+        assert name in locust_options(str(REPO / locustfile)), f"master sets {name}, which Locust ignores"
         assert value != ""
     # a headless master gives up on a missing worker instead of waiting for ever
     assert float(services["master"]["environment"]["LOCUST_EXPECT_WORKERS_MAX_WAIT"]) > 0
@@ -195,7 +166,7 @@ def test_the_master_serves_the_web_ui_and_workers_find_it(compose):
     services = compose["services"]
     assert services["master"]["ports"] == ["127.0.0.1:8089:8089"]
     workers = services["workers"]["command"]
-    assert "--worker" in workers and _value(workers, "--master-host") == "master"
+    assert "--worker" in workers and value_of(workers, "--master-host") == "master"
     assert "--master" in services["master"]["command"]
 
 
@@ -204,25 +175,25 @@ def test_ab_runs_spec_ab_against_both_arms_of_the_file(compose):
     ab = services["ab"]
     assert ab["entrypoint"] == ["spec-ab"]
     command = ab["command"]
-    assert _options(command) <= _known_options("spec-ab")
+    assert options(command) <= known_options("spec-ab")
     for arm in ("--baseline", "--candidate"):
-        url = _value(command, arm)
+        url = value_of(command, arm)
         service = re.fullmatch(r"http://([a-z-]+):8000", url).group(1)
         assert service in services and ab["depends_on"][service] == {"condition": "service_healthy"}
         assert "healthcheck" in services[service]
-    assert _value(command, "--baseline") != _value(command, "--candidate")
-    assert _value(command, "--out").startswith("runs/")
+    assert value_of(command, "--baseline") != value_of(command, "--candidate")
+    assert value_of(command, "--out").startswith("runs/")
 
 
 def test_the_verdict_is_a_one_shot_reading_both_arms(compose):
     verdict = compose["services"]["verdict"]
     assert verdict["entrypoint"] == ["spec-verdict"]
-    assert _options(verdict["command"]) <= _known_options("spec-verdict")
+    assert options(verdict["command"]) <= known_options("spec-verdict")
     arms = [arg for arg in verdict["command"] if not arg.startswith("-")][:2]
     assert [Path(arm).name for arm in arms] == ["baseline", "candidate"]
-    master_csv = _value(compose["services"]["master"]["command"], "--csv")
+    master_csv = value_of(compose["services"]["master"]["command"], "--csv")
     assert Path(master_csv).parent.parent == Path(arms[0]).parent == Path(
-        _value(compose["services"]["ab"]["command"], "--out"))
+        value_of(compose["services"]["ab"]["command"], "--out"))
 
 
 def test_every_dependency_names_a_service(compose):
@@ -262,7 +233,7 @@ def test_vllm_runs_the_tested_release_as_vllm_serve_model_with_its_compile_cache
     assert 'vllm serve "$@"' in (DOCKER / "serve-until-done.sh").read_text()
     for off, spec in (("vllm-off", "vllm-spec"), ("solo-off", "solo-spec")):
         assert "--speculative-config" not in services[off]["command"]
-        json.loads(_value(services[spec]["command"], "--speculative-config"))
+        json.loads(value_of(services[spec]["command"], "--speculative-config"))
 
 
 def test_single_gpu_runs_the_arms_one_after_the_other():
@@ -286,11 +257,11 @@ def test_single_gpu_runs_the_arms_one_after_the_other():
 
 def test_the_sim_file_serves_both_arms_on_spec_sim_with_real_options():
     services = compose_file_values("compose.sim.yaml")["services"]
-    known = _known_options("spec-sim")
+    known = known_options("spec-sim")
     for name in ("sim-off", "sim-spec"):
         svc = services[name]
         assert svc["entrypoint"] == ["spec-sim"] and "deploy" not in svc
-        unknown = _options(svc["command"]) - known
+        unknown = options(svc["command"]) - known
         assert not unknown, f"{name}: unknown options {unknown}"
     assert "--speculative-config" not in services["sim-off"]["command"]
     assert "--speculative-config" in services["sim-spec"]["command"]
