@@ -1,4 +1,4 @@
-"""docker/'s compose files read as Compose reads them, for the tests that check them without Docker."""
+"""docker/ read as Compose and Kubernetes read it, for the tests that check it without Docker or a cluster."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import yaml
 from tests.support import BIN, PY, REPO
 
 DOCKER = REPO / "docker"
+K8S = DOCKER / "k8s"
 
 _VARIABLE = re.compile(r"\$\{(?P<name>[A-Za-z_][A-Za-z0-9_]*)(?::?-(?P<default>[^}]*))?\}")
 
@@ -88,3 +89,25 @@ def locust_options(locustfile: str) -> set[str]:
     """Options and environment variables Locust accepts once the locustfile has registered its own
     (`locust -f FILE --help` lists only Locust's)."""
     return set(help_text(PY, "-c", LOCUST_OPTIONS_SCRIPT, locustfile).split())
+
+
+@cache
+def manifests() -> tuple[dict, ...]:
+    """Every resource the kustomization lists, in its order."""
+    kustomization = yaml.safe_load((K8S / "kustomization.yaml").read_text())
+    return tuple(doc for name in kustomization["resources"]
+                 for doc in yaml.safe_load_all((K8S / name).read_text()) if doc)
+
+
+def resource(kind: str, name: str) -> dict:
+    found = [m for m in manifests() if m["kind"] == kind and m["metadata"]["name"] == name]
+    assert len(found) == 1, f"{kind}/{name}: {len(found)} found"
+    return found[0]
+
+
+def config() -> dict[str, str]:
+    return resource("ConfigMap", "locust-spec-run")["data"]
+
+
+def pod(job_or_set: dict) -> dict:
+    return job_or_set["spec"]["template"]["spec"]

@@ -6,16 +6,24 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
-from functools import cache
 
 import kubernetes_validate
 import pytest
 import yaml
 
-from tests.docker_files import DOCKER, known_options, locust_options, options, value_of
+from tests.docker_files import (
+    K8S,
+    config,
+    known_options,
+    locust_options,
+    manifests,
+    options,
+    pod,
+    resource,
+    value_of,
+)
 from tests.support import REPO
 
-K8S = DOCKER / "k8s"
 KUBERNETES_VERSIONS = ("1.29", "1.37")
 """The oldest release still in wide use and the newest the validator knows."""
 ARMS = {"baseline": "vllm-off", "candidate": "vllm-spec"}
@@ -24,28 +32,6 @@ MASTER_ONLY = {"--master", "--headless", "--exit-code-on-error", "--expect-worke
 """Master options a worker has no use for; every other option of the master's the workers get too."""
 _REFERENCE = re.compile(r"\$\(([A-Z_][A-Z0-9_]*)\)")
 _SHELL_VARIABLE = re.compile(r"\$\{?([A-Z_][A-Z0-9_]*)")
-
-
-@cache
-def manifests() -> tuple[dict, ...]:
-    """Every resource the kustomization lists, in its order."""
-    kustomization = yaml.safe_load((K8S / "kustomization.yaml").read_text())
-    return tuple(doc for name in kustomization["resources"]
-                 for doc in yaml.safe_load_all((K8S / name).read_text()) if doc)
-
-
-def resource(kind: str, name: str) -> dict:
-    found = [m for m in manifests() if m["kind"] == kind and m["metadata"]["name"] == name]
-    assert len(found) == 1, f"{kind}/{name}: {len(found)} found"
-    return found[0]
-
-
-def config() -> dict[str, str]:
-    return resource("ConfigMap", "locust-spec-run")["data"]
-
-
-def pod(job_or_set: dict) -> dict:
-    return job_or_set["spec"]["template"]["spec"]
 
 
 def container(job_or_set: dict, name: str | None = None) -> dict:
