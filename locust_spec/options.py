@@ -38,7 +38,8 @@ def _add_options(parser, **_kw) -> None:
     parser.add_argument("--idle-timeout", type=float, default=60.0, include_in_web_ui=True,
                        help="Seconds without bytes once tokens flow (failure: timeout_idle)")
     parser.add_argument("--seed", type=int, default=0, include_in_web_ui=True,
-                       help="Seed of the prompt order")
+                       help="Seed of the prompt order; in a distributed run each worker draws its own "
+                            "stream, derived from this seed and its worker index")
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ from locust_spec import level as level_mod
 from locust_spec import server_api
 from locust_spec.lag import LagMonitor
 from locust_spec.options import RequestSettings, settings_from
-from locust_spec.prompts import Prompt, PromptError, PromptSampler
+from locust_spec.prompts import Prompt, PromptError, PromptSampler, prompt_specs, stream_seed
 from locust_spec.records import FileSink, RecordSink, RequestRow, make_row
 from locust_spec.sse import DONE, parse_lines, parse_object
 from locust_spec.timing import RequestTiming, request_timing
@@ -58,7 +58,8 @@ class Plugin:
         self.environment = environment
         options = environment.parsed_options
         self.api_key: str = getattr(options, "api_key", "") or ""
-        self.sampler = PromptSampler(options.prompts or ["all"], options.seed)
+        # Built here so a bad --prompts fails at start; each run builds its own (use_run_options).
+        self.sampler = PromptSampler(prompt_specs(options.prompts), options.seed)
         self.sink: RecordSink | None = None
         self.row_listeners: list[Callable[[RequestRow], None]] = []  # e.g. the live page's timeline
         self.lag = LagMonitor(active=self._running, level=lambda: self.level().users)
@@ -74,6 +75,17 @@ class Plugin:
         self.requests = 0
         self.failures = 0
         self.gave_up = False
+
+    def use_run_options(self, worker_index: int) -> None:
+        """At test start, take the run's options: on a worker they are the master's, which Locust sends
+        with the spawn message (this process was built from its own command line), and the web UI may
+        have changed them. The prompt stream is seeded per worker (prompts.stream_seed)."""
+        options = self.environment.parsed_options
+        self.sampler = PromptSampler(prompt_specs(options.prompts), stream_seed(options.seed, worker_index))
+        self.api_key = getattr(options, "api_key", "") or self.api_key  # else this process's own
+        with self._settings_lock:
+            self._settings.clear()
+        self._sdk_clients.clear()
 
     def _running(self) -> bool:
         return getattr(self.environment.runner, "state", None) == STATE_RUNNING
@@ -288,6 +300,11 @@ def _flush_periodically(plugin: Plugin) -> None:
 def _on_test_start(environment, **_kw) -> None:
     plugin = _plugins.get(id(environment))
     if plugin is not None and not isinstance(environment.runner, MasterRunner):
+        try:
+            plugin.use_run_options(getattr(environment.runner, "worker_index", 0))
+        except (PromptError, ValueError) as e:  # e.g. the master's prompt file is missing here
+            plugin.give_up(str(e))
+            return
         plugin.start()
 
 

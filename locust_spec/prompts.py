@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import random
 from dataclasses import dataclass
 from pathlib import Path
@@ -86,6 +87,31 @@ def parse_weighted(spec: str) -> tuple[str, float]:
             raise PromptError(f"prompt weight must be positive: {spec}")
         return name, value
     return spec, 1.0
+
+
+def prompt_specs(value: list[str] | str | None) -> list[str]:
+    """`--prompts` as a run receives it: a list from the command line (each item may hold several sets
+    separated by commas, as a Kubernetes ConfigMap or compose variable passes them), text from the web
+    UI's form, or nothing (every built-in set)."""
+    items = [value] if isinstance(value, str) else value or []
+    specs = [spec.strip() for item in items for spec in item.split(",") if spec.strip()]
+    return specs or ["all"]
+
+
+def stream_seed(run_seed: int, worker_index: int) -> int:
+    """The seed of one load generator's prompt stream, from the run's `--seed` and Locust's worker index.
+
+    Worker 0, and a single-process run, draw the very sequence `--seed` names; worker i > 0 draws from the
+    first 8 bytes (big-endian) of sha256(f"{run_seed}:{i}"). Every worker thus sends its own sequence
+    (the same one in lockstep would inflate prefix-cache and n-gram hits) and each is reproducible from
+    the run seed and the index: Locust numbers workers 0, 1, ... in the order they connect.
+    """
+    if worker_index < 0:
+        raise ValueError(f"worker index must be 0 or more, not {worker_index}")
+    if worker_index == 0:
+        return run_seed
+    digest = hashlib.sha256(f"{run_seed}:{worker_index}".encode()).digest()
+    return int.from_bytes(digest[:8], "big")
 
 
 class PromptSampler:

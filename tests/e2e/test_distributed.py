@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 from locust_spec.histograms import new_histogram, percentiles_us, record_ms
+from locust_spec.prompts import PromptSampler, stream_seed
 from tests.support import BIN, CLIENT_CPU, REPO, free_port, pinned
 
 NGRAM = '{"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_max": 4}'
@@ -19,9 +20,11 @@ INTERVAL_S = 1.0
 LOCUSTFILE = str(REPO / "locustfiles" / "chat.py")
 
 
-def run_distributed(tmp_path: Path, host: str, stop_worker_after_s: float | None = None
+def run_distributed(tmp_path: Path, host: str, stop_worker_after_s: float | None = None, users: int = USERS,
+                    load: tuple[str, ...] = ("--prompts", "code", "--prompts", "json", "--max-tokens", "48"),
                     ) -> subprocess.CompletedProcess:
-    """`locust --master --expect-workers 2` plus two `--worker` processes; returns the master's result.
+    """`locust --master --expect-workers 2` plus two plain `--worker` processes (the load options go to the
+    master only); returns the master's result.
 
     With `stop_worker_after_s`, the first worker gets SIGTERM that long after all users were spawned."""
     port = free_port()
@@ -29,9 +32,8 @@ def run_distributed(tmp_path: Path, host: str, stop_worker_after_s: float | None
     master = subprocess.Popen(
         pinned([str(BIN / "locust"), *common, "--headless", "--master", "--expect-workers", "2",
                 "--master-bind-host", "127.0.0.1", "--master-bind-port", str(port),
-                "-u", str(USERS), "-r", str(USERS), "-t", f"{RUN_S}s", "--csv", "out/run", "--host", host,
-                "--prompts", "code", "--prompts", "json", "--max-tokens", "48",
-                "--metrics-interval", str(INTERVAL_S)], CLIENT_CPU),
+                "-u", str(users), "-r", str(users), "-t", f"{RUN_S}s", "--csv", "out/run", "--host", host,
+                *load, "--metrics-interval", str(INTERVAL_S)], CLIENT_CPU),
         cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=(tmp_path / "master.log").open("w"))
     workers = [
         subprocess.Popen(
@@ -126,3 +128,36 @@ def test_a_worker_stopped_mid_run_sends_its_last_requests_before_it_goes(tmp_pat
     assert len(rows) >= locust_e2e_count(out / "run_stats.csv")
     latency = json.loads((out / "run_latency.json").read_text())
     assert latency["metrics"]["ttft"]["all"]["count"] == sum(1 for r in rows if not r["error"])
+
+
+def interleaves(merged: list[str], first: list[str], second: list[str]) -> bool:
+    """Whether `merged` is `first` and `second` interleaved, each keeping its own order."""
+    reachable = {(0, 0)}  # (taken from first, taken from second)
+    for item in merged:
+        reachable = {nxt for i, j in reachable for nxt, ok in (((i + 1, j), first[i:i + 1] == [item]),
+                                                               ((i, j + 1), second[j:j + 1] == [item])) if ok}
+    return (len(first), len(second)) in reachable
+
+
+def test_plain_workers_sample_the_masters_prompts_each_its_own_reproducible_stream(tmp_path, spec_sim):
+    sim = spec_sim("--time-scale", "0.05")
+    # one user per worker: each worker's rows, in the order they reach the master's file, are its stream
+    result = run_distributed(tmp_path, sim.url, users=2, load=("--prompts", "code", "--seed", "7",
+                                                               "--max-tokens", "16"))
+    assert "Traceback" not in result.stderr, result.stderr[-3000:]
+    rows = list(csv.DictReader((tmp_path / "out" / "run_requests.csv").open()))
+    assert len(rows) >= 6
+    assert {r["prompt_class"] for r in rows} == {"code"}
+    workers = json.loads((tmp_path / "out" / "run_summary.json").read_text())["client"]["generators"]
+    counts = sorted(w["requests"] for w in workers["by_process"].values())
+    assert len(counts) == 2 and counts[0] > 0 and sum(counts) == len(rows)
+
+    def stream(worker_index: int, n: int) -> list[str]:
+        sampler = PromptSampler(["code"], stream_seed(7, worker_index))
+        return [sampler.next().id for _ in range(n)]
+
+    ids = [r["prompt_id"] for r in rows]
+    # Locust numbers workers in the order they connect: either may be worker 0
+    splits = [(stream(0, a), stream(1, b)) for a, b in {(counts[0], counts[1]), (counts[1], counts[0])}]
+    assert any(interleaves(ids, first, second) for first, second in splits), ids
+    assert stream(0, counts[0]) != stream(1, counts[0])

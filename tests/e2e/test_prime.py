@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import subprocess
 import urllib.request
 
 import orjson
@@ -9,6 +10,7 @@ import pytest
 
 from locust_spec.prompts import load_prompt_set
 from locust_spec.server_api import first_model, prime, prime_body
+from tests.support import BIN, free_port
 
 
 def _counter(url: str, name: str) -> float:
@@ -44,3 +46,27 @@ def test_first_model_names_the_url_but_never_the_key():
     with pytest.raises(RuntimeError) as err:
         first_model("http://127.0.0.1:9", "sk-secret", timeout=2)
     assert "127.0.0.1:9/v1/models" in str(err.value) and "sk-secret" not in str(err.value)
+
+
+def test_spec_prime_waits_for_a_loading_server_then_sends_every_prompt_once(spec_sim):
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    proc = subprocess.Popen([str(BIN / "spec-prime"), "--host", url + "/v1", "--prompts", "code,quote:2",
+                             "--wait-s", "120", "--name", "baseline"],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        sim = spec_sim("--time-scale", "0.05", port=port)  # starts after spec-prime began waiting
+        out, _ = proc.communicate(timeout=180)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    sets = len(load_prompt_set("code")) + len(load_prompt_set("quote"))
+    assert proc.returncode == 0, out
+    assert f"baseline: primed the prefix cache with {sets} prompts" in out and "failed" not in out
+    assert _counter(sim.url, "vllm:request_success_total") == sets
+
+
+def test_spec_prime_gives_up_on_a_server_that_never_answers():
+    done = subprocess.run([str(BIN / "spec-prime"), "--host", "http://127.0.0.1:9", "--wait-s", "0"],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1 and "127.0.0.1:9/v1/models" in done.stderr

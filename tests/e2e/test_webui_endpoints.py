@@ -5,9 +5,12 @@ from __future__ import annotations
 import csv
 import io
 import json
+import os
+import signal
 import subprocess
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 
 import pytest
@@ -75,3 +78,45 @@ def test_master_ui_serves_merged_exact_latency_acceptance_and_our_files(tmp_path
     summary = json.loads((tmp_path / "out" / "run_summary.json").read_text())
     assert summary["client"]["generators"]["processes"] == 2
     assert summary["client"]["generators"]["requests"] == summary["client"]["requests"] > 0
+
+
+def test_prompt_fields_changed_in_the_web_ui_reach_every_worker(tmp_path, spec_sim):
+    sim = spec_sim("--time-scale", "0.05")
+    sets = [tmp_path / "mine.jsonl", tmp_path / "yours.jsonl"]  # no max_tokens of their own (built-ins have)
+    for path in sets:
+        path.write_text("".join(f'{{"prompt": "Write the number {i} in words, then count to ten."}}\n'
+                                for i in range(8)))
+    port, master_port = free_port(), free_port()
+    # its own master port (the default 5557 is shared by every Locust here) and session (a killed master
+    # must take its worker children with it)
+    proc = subprocess.Popen(
+        pinned([str(BIN / "locust"), "-f", str(REPO / "locustfiles" / "chat.py"), "--processes", "2",
+                "--master-bind-port", str(master_port), "--master-port", str(master_port),
+                "--web-host", "127.0.0.1", "--web-port", str(port), "--csv", "out/run", "--host", sim.url,
+                "--prompts", "code", "--max-tokens", "64"], CLIENT_CPU),
+        cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=(tmp_path / "locust.log").open("w"),
+        start_new_session=True)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_http(url + "/", proc=proc)
+        form = {"user_count": "2", "spawn_rate": "2", "host": sim.url, "prompts": ",".join(map(str, sets)),
+                "max_tokens": "5", "seed": "3"}
+        swarm = urllib.request.Request(url + "/swarm", data=urllib.parse.urlencode(form).encode())
+        started = json.loads(urllib.request.urlopen(swarm, timeout=10).read())
+        assert started["success"], started
+        deadline = time.monotonic() + 60
+        rows: list[dict] = []
+        while len([r for r in rows if not r["error"]]) < 6 and time.monotonic() < deadline:
+            time.sleep(0.5)
+            rows = list(csv.DictReader(io.StringIO(get(url + "/spec/files/requests").decode())))
+        ok = [r for r in rows if not r["error"]]
+        assert len(ok) >= 6
+        assert {r["prompt_class"] for r in rows} == {"mine", "yours"}
+        assert all(int(r["output_tokens"]) <= 5 for r in ok)
+        proc.terminate()
+        proc.wait(40)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(10)
+    assert "Traceback" not in (tmp_path / "locust.log").read_text()

@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
+import hashlib
 from collections import Counter
 
 import pytest
 
-from locust_spec.prompts import PromptError, PromptSampler, load_prompt_set, parse_weighted
+from locust_spec.prompts import (
+    PromptError,
+    PromptSampler,
+    load_prompt_set,
+    parse_weighted,
+    prompt_specs,
+    stream_seed,
+)
 
 
 @pytest.fixture
@@ -71,3 +79,37 @@ def test_each_set_cycles_through_all_its_prompts(sets):
     _, b = sets
     sampler = PromptSampler([str(b)], seed=3)
     assert sorted(sampler.next().id for _ in range(5)) == [f"beta-{i}" for i in range(1, 6)]
+
+
+def test_worker_zero_draws_the_run_seed_and_the_others_the_documented_hash():
+    assert stream_seed(7, 0) == 7
+    assert stream_seed(7, 1) == int.from_bytes(hashlib.sha256(b"7:1").digest()[:8], "big")
+    seeds = {stream_seed(run, worker) for run in range(20) for worker in range(1, 50)}
+    assert len(seeds) == 20 * 49 and not seeds & set(range(20))
+    with pytest.raises(ValueError, match="worker index"):
+        stream_seed(7, -1)
+
+
+def test_workers_of_one_run_send_different_sequences_each_reproducible():
+    def stream(worker: int) -> list[str]:
+        sampler = PromptSampler(["code"], stream_seed(7, worker))
+        return [sampler.next().id for _ in range(20)]
+
+    streams = [stream(w) for w in range(4)]
+    assert streams == [stream(w) for w in range(4)]
+    assert len({tuple(s) for s in streams}) == 4
+    single_process = PromptSampler(["code"], 7)
+    assert streams[0] == [single_process.next().id for _ in range(20)]
+
+
+@pytest.mark.parametrize("value, specs", [
+    (None, ["all"]),
+    ([], ["all"]),
+    (["code", "json:3"], ["code", "json:3"]),
+    (["code,json:3", "quote"], ["code", "json:3", "quote"]),
+    ("code", ["code"]),
+    ("code, json:3 ,", ["code", "json:3"]),
+    ("", ["all"]),
+])
+def test_prompt_option_from_the_command_line_or_the_web_form(value, specs):
+    assert prompt_specs(value) == specs

@@ -1,0 +1,48 @@
+"""spec-prime: send every prompt of the run's sets once to a server, as spec-ab does before an arm's first
+sweep, for runs that start Locust themselves (compose's single-GPU profile, the Kubernetes Jobs)."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+import click
+
+from locust_spec import ab, server_api
+from locust_spec.prompts import prompt_specs
+
+POLL_S = 5.0
+
+
+def wait_ready(host: str, api_key: str, wait_s: float) -> None:
+    """Until GET /v1/models answers (a server still loading its model refuses or answers 503); raises the
+    last RuntimeError once `wait_s` has passed."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            server_api.first_model(host, api_key, timeout=10)
+            return
+        except RuntimeError:
+            if time.monotonic() + POLL_S > deadline:
+                raise
+            time.sleep(POLL_S)
+
+
+@click.command(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
+@click.option("--host", required=True, metavar="URL", help="The server (Locust's --host).")
+@click.option("--prompts", multiple=True, help="Prompt sets as Locust gets them (repeatable, or separated "
+              "by commas; default: every built-in set).")
+@click.option("--model", default="", help="Model name (default: the server's first model).")
+@click.option("--wait-s", type=click.FloatRange(min=0), default=0.0, show_default=True,
+              help="Wait this long for the server to answer /v1/models before priming.")
+@click.option("--name", default="server", show_default=True, help="What to call the server in the output.")
+def main(host: str, prompts: tuple[str, ...], model: str, wait_s: float, name: str) -> None:
+    """Prime a server's prefix cache: every prompt once, max_tokens 1 (see server_api.prime)."""
+    host = ab.base_url(host)
+    load = ab.Load(tuple(prompt_specs(list(prompts))), None, False, 0, model, 1)
+    try:
+        wait_ready(host, os.environ.get("OPENAI_API_KEY", ""), wait_s)
+        ab.prime_arm(name, host, load, ab.Progress(sys.stdout))
+    except (RuntimeError, ab.AbError) as e:
+        raise click.ClickException(str(e)) from None
