@@ -13,17 +13,18 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TextIO
 
 import click
 
-from locust_spec import children, server_api
+from locust_spec import children, preflight, progress, server_api
 from locust_spec.analysis import api
+from locust_spec.analysis.model import Verdict
 from locust_spec.analysis.runs import InputError
 from locust_spec.children import ARMS, CLIENT_CPU, ChildError
-from locust_spec.prompts import PromptError, load_prompt_set, parse_weighted
+from locust_spec.prompts import Prompt, PromptError, load_prompt_set, parse_weighted
 from locust_spec.resources import locustfile
-from locust_spec.shape import parse_duration, parse_levels, parse_stage_time, stage_at
+from locust_spec.scraper import TOKEN_ENV
+from locust_spec.shape import LadderSettings, parse_duration, parse_levels, parse_stage_time
 from locust_spec.sim import roofline
 
 SWEEP_LOCUSTFILE = locustfile("sweep")
@@ -55,9 +56,11 @@ class Ladder:
 
     def check(self) -> None:
         """Raise ValueError, with the reason, if Locust would refuse these options."""
-        parse_levels(self.levels)
-        parse_stage_time(self.stage_time)
-        parse_duration(self.warmup)
+        self.settings()
+
+    def settings(self) -> LadderSettings:
+        return LadderSettings(parse_levels(self.levels), parse_stage_time(self.stage_time),
+                              parse_duration(self.warmup))
 
 
 REAL_LADDER = Ladder("1,4,16,64", "60s", "5s")
@@ -133,44 +136,6 @@ def locust_command(run: Run, host: str, metrics_url: str | None, ladder: Ladder,
     return cmd
 
 
-def progress_text(position: int, runs: list[Run], run: Run, elapsed_s: float,
-                  ladder: Ladder) -> tuple[str, str]:
-    """(key, line) for the progress display; the key changes with the level and when Locust stops."""
-    levels = parse_levels(ladder.levels)
-    stage_s = parse_stage_time(ladder.stage_time)
-    head = f"[{position + 1}/{len(runs)}] {run.arm} r{run.repeat}"
-    stage = stage_at(elapsed_s, levels, stage_s, parse_duration(ladder.warmup))
-    if stage is None:
-        return f"{head} stopping", f"{head} ladder done after {ladder.seconds:g}s, Locust writing its files"
-    key = f"{head} {stage.users} user{'s' if stage.users > 1 else ''}"
-    phase = "warm-up" if elapsed_s < stage.warmup_end_s else "measuring"
-    line = (f"{key} (level {stage.index + 1}/{len(levels)}, {phase}) {elapsed_s - stage.start_s:3.0f}s"
-            f"/{stage_s:g}s  total {elapsed_s:3.0f}s/{ladder.seconds:g}s")
-    return key, line
-
-
-class Progress:
-    """One line rewritten in place on a terminal; a plain line per level otherwise (logs, CI)."""
-
-    def __init__(self, stream: TextIO) -> None:
-        self.stream = stream
-        self.tty = stream.isatty()
-        self._key = ""
-
-    def update(self, key: str, line: str) -> None:
-        if self.tty:
-            self.stream.write(f"\r{line}\x1b[K")
-        elif key != self._key:
-            self.stream.write(line + "\n")
-        self._key = key
-        self.stream.flush()
-
-    def say(self, line: str) -> None:
-        self.stream.write(("\r\x1b[K" if self.tty and self._key else "") + line + "\n")
-        self._key = ""
-        self.stream.flush()
-
-
 class AbError(Exception):
     """A failure the user sees as one line."""
 
@@ -179,47 +144,84 @@ def _run_files(run: Run) -> list[Path]:
     return sorted(run.prefix.parent.glob(run.prefix.name + "_*")) + [run.prefix.with_suffix(".log")]
 
 
-def run_sweep(position: int, runs: list[Run], cmd: list[str], ladder: Ladder, progress: Progress) -> None:
+def run_sweep(position: int, runs: list[Run], cmd: list[str], ladder: Ladder,
+              display: progress.Display) -> None:
     """Run one arm's Locust to the end, showing progress; on interrupt stop it and discard its files."""
     run = runs[position]
     run.prefix.parent.mkdir(parents=True, exist_ok=True)
     log = run.prefix.with_suffix(".log")
+    sweep = progress.Sweep(position, len(runs), run.arm, run.repeat, ladder.settings())
+    watch = progress.Watch(run.prefix)
     proc = children.spawn(cmd, log)
     started = time.monotonic()
+    display.start(sweep.seconds)
     try:
         while proc.poll() is None:
-            progress.update(*progress_text(position, runs, run, time.monotonic() - started, ladder))
+            elapsed = time.monotonic() - started
+            display.update(elapsed, progress.line(sweep, elapsed, watch.poll(time.monotonic())))
             time.sleep(0.5)
     except BaseException:
+        display.finish()
         children.stop(proc)
         for path in _run_files(run):
             path.unlink(missing_ok=True)
         raise
+    display.finish()
     requests_csv = Path(f"{run.prefix}_requests.csv")
     # Locust exits 1 when any request failed; that is data for the verdict, not a broken run.
     if proc.returncode not in (0, 1) or not requests_csv.is_file():
         raise AbError(f"locust ({run.arm} r{run.repeat}) failed, exit {proc.returncode}: "
                       f"{children.reason(log)} "
                       f"(log: {log})")
-    progress.say(f"[{position + 1}/{len(runs)}] {run.arm} r{run.repeat} done in "
-                 f"{time.monotonic() - started:.0f}s -> {run.prefix}_*")
+    live = watch.poll(time.monotonic())
+    display.say(f"[{position + 1}/{len(runs)}] {run.arm} r{run.repeat} done in "
+                f"{time.monotonic() - started:.0f}s ({live.requests} requests, {live.failures} failed) "
+                f"-> {run.prefix}_*")
 
 
-def prime_arm(arm: str, host: str, load: Load, progress: Progress) -> None:
-    """Send every prompt once before the arm's first sweep (see server_api.prime: a fair prefix cache)."""
-    api_key = os.environ.get("OPENAI_API_KEY", "")
+def load_prompts(load: Load) -> list[Prompt]:
+    """Every prompt of the run's sets, once each."""
     try:
         specs = load.prompts or ("all",)
-        prompts = {p.id: p for spec in specs for p in load_prompt_set(parse_weighted(spec)[0])}
+        return list({p.id: p for spec in specs for p in load_prompt_set(parse_weighted(spec)[0])}.values())
+    except PromptError as exc:
+        raise AbError(str(exc)) from None
+
+
+def run_preflight(urls: dict[str, str], metrics: dict[str, str | None], load: Load,
+                  display: progress.Display) -> None:
+    """Check both arms before the first sweep; AbError when any check failed (each said in one line)."""
+    started = time.monotonic()
+    arms = [preflight.Arm(arm, base_url(urls[arm]), metrics[arm], arm == "candidate", f"--{arm}",
+                          f"--metrics-url-{arm}") for arm in ARMS]
+    credentials = preflight.Credentials(os.environ.get("OPENAI_API_KEY", ""), os.environ.get(TOKEN_ENV))
+    problems = preflight.check(arms, load.model, load_prompts(load), load.max_tokens, credentials)
+    for problem in problems:
+        display.say(problem.line())
+    fatal = sum(p.fatal for p in problems)
+    if fatal:
+        raise AbError(f"preflight: {fatal} problem(s), no sweep started ({time.monotonic() - started:.1f}s); "
+                      "--skip-preflight runs anyway")
+    display.say(f"preflight: both arms answer, stream and expose their counters "
+                f"({time.monotonic() - started:.1f}s)")
+
+
+def prime_arm(arm: str, host: str, load: Load, display: progress.Display) -> None:
+    """Send every prompt once before the arm's first sweep (see server_api.prime: a fair prefix cache)."""
+    api_key = os.environ.get("OPENAI_API_KEY", "")
+    prompts = load_prompts(load)
+    try:
         model = load.model or server_api.first_model(host, api_key, timeout=30)
-    except (PromptError, RuntimeError) as exc:
+    except RuntimeError as exc:
         raise AbError(str(exc)) from None
     started = time.monotonic()
-    result = server_api.prime(host, prompts.values(), model, api_key)
+    result = server_api.prime(host, prompts, model, api_key)
+    if result.failed == result.sent:
+        raise AbError(f"{arm}: every priming request failed, first: {result.first_error}; no sweep started")
     line = (f"{arm}: primed the prefix cache with {result.sent} prompts in {time.monotonic() - started:.0f}s")
     if result.failed:
         line += f" ({result.failed} failed, first: {result.first_error})"
-    progress.say(line)
+    display.say(line)
 
 
 def clear_previous(out: Path) -> None:
@@ -234,15 +236,31 @@ def _raise_interrupt(_signum, _frame) -> None:
     raise KeyboardInterrupt
 
 
-def write_verdict(out: Path, runs: list[Run]) -> str:
-    """Judge both arms' runs, write the verdict files into `out`, return the text verdict."""
+def write_verdict(out: Path, runs: list[Run]) -> Verdict:
+    """Judge both arms' runs and write the verdict files into `out`."""
     try:
         verdict = api.verdict_for([r.prefix for r in runs if r.arm == "baseline"],
                                   [r.prefix for r in runs if r.arm == "candidate"])
         api.write_outputs(verdict, [out / name for name in VERDICT_FILES])
     except InputError as exc:
         raise AbError(f"no verdict: {exc}") from None
-    return api.render(verdict, "text")
+    return verdict
+
+
+MOST = 0.5
+"""A level where an arm failed more than this share of its requests measured a broken server, not speed."""
+
+
+def failed_levels(verdict: Verdict) -> list[str]:
+    """One line per level and arm that failed most of its requests (warm-up excluded)."""
+    out = []
+    for level in verdict.levels:
+        for arm in ARMS:
+            metrics = getattr(level, arm)
+            if metrics.requests and metrics.failures > MOST * metrics.requests:
+                out.append(f"{arm} failed {metrics.failures} of {metrics.requests} requests at "
+                           f"{level.users} users")
+    return out
 
 
 @contextmanager
@@ -293,17 +311,24 @@ def _check_processes(_ctx, _param, value: int) -> int:
 @click.option("--prime/--no-prime", default=True, show_default=True,
               help="Before each arm's first sweep, send every prompt once (max_tokens 1) so both servers' "
                    "prefix caches start equally warm.")
+@click.option("--skip-preflight", is_flag=True,
+              help="Start sweeping without first checking both arms (reachable, model served, a token "
+                   "streamed, the right /metrics, prompts within the context).")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), required=True,
               help="Run folder: both arms' files, verdict.json, report.html, report.md.")
 def main(baseline: str | None, candidate: str | None, levels: str | None, stage_time: str | None,
          warmup: str | None, repeats: int, prompts: tuple[str, ...], max_tokens: int | None, ignore_eos: bool,
          seed: int, model: str, processes: int, metrics_url_baseline: str | None,
          metrics_url_candidate: str | None, time_scale: float, sim_gpu: str, speculative_config: str,
-         prime: bool, out: Path) -> None:
+         prime: bool, skip_preflight: bool, out: Path) -> None:
     """Run the concurrency sweep against a baseline and a candidate server, then print the verdict.
 
     Both arms get the same prompts in the same order, the same seed and max_tokens. Without URLs, two
     spec-sim servers (speculation off, and n-gram on) run on this machine for a demo.
+
+    Exit codes: 0 a verdict; 1 no verdict (a preflight check failed, an arm could not be primed or its
+    Locust failed; one line says why); 3 a verdict, but an arm failed most requests at some level;
+    130 interrupted.
     """
     if (baseline is None) != (candidate is None):
         raise click.UsageError("give both --baseline and --candidate, or neither to run the simulators")
@@ -318,7 +343,7 @@ def main(baseline: str | None, candidate: str | None, levels: str | None, stage_
     prompts = prompts or (DEMO_PROMPTS if simulated else ())
     load = Load(prompts, max_tokens, ignore_eos, seed, model, processes)
     runs = schedule(repeats, out)
-    progress = Progress(sys.stdout)
+    display = progress.Display(sys.stdout)
     previous = signal.signal(signal.SIGTERM, _raise_interrupt)
     out.mkdir(parents=True, exist_ok=True)
     clear_previous(out)
@@ -329,25 +354,34 @@ def main(baseline: str | None, candidate: str | None, levels: str | None, stage_
             metrics = {"baseline": metrics_url_baseline, "candidate": metrics_url_candidate}
             where = (f"two spec-sim servers (simulated {sim_gpu}, time x{time_scale:g})" if simulated
                      else f"{urls['baseline']} vs {urls['candidate']}")
-            progress.say(f"spec-ab: {len(runs)} sweeps of {ladder.seconds:g}s (levels {ladder.levels}, "
-                         f"{ladder.stage_time} each) on {where} -> {out}")
+            display.say(f"spec-ab: {len(runs)} sweeps of {ladder.seconds:g}s (levels {ladder.levels}, "
+                        f"{ladder.stage_time} each) on {where} -> {out}")
+            if not skip_preflight:
+                run_preflight(urls, metrics, load, display)
             for position, run in enumerate(runs):
                 host = base_url(urls[run.arm])
                 if prime and run.arm not in primed:
-                    prime_arm(run.arm, host, load, progress)
+                    prime_arm(run.arm, host, load, display)
                     primed.add(run.arm)
                 cmd = locust_command(run, host, metrics[run.arm], ladder, load)
                 run_cmd = children.pinned(cmd, CLIENT_CPU) if simulated else cmd
-                run_sweep(position, runs, run_cmd, ladder, progress)
+                run_sweep(position, runs, run_cmd, ladder, display)
                 done.append(run)
-        progress.say(write_verdict(out, runs))
+        verdict = write_verdict(out, runs)
+        display.say(api.render(verdict, "text"))
+        failed = failed_levels(verdict)
+        if failed:
+            display.say(f"spec-ab: the run is bad: {'; '.join(failed)} (see each arm's log in {out})")
+            sys.exit(3)
     except KeyboardInterrupt:
         kept = ", ".join(f"{r.arm} r{r.repeat}" for r in done) or "nothing"
         stopped = "Locust and both simulators" if simulated else "Locust"
-        progress.say(f"spec-ab: interrupted; {stopped} stopped, kept {kept} in {out}")
+        display.finish()
+        display.say(f"spec-ab: interrupted; {stopped} stopped, kept {kept} in {out}")
         sys.exit(130)
     except (AbError, ChildError) as exc:
-        progress.say(f"spec-ab: {exc}")
+        display.finish()
+        display.say(f"spec-ab: {exc}")
         sys.exit(1)
     finally:
         signal.signal(signal.SIGTERM, previous)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import urllib.error
 import urllib.request
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
@@ -19,7 +20,48 @@ def api_url(host: str, path: str) -> str:
     return f"{scheme}://{endpoint.host_header}{endpoint.api_base}{path}"
 
 
-def _request(url: str, api_key: str, body: bytes | None = None) -> urllib.request.Request:
+# Bytes of an error answer read for its message: enough for any server's one-line reason.
+MAX_ERROR_BYTES = 4096
+
+
+class CallError(OSError):
+    """A call that failed; the text is one line with the server's own reason when it sent one."""
+
+
+def status_of(exc: BaseException) -> int | None:
+    return exc.code if isinstance(exc, urllib.error.HTTPError) else None
+
+
+def server_message(body: bytes) -> str:
+    """The reason inside an error body: OpenAI's `error.message`, FastAPI's `detail`, else the text."""
+    try:
+        data = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        data = None
+    if isinstance(data, dict):
+        error = data.get("error")
+        found = error.get("message") if isinstance(error, dict) else error
+        found = found or data.get("message") or data.get("detail")
+        if found:
+            return " ".join(str(found).split())[:300]
+    return " ".join(body.decode("utf-8", "replace").split())[:300]
+
+
+def error_text(exc: BaseException) -> str:
+    """One line for a failed call: the HTTP status with the server's reason (e.g. a 400's), or the network
+    error (connection refused, timed out)."""
+    if isinstance(exc, urllib.error.HTTPError):
+        try:
+            message = server_message(exc.read(MAX_ERROR_BYTES))
+        except OSError:
+            message = ""
+        return f"HTTP {exc.code}: {message or exc.reason}"
+    if isinstance(exc, urllib.error.URLError):
+        return str(exc.reason)
+    return str(exc) or type(exc).__name__
+
+
+def request(url: str, api_key: str, body: bytes | None = None) -> urllib.request.Request:
     request = urllib.request.Request(url, data=body)
     if body is not None:
         request.add_header("Content-Type", "application/json")
@@ -28,13 +70,29 @@ def _request(url: str, api_key: str, body: bytes | None = None) -> urllib.reques
     return request
 
 
-def first_model(host: str, api_key: str, timeout: float) -> str:
-    """The first model id of GET /v1/models; RuntimeError with one line (never the key) when unreadable."""
+def get_json(host: str, path: str, api_key: str, timeout: float) -> object:
+    """GET HOST/v1{path} as JSON; CallError (one line, the server's reason, never the key) on failure."""
     try:
-        with urllib.request.urlopen(_request(api_url(host, "/models"), api_key), timeout=timeout) as r:
-            return orjson.loads(r.read())["data"][0]["id"]
-    except (OSError, ValueError, KeyError, IndexError, TypeError) as e:
-        raise RuntimeError(f"cannot read the model from {host}/v1/models ({e}); pass --model") from None
+        with urllib.request.urlopen(request(api_url(host, path), api_key), timeout=timeout) as r:
+            return orjson.loads(r.read())
+    except OSError as e:
+        raise CallError(error_text(e)) from None
+    except orjson.JSONDecodeError:
+        raise CallError("the answer is not JSON") from None
+
+
+def first_model(host: str, api_key: str, timeout: float) -> str:
+    """The first model id of GET /v1/models; RuntimeError with one line (never the key) when unreadable.
+
+    Only a server that answers without a model gets the `--model` hint: naming the model does not make a
+    dead server answer."""
+    try:
+        return get_json(host, "/models", api_key, timeout)["data"][0]["id"]
+    except CallError as e:
+        raise RuntimeError(f"cannot read the model from {host}/v1/models ({e})") from None
+    except (KeyError, IndexError, TypeError) as e:
+        raise RuntimeError(f"cannot read the model from {host}/v1/models (no model listed: {e!r}); "
+                           "pass --model") from None
 
 
 def prime_body(prompt: Prompt, model: str) -> bytes:
@@ -60,13 +118,13 @@ def prime(host: str, prompts: Iterable[Prompt], model: str, api_key: str = "", c
     url = api_url(host, "/chat/completions")
 
     def send(prompt: Prompt) -> str | None:
-        request = _request(url, api_key, prime_body(prompt, model))
+        call = request(url, api_key, prime_body(prompt, model))
         try:
-            with urllib.request.urlopen(request, timeout=timeout) as r:
+            with urllib.request.urlopen(call, timeout=timeout) as r:
                 r.read()
             return None
         except OSError as e:
-            return f"{prompt.id}: {e}"
+            return f"{prompt.id}: {error_text(e)}"
 
     todo = list(prompts)
     with ThreadPoolExecutor(max_workers=concurrency) as pool:

@@ -1,0 +1,330 @@
+"""Checks before any sweep: both arms answer, serve the model, stream a token, expose the right counters, and
+the prompts fit the context. Every problem is one line naming the option that fixes it.
+
+The judging is pure (`judge`, on `Observed` facts); `check` gathers the facts over HTTP, both arms at once,
+each call bounded by a timeout, so a dead endpoint fails in seconds instead of after a whole sweep.
+"""
+
+from __future__ import annotations
+
+import time
+import urllib.request
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+import orjson
+
+from locust_spec import counters, server_api, sse
+from locust_spec.exposition import Parsed, Snapshot
+from locust_spec.prompts import Prompt
+from locust_spec.scraper import TOKEN_ENV, default_metrics_url, display_url, http_fetcher
+
+# A dead host refuses at once; a black-holed one costs this much. /v1/models and /metrics answer in ms.
+CALL_TIMEOUT_S = 5.0
+# The probe prefills the longest prompt before its first token: allow a loaded server some seconds.
+PROBE_TIMEOUT_S = 30.0
+# Tokens read from each probe before closing it: enough for a speculating server to draft at least once.
+PROBE_TOKENS = 16
+PROBES_PER_ARM = 2
+# Bytes of a streamed line or an error body kept: a probe never holds more than this.
+MAX_LINE_BYTES = 64 * 1024
+# Words with which vLLM, SGLang and spec-sim say that prompt + max_tokens exceed the context.
+CONTEXT_WORDS = ("context length", "maximum context", "max_model_len", "too long", "context window")
+DEFAULT_MAX_TOKENS = 256
+"""The plugin's --max-tokens default (locust_spec.options)."""
+
+
+@dataclass(frozen=True)
+class Arm:
+    """One server to check, and the options of the calling command that set its URLs (named in fixes)."""
+
+    name: str
+    url: str
+    metrics_url: str | None
+    """None: URL/metrics; "off": not scraped."""
+    speculates: bool
+    url_flag: str
+    metrics_flag: str
+
+    @property
+    def scraped_url(self) -> str | None:
+        if self.metrics_url is not None and self.metrics_url.strip().lower() == "off":
+            return None
+        return self.metrics_url or default_metrics_url(self.url)
+
+
+@dataclass(frozen=True)
+class Flags:
+    """The calling command's option names for what every arm shares."""
+
+    model: str = "--model"
+    prompts: str = "--prompts"
+    max_tokens: str = "--max-tokens"
+
+
+@dataclass(frozen=True)
+class Credentials:
+    """The API key and metrics bearer token; never shown (repr hides them)."""
+
+    api_key: str = field(default="", repr=False)
+    metrics_token: str | None = field(default=None, repr=False)
+
+
+@dataclass(frozen=True)
+class Problem:
+    arm: str
+    what: str
+    fix: str
+    fatal: bool = True
+
+    def line(self) -> str:
+        return f"preflight {'FAILED' if self.fatal else 'warning'}: {self.arm}: {self.what}; fix: {self.fix}"
+
+
+@dataclass(frozen=True)
+class Probe:
+    """One streamed request: tokens seen before it was closed, or why none came."""
+
+    prompt_id: str
+    tokens: int
+    error: str | None
+    status: int | None = None
+
+
+@dataclass(frozen=True)
+class Observed:
+    """What one arm answered. `models` is None when /v1/models could not be read (`models_error` says why)."""
+
+    models: tuple[str, ...] | None
+    models_error: str | None
+    max_model_len: int | None
+    model: str | None
+    probes: tuple[Probe, ...]
+    metrics_before: Parsed | None
+    metrics_after: Parsed | None
+    metrics_error: str | None
+
+
+def max_tokens_of(prompt: Prompt, max_tokens: int | None) -> int:
+    return prompt.max_tokens or max_tokens or DEFAULT_MAX_TOKENS
+
+
+def riskiest(prompts: Sequence[Prompt], max_tokens: int | None, k: int = PROBES_PER_ARM) -> list[Prompt]:
+    """The prompts most likely to overflow the context: longest text plus max_tokens (about 4 bytes a
+    token; the server, which sends them, is the judge)."""
+    def need(p: Prompt) -> int:
+        return len(orjson.dumps(p.messages)) // 4 + max_tokens_of(p, max_tokens)
+
+    return sorted(prompts, key=need, reverse=True)[:k]
+
+
+def _models_fix(arm: Arm, error: str) -> str:
+    if "HTTP 401" in error or "HTTP 403" in error:
+        return "set OPENAI_API_KEY to the server's API key"
+    if "HTTP 404" in error:
+        return f"give {arm.url_flag} the root URL of an OpenAI-compatible server (e.g. http://host:8000)"
+    return f"start the server, or correct {arm.url_flag}"
+
+
+def _judge_models(arm: Arm, seen: Observed, model: str, flags: Flags) -> list[Problem]:
+    if seen.models is None:
+        error = seen.models_error or "no answer"
+        return [Problem(arm.name, f"cannot read {display_url(arm.url)}/v1/models ({error})",
+                        _models_fix(arm, error))]
+    if not seen.models:
+        return [Problem(arm.name, f"{display_url(arm.url)}/v1/models lists no model",
+                        "check the server's log")]
+    if model and model not in seen.models:
+        return [Problem(arm.name, f"model {model!r} is not served there (it serves {', '.join(seen.models)})",
+                        f"pass {flags.model} {seen.models[0]}")]
+    return []
+
+
+def _is_context(error: str) -> bool:
+    return any(word in error.lower() for word in CONTEXT_WORDS)
+
+
+def _judge_probes(arm: Arm, seen: Observed, flags: Flags) -> list[Problem]:
+    out = []
+    for probe in seen.probes:
+        if probe.error and probe.status == 400 and _is_context(probe.error):
+            out.append(Problem(arm.name, f"prompt {probe.prompt_id!r} does not fit the context "
+                                         f"({probe.error})",
+                               f"lower {flags.max_tokens}, or leave out its prompt set ({flags.prompts})"))
+        elif probe.error:
+            fix = (f"check {flags.model} and the prompts against the server's log" if probe.status
+                   else f"check that the server at {arm.url_flag} is up and not overloaded")
+            out.append(Problem(arm.name, f"no streamed token for prompt {probe.prompt_id!r} ({probe.error})",
+                               fix))
+        elif probe.tokens == 0:
+            out.append(Problem(arm.name, f"the stream for prompt {probe.prompt_id!r} ended without a token",
+                               "check the server's log"))
+    return out
+
+
+def _judge_context(arm: Arm, seen: Observed, prompts: Sequence[Prompt], max_tokens: int | None,
+                   flags: Flags) -> list[Problem]:
+    """max_tokens alone at or above the context can never fit, whatever the prompt."""
+    if seen.max_model_len is None:
+        return []
+    over = [p for p in prompts if max_tokens_of(p, max_tokens) >= seen.max_model_len]
+    if not over:
+        return []
+    asked = max(max_tokens_of(p, max_tokens) for p in over)
+    return [Problem(arm.name, f"{len(over)} prompt(s) ask for up to {asked} tokens, at or above the model's "
+                              f"context of {seen.max_model_len} (max_model_len)",
+                    f"pass {flags.max_tokens} below {seen.max_model_len}")]
+
+
+def _window(seen: Observed, url: str) -> counters.SpecWindow | None:
+    if seen.metrics_before is None or seen.metrics_after is None:
+        return None
+    snaps = [Snapshot(float(i), url, tuple(p.samples)) for i, p in enumerate((seen.metrics_before,
+                                                                               seen.metrics_after))]
+    return counters.spec_window(snaps, 0.0, 1.0)
+
+
+def _judge_metrics(arm: Arm, seen: Observed) -> list[Problem]:
+    url = arm.scraped_url
+    if arm.metrics_url is None and seen.models is None:
+        return []  # URL/metrics of a server that did not answer: one problem, said once
+    if url is None:
+        if arm.speculates:
+            return [Problem(arm.name, "its /metrics is not scraped (off): no acceptance, every level will be "
+                                      "inconclusive", f"pass {arm.metrics_flag} URL of its /metrics", fatal=False)]
+        return []
+    shown = display_url(url)
+    if seen.metrics_error is not None:
+        fix = (f"set {TOKEN_ENV} to its bearer token" if "HTTP 401" in seen.metrics_error
+               or "HTTP 403" in seen.metrics_error else f"pass {arm.metrics_flag} URL of that server's /metrics"
+               + ("" if arm.speculates else f", or {arm.metrics_flag} off"))
+        return [Problem(arm.name, f"cannot read {shown} ({seen.metrics_error})", fix)]
+    window = _window(seen, url)
+    if window is None or not seen.metrics_after.samples:  # type: ignore[union-attr]
+        return [Problem(arm.name, f"{shown} is not Prometheus text",
+                        f"pass {arm.metrics_flag} URL of its /metrics")]
+    if arm.speculates and window.server_kind == "unknown":
+        return [Problem(arm.name, f"{shown} has no speculative-decoding counters (it is the metrics of a "
+                                  "server without speculation)",
+                        f"point {arm.metrics_flag} at the candidate's own /metrics, or start the candidate "
+                        "with speculation (vLLM --speculative-config)")]
+    if not arm.speculates and (window.drafts or window.draft_tokens):
+        return [Problem(arm.name, f"the draft counters at {shown} moved during the check: that server "
+                                  "speculates",
+                        f"point {arm.metrics_flag} at the baseline's own /metrics, or start the baseline "
+                        "without --speculative-config")]
+    return []
+
+
+def _judge_pair(arms: Sequence[Arm], seen: Sequence[Observed], model: str, flags: Flags) -> list[Problem]:
+    out = []
+    urls = [display_url(a.url).rstrip("/") for a in arms]
+    if len(set(urls)) < len(urls):
+        out.append(Problem("both", f"the arms are the same server ({urls[0]})",
+                           f"give {' and '.join(a.url_flag for a in arms)} different servers"))
+    scraped = [a.scraped_url for a in arms if a.scraped_url]
+    if len(set(scraped)) < len(scraped):
+        out.append(Problem("both", f"both arms scrape {display_url(scraped[0])}",
+                           "give each arm its own server's /metrics "
+                           f"({' and '.join(a.metrics_flag for a in arms)})"))
+    served = [s.model for s in seen if s.model is not None]
+    if not model and len(set(served)) > 1:
+        both = set.intersection(*(set(s.models or ()) for s in seen))
+        named = ", ".join(f"{a.name} {s.model}" for a, s in zip(arms, seen, strict=True) if s.model)
+        out.append(Problem("both", f"the arms serve different models ({named})",
+                           f"pass {flags.model} {sorted(both)[0]}" if both
+                           else "serve the same model on both arms"))
+    return out
+
+
+def judge(arms: Sequence[Arm], seen: Sequence[Observed], model: str, prompts: Sequence[Prompt],
+          max_tokens: int | None, flags: Flags = Flags()) -> list[Problem]:
+    """Every problem the observations show, in the order a user would fix them."""
+    out = _judge_pair(arms, seen, model, flags)
+    for arm, s in zip(arms, seen, strict=True):
+        out += _judge_models(arm, s, model, flags)
+        out += _judge_context(arm, s, prompts, max_tokens, flags)
+        out += _judge_probes(arm, s, flags)
+        out += _judge_metrics(arm, s)
+    return out
+
+
+# ---- the thin shell: HTTP calls, each bounded by a timeout ----
+
+def _read_models(url: str, credentials: Credentials) -> tuple[tuple[str, ...] | None, int | None, str | None]:
+    try:
+        payload = server_api.get_json(url, "/models", credentials.api_key, CALL_TIMEOUT_S)
+        data = payload["data"]
+        models = tuple(str(m["id"]) for m in data)
+        lengths = [m.get("max_model_len") for m in data if isinstance(m, dict)]
+        length = next((int(v) for v in lengths if isinstance(v, int) and v > 0), None)
+        return models, length, None
+    except server_api.CallError as e:
+        return None, None, str(e)
+    except (KeyError, TypeError, ValueError, AttributeError):
+        return None, None, "not an OpenAI model list"
+
+
+def stream_probe(url: str, prompt: Prompt, model: str, max_tokens: int, api_key: str,
+                 timeout: float = PROBE_TIMEOUT_S, tokens: int = PROBE_TOKENS) -> Probe:
+    """Stream one chat completion, count token-carrying chunks up to `tokens`, then close it."""
+    body = orjson.dumps({"model": model, "messages": list(prompt.messages), "max_tokens": max_tokens,
+                         "temperature": 0, "stream": True})
+    request = server_api.request(server_api.api_url(url, "/chat/completions"), api_key, body)
+    seen = 0
+    deadline = time.monotonic() + timeout
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            while seen < tokens and time.monotonic() < deadline:
+                line = response.readline(MAX_LINE_BYTES)
+                if not line:
+                    break
+                if not line.startswith(b"data:"):
+                    continue
+                event = sse.parse_payload(line[5:].strip())
+                if isinstance(event, sse.Done):
+                    break
+                if isinstance(event, sse.Chunk) and event.error:
+                    return Probe(prompt.id, seen, f"the stream carried an error: {event.error}")
+                if isinstance(event, sse.Chunk) and event.has_choices and (
+                        (event.completion_tokens or 0) > 0 or event.text_chars):
+                    seen += 1
+    except OSError as e:
+        return Probe(prompt.id, seen, server_api.error_text(e), server_api.status_of(e))
+    return Probe(prompt.id, seen, None)
+
+
+def _scrape(fetch, url: str) -> tuple[Parsed | None, str | None]:
+    try:
+        return counters.parse_exposition_checked(fetch(url)), None
+    except OSError as e:
+        return None, server_api.error_text(e)
+    except ValueError as e:  # the fetcher's own one line; its option hint is the plugin's, not ours
+        return None, str(e).split(" (is ")[0]
+
+
+def observe(arm: Arm, model: str, prompts: Sequence[Prompt], max_tokens: int | None,
+            credentials: Credentials) -> Observed:
+    """One arm's facts: /metrics, /v1/models, the probes, /metrics again (did the draft counters move?)."""
+    url = arm.scraped_url
+    fetch = http_fetcher(credentials.metrics_token, CALL_TIMEOUT_S)
+    before, error = _scrape(fetch, url) if url else (None, None)
+    models, length, models_error = _read_models(arm.url, credentials)
+    chosen = model or (models[0] if models else None)
+    probes: tuple[Probe, ...] = ()
+    if models and chosen in models:
+        probes = tuple(stream_probe(arm.url, p, chosen, max_tokens_of(p, max_tokens), credentials.api_key)
+                       for p in riskiest(prompts, max_tokens))
+    after = None
+    if url and error is None:
+        after, error = _scrape(fetch, url)
+    return Observed(models, models_error, length, chosen if models else None, probes, before, after, error)
+
+
+def check(arms: Sequence[Arm], model: str, prompts: Sequence[Prompt], max_tokens: int | None,
+          credentials: Credentials, flags: Flags = Flags()) -> list[Problem]:
+    """Observe every arm at once and judge; an empty list means the sweep may start."""
+    with ThreadPoolExecutor(max_workers=len(arms)) as pool:
+        seen = list(pool.map(lambda a: observe(a, model, prompts, max_tokens, credentials), arms))
+    return judge(arms, seen, model, prompts, max_tokens, flags)

@@ -1,0 +1,142 @@
+"""spec-ab against spec-sim on loopback: the preflight stops a doomed A/B before any sweep with one line per
+problem naming the fix; a run that ends bad exits non-zero; progress shows while an arm sweeps."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from locust_spec.ab import main as spec_ab_main
+from tests.support import BIN, REPO, free_port
+
+SPEC_AB = str(BIN / "spec-ab")
+NGRAM = json.dumps({"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_max": 4})
+SHORT = ["--levels", "1", "--stage-time", "6s", "--warmup", "1s"]
+
+
+@pytest.fixture
+def arms(spec_sim):
+    """A baseline (no speculation) and a candidate (n-gram) spec-sim, fast clock."""
+    return spec_sim("--time-scale", "0.2"), spec_sim("--time-scale", "0.2", "--speculative-config", NGRAM)
+
+
+def _spec_ab(out: Path, baseline: str, candidate: str, *args: str, timeout: float = 120):
+    cmd = [SPEC_AB, "--baseline", baseline, "--candidate", candidate, "--out", str(out), *SHORT, *args]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=REPO)
+
+
+def _failed_preflight(done: subprocess.CompletedProcess, out: Path) -> list[str]:
+    """The preflight lines of a run refused before any sweep (exit 1, no arm's files)."""
+    text = done.stdout + done.stderr
+    assert done.returncode == 1, text
+    assert "Traceback" not in text
+    assert re.search(r"^spec-ab: preflight: \d+ problem\(s\), no sweep started", done.stdout, re.M), text
+    assert not (out / "baseline").exists() and not (out / "candidate").exists(), "no sweep ran"
+    lines = [line for line in done.stdout.splitlines() if line.startswith("preflight FAILED: ")]
+    assert lines and all("; fix: " in line for line in lines), text
+    return lines
+
+
+def _options() -> set[str]:
+    return {opt for p in spec_ab_main.params for opt in p.opts}
+
+
+def _named_options(line: str) -> set[str]:
+    """The spec-ab options a fix names (server flags such as vLLM's --speculative-config excluded)."""
+    fix = line.split("; fix: ", 1)[1]
+    return {o for o in re.findall(r"--[a-z-]+", fix) if o != "--speculative-config"}
+
+
+def test_a_dead_candidate_fails_in_seconds_before_any_sweep(tmp_path, arms):
+    baseline, _ = arms
+    dead = f"http://127.0.0.1:{free_port()}"
+    lines = _failed_preflight(_spec_ab(tmp_path / "run", baseline.url, dead), tmp_path / "run")
+    assert len(lines) == 1, lines
+    assert lines[0].startswith("preflight FAILED: candidate: cannot read") and "Connection refused" in lines[0]
+    assert _named_options(lines[0]) == {"--candidate"}
+
+
+def test_a_wrong_model_name_names_the_served_one(tmp_path, arms):
+    baseline, candidate = arms
+    done = _spec_ab(tmp_path / "run", baseline.url, candidate.url, "--model", "no-such-model")
+    lines = _failed_preflight(done, tmp_path / "run")
+    assert [line.split(":")[1].strip() for line in lines] == ["baseline", "candidate"]
+    assert all("'no-such-model' is not served" in line and line.endswith("fix: pass --model sim-8b")
+               for line in lines), lines
+
+
+def test_the_candidates_metrics_url_on_the_baseline_server_is_named(tmp_path, arms):
+    baseline, candidate = arms
+    done = _spec_ab(tmp_path / "run", baseline.url, candidate.url,
+                    "--metrics-url-candidate", baseline.url + "/metrics")
+    lines = _failed_preflight(done, tmp_path / "run")
+    assert any(line.startswith("preflight FAILED: candidate:") and "no speculative-decoding counters" in line
+               for line in lines), lines
+    assert all(_named_options(line) <= _options() for line in lines), lines
+
+
+def test_the_baselines_metrics_url_on_the_speculating_server_is_named(tmp_path, arms):
+    baseline, candidate = arms
+    done = _spec_ab(tmp_path / "run", baseline.url, candidate.url,
+                    "--metrics-url-baseline", candidate.url + "/metrics")
+    lines = _failed_preflight(done, tmp_path / "run")
+    assert any(line.startswith("preflight FAILED: baseline:") and "draft counters" in line
+               and "--metrics-url-baseline" in line for line in lines), lines
+
+
+def test_an_overlong_prompt_fails_with_the_servers_reason(tmp_path, spec_sim):
+    small = ("--max-model-len", "512", "--time-scale", "0.2")
+    baseline, candidate = spec_sim(*small), spec_sim(*small, "--speculative-config", NGRAM)
+    prompts = tmp_path / "mine.jsonl"
+    prompts.write_text(json.dumps({"prompt": "copy this " * 400, "class": "long"}) + "\n"
+                       + json.dumps({"prompt": "hello", "class": "short"}) + "\n")
+    done = _spec_ab(tmp_path / "run", baseline.url, candidate.url, "--prompts", str(prompts))
+    lines = _failed_preflight(done, tmp_path / "run")
+    assert len(lines) == 2 and all("prompt 'mine-1' does not fit the context" in line for line in lines), lines
+    assert all("maximum context length is 512 tokens" in line for line in lines), "the server's reason"
+    assert all(_named_options(line) == {"--max-tokens", "--prompts"} for line in lines)
+
+
+def test_max_tokens_beyond_the_context_is_refused_without_asking_twice(tmp_path, spec_sim):
+    small = ("--max-model-len", "512", "--time-scale", "0.2")
+    baseline, candidate = spec_sim(*small), spec_sim(*small, "--speculative-config", NGRAM)
+    prompts = tmp_path / "mine.jsonl"
+    prompts.write_text(json.dumps({"prompt": "hello", "class": "short"}) + "\n")
+    done = _spec_ab(tmp_path / "run", baseline.url, candidate.url, "--prompts", str(prompts),
+                    "--max-tokens", "600")
+    lines = _failed_preflight(done, tmp_path / "run")
+    assert any("at or above the model's context of 512" in line and "pass --max-tokens below 512" in line
+               for line in lines), lines
+
+
+def test_a_run_whose_candidate_failed_most_requests_exits_3_with_the_reason(tmp_path, spec_sim):
+    baseline = spec_sim("--time-scale", "0.2")
+    candidate = spec_sim("--time-scale", "0.2", "--speculative-config", NGRAM, "--fault-500", "0.9")
+    out = tmp_path / "run"
+    done = _spec_ab(out, baseline.url, candidate.url, "--prompts", "quote", "--max-tokens", "32",
+                    "--skip-preflight", "--no-prime", timeout=180)
+    assert done.returncode == 3, done.stdout[-3000:] + done.stderr[-3000:]
+    last = done.stdout.strip().splitlines()[-1]
+    assert re.match(r"spec-ab: the run is bad: candidate failed \d+ of \d+ requests at 1 users", last), last
+    assert (out / "verdict.json").is_file(), "the verdict is still written, for the diagnosis"
+
+
+def test_progress_shows_requests_and_acceptance_while_each_arm_sweeps(tmp_path, arms):
+    baseline, candidate = arms
+    done = _spec_ab(tmp_path / "run", baseline.url, candidate.url, "--prompts", "quote",
+                    "--max-tokens", "64", timeout=180)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "preflight: both arms answer" in done.stdout
+    for arm in ("baseline", "candidate"):
+        live = [line for line in done.stdout.splitlines()
+                if line.startswith(f"[{1 if arm == 'baseline' else 2}/2] {arm} r0 1 user") and " req, " in line]
+        # a 6 s level plus Locust's start and stop: at least two lines at PLAIN_INTERVAL_S (4 s)
+        assert len(live) >= 2, done.stdout
+        counts = [int(re.search(r"\| (\d+) req, (\d+) failed", line).group(1)) for line in live]
+        assert counts == sorted(counts) and counts[-1] > 0, live
+    candidate_lines = [line for line in done.stdout.splitlines() if line.startswith("[2/2] candidate")]
+    assert any(re.search(r"acceptance 0\.\d\d", line) for line in candidate_lines), candidate_lines
