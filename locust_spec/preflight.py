@@ -63,6 +63,10 @@ class Flags:
     max_tokens: str = "--max-tokens"
 
 
+SPEC_AB = Flags()
+"""spec-ab's (and the Locust plugin's) names."""
+
+
 @dataclass(frozen=True)
 class Credentials:
     """The API key and metrics bearer token; never shown (repr hides them)."""
@@ -192,12 +196,14 @@ def _judge_metrics(arm: Arm, seen: Observed) -> list[Problem]:
     if url is None:
         if arm.speculates:
             return [Problem(arm.name, "its /metrics is not scraped (off): no acceptance, every level will be "
-                                      "inconclusive", f"pass {arm.metrics_flag} URL of its /metrics", fatal=False)]
+                                      "inconclusive", f"pass {arm.metrics_flag} URL of its /metrics",
+                            fatal=False)]
         return []
     shown = display_url(url)
     if seen.metrics_error is not None:
-        fix = (f"set {TOKEN_ENV} to its bearer token" if "HTTP 401" in seen.metrics_error
-               or "HTTP 403" in seen.metrics_error else f"pass {arm.metrics_flag} URL of that server's /metrics"
+        locked = "HTTP 401" in seen.metrics_error or "HTTP 403" in seen.metrics_error
+        fix = (f"set {TOKEN_ENV} to its bearer token" if locked
+               else f"pass {arm.metrics_flag} URL of that server's /metrics"
                + ("" if arm.speculates else f", or {arm.metrics_flag} off"))
         return [Problem(arm.name, f"cannot read {shown} ({seen.metrics_error})", fix)]
     window = _window(seen, url)
@@ -239,7 +245,7 @@ def _judge_pair(arms: Sequence[Arm], seen: Sequence[Observed], model: str, flags
 
 
 def judge(arms: Sequence[Arm], seen: Sequence[Observed], model: str, prompts: Sequence[Prompt],
-          max_tokens: int | None, flags: Flags = Flags()) -> list[Problem]:
+          max_tokens: int | None, flags: Flags = SPEC_AB) -> list[Problem]:
     """Every problem the observations show, in the order a user would fix them."""
     out = _judge_pair(arms, seen, model, flags)
     for arm, s in zip(arms, seen, strict=True):
@@ -323,7 +329,7 @@ def observe(arm: Arm, model: str, prompts: Sequence[Prompt], max_tokens: int | N
 
 
 def check(arms: Sequence[Arm], model: str, prompts: Sequence[Prompt], max_tokens: int | None,
-          credentials: Credentials, flags: Flags = Flags()) -> list[Problem]:
+          credentials: Credentials, flags: Flags = SPEC_AB) -> list[Problem]:
     """Observe every arm at once and judge; an empty list means the sweep may start."""
     with ThreadPoolExecutor(max_workers=len(arms)) as pool:
         seen = list(pool.map(lambda a: observe(a, model, prompts, max_tokens, credentials), arms))

@@ -56,7 +56,8 @@ def test_a_dead_candidate_fails_in_seconds_before_any_sweep(tmp_path, arms):
     dead = f"http://127.0.0.1:{free_port()}"
     lines = _failed_preflight(_spec_ab(tmp_path / "run", baseline.url, dead), tmp_path / "run")
     assert len(lines) == 1, lines
-    assert lines[0].startswith("preflight FAILED: candidate: cannot read") and "Connection refused" in lines[0]
+    assert lines[0].startswith("preflight FAILED: candidate: cannot read")
+    assert "Connection refused" in lines[0]
     assert _named_options(lines[0]) == {"--candidate"}
 
 
@@ -96,7 +97,8 @@ def test_an_overlong_prompt_fails_with_the_servers_reason(tmp_path, spec_sim):
                        + json.dumps({"prompt": "hello", "class": "short"}) + "\n")
     done = _spec_ab(tmp_path / "run", baseline.url, candidate.url, "--prompts", str(prompts))
     lines = _failed_preflight(done, tmp_path / "run")
-    assert len(lines) == 2 and all("prompt 'mine-1' does not fit the context" in line for line in lines), lines
+    assert len(lines) == 2, lines
+    assert all("prompt 'mine-1' does not fit the context" in line for line in lines), lines
     assert all("maximum context length is 512 tokens" in line for line in lines), "the server's reason"
     assert all(_named_options(line) == {"--max-tokens", "--prompts"} for line in lines)
 
@@ -132,8 +134,8 @@ def test_progress_shows_requests_and_acceptance_while_each_arm_sweeps(tmp_path, 
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert "preflight: both arms answer" in done.stdout
     for arm in ("baseline", "candidate"):
-        live = [line for line in done.stdout.splitlines()
-                if line.startswith(f"[{1 if arm == 'baseline' else 2}/2] {arm} r0 1 user") and " req, " in line]
+        head = f"[{1 if arm == 'baseline' else 2}/2] {arm} r0 1 user"
+        live = [line for line in done.stdout.splitlines() if line.startswith(head) and " req, " in line]
         # a 6 s level plus Locust's start and stop: at least two lines at PLAIN_INTERVAL_S (4 s)
         assert len(live) >= 2, done.stdout
         counts = [int(re.search(r"\| (\d+) req, (\d+) failed", line).group(1)) for line in live]

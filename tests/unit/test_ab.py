@@ -1,12 +1,12 @@
-"""spec-ab's pure parts: the arm schedule, the Locust command, the progress display, bad options."""
+"""spec-ab's pure parts: the arm schedule, the Locust command, bad options, a bad run's levels."""
 
 from __future__ import annotations
 
-import io
 from pathlib import Path
 
 from click.testing import CliRunner
 from locust.util.load_locustfile import load_locustfile
+from locust_spec.analysis.model import ArmMetrics, LevelVerdict, Verdict
 
 from locust_spec import ab, children
 from locust_spec.shape import ConcurrencyLadder
@@ -65,32 +65,6 @@ def test_counters_are_scraped_several_times_in_every_measured_window():
         assert measured / ladder.metrics_interval_s >= 6 or ladder.metrics_interval_s == 5.0
 
 
-def test_progress_names_the_arm_level_phase_and_time():
-    runs = ab.schedule(1, OUT)
-    key, line = ab.progress_text(1, runs, runs[1], 1.0, LADDER)
-    assert line.startswith("[2/2] candidate r0 1 user (level 1/2, warm-up)")
-    key64, line64 = ab.progress_text(1, runs, runs[1], 25.0, LADDER)
-    assert key64 != key and "64 users (level 2/2, measuring)" in line64 and "total  25s/40s" in line64
-    assert ab.progress_text(1, runs, runs[1], 25.5, LADDER)[0] == key64
-    assert "ladder done" in ab.progress_text(1, runs, runs[1], 41.0, LADDER)[1]
-
-
-class _Tty(io.StringIO):
-    def isatty(self) -> bool:
-        return True
-
-
-def test_progress_rewrites_one_line_on_a_terminal_and_prints_a_line_per_level_elsewhere():
-    plain, tty = io.StringIO(), _Tty()
-    for stream in (plain, tty):
-        progress = ab.Progress(stream)
-        for key, line in [("a", "a 1s"), ("a", "a 2s"), ("b", "b 1s")]:
-            progress.update(key, line)
-        progress.say("done")
-    assert plain.getvalue() == "a 1s\nb 1s\ndone\n"
-    assert tty.getvalue().count("\n") == 1 and tty.getvalue().startswith("\ra 1s\x1b[K\ra 2s")
-
-
 def test_the_sweep_locustfile_runs_the_chat_user_under_the_ladder():
     users, shapes = load_locustfile(str(ab.SWEEP_LOCUSTFILE))
     assert list(users) == ["ChatUser"]
@@ -130,3 +104,20 @@ def test_a_failed_process_is_explained_by_its_first_error_line():
     assert children.log_reason("spec-sim: bad --speculative-config\n") == "spec-sim: bad --speculative-config"
     assert children.log_reason("a\nlast words\n") == "last words"
     assert children.log_reason("") == "no output"
+
+
+def _level(users: int, base: tuple[int, int], cand: tuple[int, int]) -> LevelVerdict:
+    def arm(requests: int, failures: int) -> ArmMetrics:
+        return ArmMetrics(requests, failures, *[None] * 7)
+
+    return LevelVerdict(users=users, verdict="inconclusive", acceptance=None, mean_acceptance_length=None,
+                        per_position=(), baseline=arm(*base), candidate=arm(*cand), change_pct={},
+                        reasons=(), diagnoses=())
+
+
+def test_a_level_where_an_arm_failed_most_requests_makes_the_run_bad():
+    verdict = Verdict(verdict="inconclusive", summary="", levels=(
+        _level(1, (20, 0), (20, 10)), _level(4, (40, 21), (40, 0)), _level(16, (0, 0), (30, 30))),
+        diagnoses=(), warnings=())
+    assert ab.failed_levels(verdict) == ["baseline failed 21 of 40 requests at 4 users",
+                                         "candidate failed 30 of 30 requests at 16 users"]

@@ -1,0 +1,165 @@
+"""The preflight's judgement (pure): what each observation means, in one line naming the fix."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+
+from locust_spec import preflight
+from locust_spec.counters import parse_exposition_checked
+from locust_spec.preflight import Arm, Flags, Observed, Probe
+from locust_spec.prompts import Prompt
+
+BASE = Arm("baseline", "http://a:8000", None, False, "--baseline", "--metrics-url-baseline")
+CAND = Arm("candidate", "http://b:8000", None, True, "--candidate", "--metrics-url-candidate")
+PROMPTS = (Prompt("p-1", "chat", ({"role": "user", "content": "hi"},), None),
+           Prompt("p-2", "code", ({"role": "user", "content": "x" * 4000},), None),
+           Prompt("p-3", "json", ({"role": "user", "content": "y" * 100},), 3000))
+
+
+def _metrics(generated: float, drafts: float | None = None) -> object:
+    text = ("# TYPE vllm:generation_tokens counter\n"
+            f"vllm:generation_tokens_total{{engine=\"0\"}} {generated}\n")
+    if drafts is not None:
+        text += ("# TYPE vllm:spec_decode_num_drafts counter\n"
+                 f"vllm:spec_decode_num_drafts_total{{engine=\"0\"}} {drafts}\n"
+                 "# TYPE vllm:spec_decode_num_draft_tokens counter\n"
+                 f"vllm:spec_decode_num_draft_tokens_total{{engine=\"0\"}} {4 * drafts}\n"
+                 "# TYPE vllm:spec_decode_num_accepted_tokens counter\n"
+                 f"vllm:spec_decode_num_accepted_tokens_total{{engine=\"0\"}} {2 * drafts}\n")
+    return parse_exposition_checked(text)
+
+
+def _seen(speculates: bool, **changes) -> Observed:
+    ok = Observed(models=("m",), models_error=None, max_model_len=4096, model="m",
+                  probes=(Probe("p-2", 16, None), Probe("p-3", 16, None)),
+                  metrics_before=_metrics(10, 3 if speculates else None),
+                  metrics_after=_metrics(42, 9 if speculates else None), metrics_error=None)
+    return replace(ok, **changes)
+
+
+def _judge(base: Observed | None = None, cand: Observed | None = None, model: str = "",
+           arms: tuple[Arm, Arm] = (BASE, CAND), max_tokens: int | None = None,
+           flags: Flags = preflight.SPEC_AB) -> list[preflight.Problem]:
+    seen = (base or _seen(False), cand or _seen(True))
+    return preflight.judge(arms, seen, model, PROMPTS, max_tokens, flags)
+
+
+def _options(problem: preflight.Problem) -> set[str]:
+    return set(re.findall(r"--[a-z-]+", problem.fix)) - {"--speculative-config"}
+
+
+def test_two_healthy_arms_have_no_problem():
+    assert _judge() == []
+    assert _judge(model="m") == []
+
+
+def test_a_dead_arm_is_one_line_naming_its_url_option_and_its_default_metrics_are_not_blamed_again():
+    dead = _seen(True, models=None, models_error="[Errno 111] Connection refused", max_model_len=None,
+                 model=None, probes=(), metrics_before=None, metrics_after=None,
+                 metrics_error="[Errno 111] Connection refused")
+    problems = _judge(cand=dead)
+    assert [p.line() for p in problems] == [
+        "preflight FAILED: candidate: cannot read http://b:8000/v1/models ([Errno 111] Connection refused); "
+        "fix: start the server, or correct --candidate"]
+
+
+def test_an_api_key_or_a_wrong_path_is_named_as_such():
+    refused = _judge(base=_seen(False, models=None, models_error="HTTP 401: invalid key", model=None))
+    assert refused[0].fix == "set OPENAI_API_KEY to the server's API key"
+    missing = _judge(base=_seen(False, models=None, models_error="HTTP 404: Not Found", model=None))
+    assert "root URL" in missing[0].fix and _options(missing[0]) == {"--baseline"}
+
+
+def test_a_model_not_served_names_the_one_that_is():
+    problems = _judge(model="other")
+    assert [(p.arm, p.fix) for p in problems] == [("baseline", "pass --model m"),
+                                                  ("candidate", "pass --model m")]
+
+
+def test_arms_serving_different_models_are_refused_and_a_shared_one_is_suggested():
+    base = _seen(False, models=("a", "shared"), model="a")
+    cand = _seen(True, models=("b", "shared"), model="b")
+    (problem,) = _judge(base, cand)
+    assert problem.arm == "both" and "baseline a, candidate b" in problem.what
+    assert problem.fix == "pass --model shared"
+    (apart,) = _judge(_seen(False, models=("a",), model="a"), _seen(True, models=("b",), model="b"))
+    assert apart.fix == "serve the same model on both arms"
+
+
+def test_max_tokens_at_or_above_the_context_cannot_fit():
+    problems = _judge(base=_seen(False, max_model_len=3000))
+    assert len(problems) == 1 and "1 prompt(s) ask for up to 3000 tokens" in problems[0].what
+    assert problems[0].fix == "pass --max-tokens below 3000"
+    assert len(_judge(base=_seen(False, max_model_len=300), max_tokens=300)) == 1
+
+
+def test_a_probe_the_server_refused_for_its_length_names_the_prompt_and_the_servers_reason():
+    reason = "HTTP 400: This model's maximum context length is 4096 tokens; the prompt has 5000 tokens"
+    problems = _judge(base=_seen(False, probes=(Probe("p-2", 0, reason, 400),)))
+    assert len(problems) == 1 and "prompt 'p-2' does not fit the context (HTTP 400: This model's" in \
+        problems[0].what
+    assert _options(problems[0]) == {"--max-tokens", "--prompts"}
+
+
+def test_a_probe_that_got_no_token_says_why():
+    other = _judge(base=_seen(False, probes=(Probe("p-2", 0, "HTTP 500: boom", 500),)))
+    assert "no streamed token for prompt 'p-2' (HTTP 500: boom)" in other[0].what
+    silent = _judge(base=_seen(False, probes=(Probe("p-2", 0, None),)))
+    assert "ended without a token" in silent[0].what
+    timeout = _judge(base=_seen(False, probes=(Probe("p-2", 0, "timed out"),)))
+    assert _options(timeout[0]) == {"--baseline"}
+
+
+def test_a_candidate_metrics_url_without_speculation_counters_is_another_server():
+    (problem,) = _judge(cand=_seen(False))
+    assert problem.arm == "candidate" and "no speculative-decoding counters" in problem.what
+    assert _options(problem) == {"--metrics-url-candidate"}
+
+
+def test_baseline_draft_counters_that_move_mean_it_speculates():
+    (problem,) = _judge(base=_seen(True))
+    assert problem.arm == "baseline" and "draft counters" in problem.what and "moved" in problem.what
+    assert _options(problem) == {"--metrics-url-baseline"}
+    still = _seen(True, metrics_after=_metrics(42, 3))
+    assert _judge(base=still) == [], "counters present but still: a shared exporter, not speculation"
+
+
+def test_unreadable_metrics_name_the_option_or_the_token():
+    gone = _judge(cand=_seen(True, metrics_after=None, metrics_error="HTTP 404: Not Found"))
+    assert gone[0].fix == "pass --metrics-url-candidate URL of that server's /metrics"
+    locked = _judge(base=_seen(False, metrics_after=None, metrics_error="HTTP 401"))
+    assert locked[0].fix == "set LOCUST_SPEC_METRICS_TOKEN to its bearer token"
+    html = _judge(base=_seen(False, metrics_before=parse_exposition_checked("<html>"),
+                             metrics_after=parse_exposition_checked("<html>")))
+    assert "is not Prometheus text" in html[0].what
+
+
+def test_candidate_metrics_off_is_a_warning_not_a_failure():
+    arms = (BASE, replace(CAND, metrics_url="off"))
+    (problem,) = _judge(arms=arms, cand=_seen(True, metrics_before=None, metrics_after=None))
+    assert not problem.fatal and problem.line().startswith("preflight warning: candidate:")
+
+
+def test_one_server_or_one_metrics_url_for_both_arms_is_refused():
+    same = _judge(arms=(BASE, replace(CAND, url="http://a:8000/")), cand=_seen(True))
+    assert any(p.arm == "both" and "same server" in p.what for p in same)
+    shared = _judge(arms=(BASE, replace(CAND, metrics_url="http://a:8000/metrics")))
+    assert any("both arms scrape http://a:8000/metrics" in p.what for p in shared)
+
+
+def test_a_callers_own_option_names_are_the_ones_in_the_fixes():
+    flags = Flags(model="--served-model", prompts="--prompt-set", max_tokens="--limit")
+    arms = (replace(BASE, url_flag="--off-url"), replace(CAND, url_flag="--on-url"))
+    problems = _judge(model="x", arms=arms, flags=flags, base=_seen(False, max_model_len=100))
+    assert {o for p in problems for o in _options(p)} == {"--served-model", "--limit"}
+
+
+def test_the_probes_are_the_prompts_most_likely_to_overflow():
+    assert [p.id for p in preflight.riskiest(PROMPTS, None)] == ["p-3", "p-2"]
+    assert [p.id for p in preflight.riskiest(PROMPTS, 4000, k=1)] == ["p-2"]
+
+
+def test_credentials_never_show_in_a_repr():
+    text = repr(preflight.Credentials("sk-secret", "tok-secret"))
+    assert "secret" not in text
