@@ -10,6 +10,8 @@ from locust_spec.analysis.model import LevelInput, PlotData, Verdict, worst_lag
 from locust_spec.analysis.runs import InputError, RunData, discover, read_run
 from locust_spec.analysis.verdict import Thresholds, build_verdict
 
+from locust_spec.crosscheck import CANDIDATE_METRICS_OPTIONS
+
 
 def load_arm(paths: Iterable[Path | str], name: str) -> list[RunData]:
     runs = [read_run(prefix) for path in paths for prefix in discover(Path(path))]
@@ -61,8 +63,7 @@ def verdict_for(
         ))
         cdf[users] = {"baseline": lv.merged_itl_cdf(base_runs, users),
                       "candidate": lv.merged_itl_cdf(cand_runs, users)}
-    if any(i.baseline.itl_source == "rows" or i.candidate.itl_source == "rows" for i in inputs):
-        notes.append("ITL p50 from per-request medians (a _latency.json is missing): approximate, no ITL p95")
+    notes += latency_notes(base_runs, cand_runs, inputs) + counter_notes(cand_runs, inputs)
     arms = (("baseline", base_runs), ("candidate", cand_runs))
     warnings = [(arm, w) for arm, runs in arms for run in runs for w in run.warnings]
     disagreements = [(arm, w) for arm, runs in arms for run in runs for w in run.crosscheck]
@@ -70,6 +71,42 @@ def verdict_for(
                          class_stats=lv.class_stats(base_runs, cand_runs),
                          run_warnings=warnings, crosscheck=disagreements, notes=notes,
                          plots=PlotData(itl_cdf=cdf))
+
+
+def latency_notes(base_runs: Sequence[RunData], cand_runs: Sequence[RunData],
+                  inputs: Sequence[LevelInput]) -> list[str]:
+    """Where ITL came from per-request medians: which _latency.json is absent, or lacks the level."""
+    gaps = []
+    for arm, runs in (("baseline", base_runs), ("candidate", cand_runs)):
+        for users in [i.users for i in inputs if getattr(i, arm).itl_source == "rows"]:
+            for run in runs:
+                if run.latency is None:
+                    gaps.append(f"{run.prefix}_latency.json does not exist")
+                elif lv.level_hist(run, users, "itl") is None:
+                    gaps.append(f"{run.prefix}_latency.json has no ITL histogram at {users} users")
+    if not gaps:
+        return []
+    return [f"ITL p50 from per-request medians ({'; '.join(dict.fromkeys(gaps))}): approximate, no ITL p95"]
+
+
+def counter_notes(cand_runs: Sequence[RunData], inputs: Sequence[LevelInput]) -> list[str]:
+    """Why a level has no server counters, as the candidate's files show it."""
+    missing = [i.users for i in inputs if i.spec is None]
+    if not missing:
+        return []
+    notes = []
+    for run in cand_runs:
+        path = f"{run.prefix}_server_metrics.csv"
+        if run.snapshots is None:
+            notes.append(f"{path} does not exist: the candidate's /metrics was not scraped "
+                         f"({CANDIDATE_METRICS_OPTIONS})")
+        elif not run.snapshots:
+            notes.append(f"{path} holds no scrape (header only): no scrape of the candidate's /metrics "
+                         "succeeded; the run's log and summary warnings say why")
+    if not notes:
+        notes.append(f"fewer than two scrapes of the candidate's /metrics within the level(s) at "
+                     f"{_levels_text(missing)} users: scrape more often (locust --metrics-interval)")
+    return notes
 
 
 def render(verdict: Verdict, fmt: str) -> str:

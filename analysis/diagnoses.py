@@ -6,6 +6,11 @@ from collections.abc import Iterable, Sequence
 
 from locust_spec.analysis.model import ArmMetrics, ClassStats, Diagnosis, LevelInput, SpecStats
 
+from locust_spec.crosscheck import CANDIDATE_METRICS_OPTIONS
+
+# Tokens per chunk above this (and above the baseline's by as much) mean the target verified drafts.
+SPECULATING_TOKENS_PER_CHUNK = 1.1
+
 
 def _pct(base: float | None, cand: float | None) -> float | None:
     if base is None or cand is None or base <= 0:
@@ -48,12 +53,17 @@ def speculation_inactive(level: LevelInput) -> Diagnosis | None:
                 "server_generation_tokens": spec.generation_tokens, "server_kind": spec.server_kind,
                 "families_seen": list(spec.families_seen)}
     has_spec_family = any("spec" in f or "draft" in f for f in spec.families_seen)
+    wrong_url = f"the candidate's metrics URL points at another server ({CANDIDATE_METRICS_OPTIONS})"
+    base_tpc = level.baseline.tokens_per_chunk
     if spec.generation_tokens <= 0:
         cause = ("the scraped server counted no generated tokens while the client received "
-                 f"{cand.output_tokens}: --metrics-url points at another server")
+                 f"{cand.output_tokens}: {wrong_url}")
     elif level.rows_show_speculation:
         cause = ("the per-request stats show drafted tokens but the scraped counters did not move: "
-                 "--metrics-url points at another server")
+                 f"{wrong_url}")
+    elif (cand.tokens_per_chunk or 0) > SPECULATING_TOKENS_PER_CHUNK * max(base_tpc or 1.0, 1.0):
+        cause = (f"the client received {cand.tokens_per_chunk:.2f} tokens per chunk (baseline "
+                 f"{base_tpc or 1.0:.2f}), so the candidate did speculate: {wrong_url}")
     elif not has_spec_family:
         cause = ("the server exposes no speculative-decoding counters: speculation is disabled "
                  "(no --speculative-config) or the metrics URL is wrong")

@@ -94,9 +94,10 @@ def _evidence_gaps(level: LevelInput, th: Thresholds) -> list[str]:
                         f"level (max {lag.max_lag_ms:.0f} ms): its numbers measure the client, not the "
                         "server; add --processes or workers")
     if level.spec is None:
-        gaps.append("no server counters on the candidate (no _server_metrics.csv: run with --metrics-url)")
+        gaps.append("no server counters on the candidate at this level (the warnings say why)")
     elif level.spec.acceptance is None or level.spec.draft_tokens <= 0:
-        gaps.append("the candidate's draft counters did not move: speculation was not active")
+        gaps.append("the candidate's draft counters did not move at this level (speculation_inactive says "
+                    "why)")
     return gaps
 
 

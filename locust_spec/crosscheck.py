@@ -24,6 +24,12 @@ from locust_spec.counters import SpecWindow
 TOKENS_REL = 0.02
 TPOT_REL = 0.15
 ACCEPTANCE_ABS = 0.05
+# Server output tokens below this share of the client's: the counters are another server's, not this traffic.
+FOREIGN_TOKENS_SHARE = 0.5
+
+METRICS_OPTIONS = "locust --metrics-url; spec-ab --metrics-url-baseline / --metrics-url-candidate"
+CANDIDATE_METRICS_OPTIONS = "locust --metrics-url; spec-ab --metrics-url-candidate"
+"""The options that set the scraped URL, named by command: these hints reach users of both."""
 
 
 @dataclass
@@ -114,21 +120,31 @@ def _check(name: str, client: float, server: float, allowed: float, unit: str, w
     return Check(name, client, server, allowed, warning)
 
 
+def foreign(client: ClientTotals, window: SpecWindow) -> bool:
+    """The server counted far fewer tokens than this client received: its counters are another server's."""
+    return (window.generation_tokens is not None and client.output_tokens > 0
+            and window.generation_tokens < FOREIGN_TOKENS_SHARE * client.output_tokens)
+
+
 def cross_check(client: ClientTotals, window: SpecWindow) -> list[Check]:
     """Compare what the client saw with the server's counters over the same run; skips what is missing."""
     checks: list[Check] = []
     if window.generation_tokens is not None:
         est = f" ({client.estimated_token_rows} rows estimated)" if client.estimated_token_rows else ""
+        why = f"the server counted different tokens than the client received{est}"
+        if foreign(client, window):
+            why = ("the scraped counters are likely another server's: check the metrics URL "
+                   f"({METRICS_OPTIONS})")
         checks.append(_check(
             "output tokens", client.output_tokens, window.generation_tokens,
             TOKENS_REL * max(client.output_tokens, window.generation_tokens), "",
-            f"the server counted different tokens than the client received{est}",
+            why,
         ))
     if window.requests_success is not None:
         checks.append(_check(
             "finished requests", client.ok, window.requests_success,
             client.interrupted + client.unknown_outcome, "",
-            "other traffic on the server, or the metrics come from another server",
+            f"other traffic on the server, or the metrics come from another server ({METRICS_OPTIONS})",
         ))
     if window.mean_tpot_ms is not None and client.mean_tpot_ms is not None:
         checks.append(_check(

@@ -75,8 +75,12 @@ def combine_levels(parts: Sequence[Mapping[str, dict]]) -> dict:
     return dict(sorted(out.items(), key=lambda kv: int(kv[0])))
 
 
-def concurrency(levels: Sequence[tuple[int, SpecWindow]]) -> tuple[list[dict], list[str]]:
-    """Per ladder level: the users asked for vs the server's peak running (+ waiting) requests."""
+def concurrency(levels: Sequence[tuple[int, SpecWindow]],
+                foreign: bool = False) -> tuple[list[dict], list[str]]:
+    """Per ladder level: the users asked for vs the server's peak running (+ waiting) requests.
+
+    `foreign`: the counters are another server's (see crosscheck.foreign), so a low peak blames the metrics
+    URL, not the load generator."""
     entries, warnings = [], []
     for users, window in levels:
         running, waiting = window.max_requests_running, window.max_requests_waiting
@@ -86,10 +90,12 @@ def concurrency(levels: Sequence[tuple[int, SpecWindow]]) -> tuple[list[dict], l
         entries.append({"users": users, "max_running": running, "max_waiting": waiting,
                         "delivered": delivered})
         if delivered is not None and window.scrapes >= MIN_SCRAPES and delivered < DELIVERED_MIN:
+            blame = (f"the scraped server is not the one under load: check the metrics URL "
+                     f"({crosscheck.METRICS_OPTIONS})" if foreign else
+                     "the load generator under-delivered, so this level measured a lighter load than asked")
             warnings.append(
                 f"concurrency at {users} users: the server had at most {running:g} requests running and "
-                f"{waiting or 0:g} waiting ({delivered:.0%} of the users); the load generator "
-                "under-delivered, so this level measured a lighter load than asked"
+                f"{waiting or 0:g} waiting ({delivered:.0%} of the users); {blame}"
             )
     return entries, warnings
 
@@ -122,7 +128,8 @@ def build_summary(totals: crosscheck.ClientTotals | None, run: SpecWindow | None
     checks = crosscheck.cross_check(totals, run) if totals is not None and run is not None else []
     parts = crosscheck.summary(totals, checks) if totals is not None else {"client": {}, "crosscheck": {}}
     generators = combine_clients(clients)
-    conc, conc_warnings = concurrency(levels)
+    conc, conc_warnings = concurrency(levels, totals is not None and run is not None
+                                      and crosscheck.foreign(totals, run))
     warnings = [
         " ".join(line.split())  # one line each, whatever an exception's text held
         for line in (

@@ -1,0 +1,96 @@
+"""Messages say what the files hold and name options the named command accepts (issue 21, item 3)."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from pathlib import Path
+
+import orjson
+from locust_spec.analysis import api, diagnoses
+from locust_spec.analysis.model import LevelInput
+
+from locust_spec import crosscheck
+from locust_spec.ab import main as spec_ab
+from locust_spec.crosscheck import ClientTotals
+from locust_spec.summary import build_summary
+from tests.data.run_builder import write_pair
+from tests.support import ngram_capture_window
+from tests.unit.test_verdict_rules import arm, spec
+
+
+def _spec_ab_options() -> set[str]:
+    return {opt for p in spec_ab.params for opt in p.opts}
+
+
+def _named(text: str, command: str) -> set[str]:
+    """The options a hint names for `command` (written as `command --option`)."""
+    return {o for part in re.findall(rf"{command} ([^;)]*)", text) for o in re.findall(r"--[a-z-]+", part)}
+
+
+def test_the_metrics_hints_name_spec_ab_options_that_exist():
+    for text in (crosscheck.METRICS_OPTIONS, crosscheck.CANDIDATE_METRICS_OPTIONS):
+        named = _named(text, "spec-ab")
+        assert named and named <= _spec_ab_options(), named
+        assert "--metrics-url" in _named(text, "locust")
+
+
+def _verdict(folder: Path):
+    return api.verdict_for([folder / "off"], [folder / "ngram"])
+
+
+def test_a_missing_server_metrics_csv_is_said_so_and_names_the_option(tmp_path):
+    write_pair(tmp_path, server_metrics=False)
+    verdict = _verdict(tmp_path)
+    note = next(w for w in verdict.warnings if "_server_metrics.csv" in w)
+    assert "run_server_metrics.csv does not exist" in note and "spec-ab --metrics-url-candidate" in note
+    assert all(any("no server counters on the candidate at this level" in r for r in lv.reasons)
+               for lv in verdict.levels)
+
+
+def test_a_header_only_server_metrics_csv_is_not_called_missing(tmp_path):
+    _, cand = write_pair(tmp_path)
+    path = Path(f"{cand}_server_metrics.csv")
+    path.write_text(path.read_text().splitlines()[0] + "\n")
+    notes = [w for w in _verdict(tmp_path).warnings if "_server_metrics.csv" in w]
+    assert len(notes) == 1 and "holds no scrape (header only)" in notes[0] and "not exist" not in notes[0]
+
+
+def test_a_latency_json_is_missing_only_when_it_does_not_exist(tmp_path):
+    base, cand = write_pair(tmp_path)
+    Path(f"{base}_latency.json").unlink()
+    empty = orjson.loads(Path(f"{cand}_latency.json").read_bytes())
+    empty["levels"] = {}
+    Path(f"{cand}_latency.json").write_bytes(orjson.dumps(empty))
+    (note,) = [w for w in _verdict(tmp_path).warnings if "ITL p50 from per-request medians" in w]
+    assert f"{base}_latency.json does not exist" in note
+    assert f"{cand}_latency.json has no ITL histogram at 1 users" in note
+    assert f"{cand}_latency.json does not exist" not in note
+
+
+def test_whole_files_give_no_file_notes(tmp_path):
+    write_pair(tmp_path)
+    assert not [w for w in _verdict(tmp_path).warnings if "_latency.json" in w or "_server_metrics" in w]
+
+
+def test_several_tokens_per_chunk_with_still_counters_blame_the_metrics_url():
+    level = LevelInput(4, arm(tpc=1.0), arm(tpc=1.94), spec(None, (), 0, 0, gen=5000))
+    found = diagnoses.speculation_inactive(level)
+    assert "1.94 tokens per chunk" in found.message
+    assert "metrics URL points at another server" in found.message
+    assert "spec-ab --metrics-url-candidate" in found.message
+    plain = diagnoses.speculation_inactive(LevelInput(4, arm(tpc=1.0), arm(tpc=1.0), spec(None, (), 0, 0,
+                                                                                          gen=5000)))
+    assert "metrics URL" not in plain.message
+
+
+def test_counters_of_another_server_are_not_blamed_on_the_load_generator():
+    window = ngram_capture_window()
+    idle = dataclasses.replace(window, generation_tokens=0.0, max_requests_running=0.0,
+                               max_requests_waiting=0.0, scrapes=5)
+    totals = ClientTotals(requests=24, ok=24, output_tokens=int(window.generation_tokens))
+    warnings = build_summary(totals, idle, [(8, idle)], {})["warnings"]
+    conc = next(w for w in warnings if w.startswith("concurrency at 8 users"))
+    assert "under-delivered" not in conc and "not the one under load" in conc
+    tokens = next(w for w in warnings if w.startswith("cross-check output tokens"))
+    assert "likely another server's" in tokens and "spec-ab --metrics-url-baseline" in tokens
