@@ -2,14 +2,27 @@
 
 from __future__ import annotations
 
+import re
+
 from locust_spec.analysis.model import Verdict
 from locust_spec.analysis.report.table import HEADER, acceptance_line, rows, runs_line, users_label
 
+# Markdown's own escape is a backslash before ASCII punctuation (CommonMark). Escaped anywhere: what can open
+# code, emphasis, a link or image, inline HTML, an entity, a table cell, strikethrough or (GitHub) math.
+# `->` and other punctuation stay as written: HTML entities would show raw in the .md file.
+_INLINE = re.compile(r"([\\`*_\[\]<&|~$])")
+# At the start of a line: a heading, quote, list item, or setext underline.
+_BLOCK = re.compile(r"^(?:([#>+=-])|(\d+)([.)]))")
+
+
+def _inline(text: str) -> str:
+    """Input-derived text as literal Markdown inside a line (a table cell): one line, markup escaped."""
+    return _INLINE.sub(r"\\\1", " ".join(text.split()))
+
 
 def _escape(text: str) -> str:
-    """Keep input-derived text from becoming markup (HTML is allowed inside Markdown)."""
-    out = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-    return out.replace("|", "\\|").replace("`", "\\`").replace("*", "\\*").replace("_", "\\_")
+    """Input-derived text as a literal Markdown line: also nothing at its start opens a block."""
+    return _BLOCK.sub(lambda m: "\\" + m[1] if m[1] else m[2] + "\\" + m[3], _inline(text))
 
 
 def render(verdict: Verdict) -> str:
@@ -21,7 +34,7 @@ def render(verdict: Verdict) -> str:
             out += [extra, ""]
         out.append("| " + " | ".join(HEADER) + " |")
         out.append("|---|---:|---:|---:|")
-        out += ["| " + " | ".join(_escape(c) for c in r) + " |" for r in rows(lv)]
+        out += ["| " + " | ".join(_inline(c) for c in r) + " |" for r in rows(lv)]
         out.append("")
         out += [f"- {_escape(r)}" for r in lv.reasons]
         out += [f"- *{d.kind}*: {_escape(d.message)}" for d in lv.diagnoses]

@@ -59,6 +59,12 @@ def cdf_axis(series: list[tuple[tuple[float, float], ...]]) -> tuple[float, floa
     return lo, max(hi, lo * 1.5)
 
 
+def literal(text: str) -> str:
+    """Input-derived text as matplotlib draws it literally: a pair of `$` would start mathtext (and a bad
+    expression fails the whole figure)."""
+    return text.replace("$", r"\$")
+
+
 def itl_cdf(verdict: Verdict) -> bytes | Omitted:
     """Per-token latency CDF, off (dashed) vs on (solid), one colour per level; axis fitted to the data."""
     drawn = [(users, arm, label, style, points) for users, arms in sorted(verdict.plots.itl_cdf.items())
@@ -179,7 +185,7 @@ def per_class(verdict: Verdict) -> bytes | Omitted:
     fig, ax = plt.subplots(figsize=(7, 4))
     colours = ["C2" if c["acceptance"] >= RULE.ship_acceptance else
                "C3" if c["acceptance"] < RULE.off_acceptance else "C1" for c in classes]
-    bars = ax.bar([c["class"] for c in classes], [c["acceptance"] for c in classes], color=colours)
+    bars = ax.bar([literal(c["class"]) for c in classes], [c["acceptance"] for c in classes], color=colours)
     ax.bar_label(bars, labels=[f"{c['acceptance']:.2f}" for c in classes], fontsize="small", padding=2)
     for y, text in ((RULE.ship_acceptance, "pays above"), (RULE.off_acceptance, "off below")):
         ax.axhline(y, color="grey", linestyle=":", linewidth=1)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from locust_spec.analysis.model import Verdict
 from locust_spec.analysis.report.table import HEADER, acceptance_line, rows, runs_line, users_label
 
@@ -12,21 +14,30 @@ def _table(lines: list[tuple[str, str, str, str]]) -> list[str]:
             strict=True))) for r in lines]
 
 
+# C0 and C1 controls: a newline would forge a line of the report, an escape sequence would drive the terminal.
+_CONTROLS = re.compile(r"[\x00-\x1f\x7f-\x9f]+")
+
+
+def _plain(text: str) -> str:
+    """Input-derived text as one line of plain terminal text."""
+    return _CONTROLS.sub(" ", text)
+
+
 def render(verdict: Verdict) -> str:
-    out = [f"VERDICT: {verdict.verdict.upper()}", verdict.summary, ""]
+    out = [f"VERDICT: {verdict.verdict.upper()}", _plain(verdict.summary), ""]
     for lv in verdict.levels:
         out.append(f"{users_label(lv.users)}: {lv.verdict.upper()}  ({acceptance_line(lv)})")
         extra = runs_line(lv)
         if extra:
             out.append(f"  {extra}")
         out.extend(_table([HEADER, *rows(lv)]))
-        out.extend(f"  - {r}" for r in lv.reasons)
-        out.extend(f"  * {d.kind}: {d.message}" for d in lv.diagnoses)
+        out.extend(f"  - {_plain(r)}" for r in lv.reasons)
+        out.extend(f"  * {d.kind}: {_plain(d.message)}" for d in lv.diagnoses)
         out.append("")
     if verdict.diagnoses:
         out.append("Diagnoses:")
-        out.extend(f"  * {d.kind}: {d.message}" for d in verdict.diagnoses)
+        out.extend(f"  * {d.kind}: {_plain(d.message)}" for d in verdict.diagnoses)
     if verdict.warnings:
         out.append("Warnings:")
-        out.extend(f"  ! {w}" for w in verdict.warnings)
+        out.extend(f"  ! {_plain(w)}" for w in verdict.warnings)
     return "\n".join(out).rstrip() + "\n"
