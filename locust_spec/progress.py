@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import csv
 import io
+import os
 import time
 from collections import deque
 from collections.abc import Callable
@@ -216,13 +217,24 @@ class Watch:
         return self._live
 
 
+def is_terminal(stream: TextIO) -> bool:
+    """A terminal that reports its width; a pseudo-terminal without one (some CI runners) gets plain lines,
+    since a bar cannot be drawn in no columns."""
+    if not stream.isatty():
+        return False
+    try:
+        return os.get_terminal_size(stream.fileno()).columns > 0
+    except (OSError, ValueError, AttributeError, io.UnsupportedOperation):
+        return False
+
+
 class Display:
     """A tqdm bar over each sweep's time on a terminal; a plain line every `interval_s` elsewhere."""
 
     def __init__(self, stream: TextIO, clock: Callable[[], float] = time.monotonic,
                  interval_s: float = PLAIN_INTERVAL_S, tty: bool | None = None) -> None:
         self.stream = stream
-        self.tty = stream.isatty() if tty is None else tty
+        self.tty = is_terminal(stream) if tty is None else tty
         self.clock = clock
         self.interval_s = interval_s
         self._bar: tqdm | None = None

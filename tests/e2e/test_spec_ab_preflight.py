@@ -115,6 +115,19 @@ def test_max_tokens_beyond_the_context_is_refused_without_asking_twice(tmp_path,
                for line in lines), lines
 
 
+def test_without_the_preflight_a_dead_arm_still_stops_the_run_at_its_priming(tmp_path, arms):
+    baseline, _ = arms
+    out = tmp_path / "run"
+    done = _spec_ab(out, baseline.url, f"http://127.0.0.1:{free_port()}", "--skip-preflight",
+                    "--prompts", "quote", "--max-tokens", "32", "--model", "sim-8b")
+    assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-3000:]
+    last = done.stdout.strip().splitlines()[-1]
+    assert last.startswith("spec-ab: candidate: every priming request failed, first: quote-")
+    assert "Connection refused" in last and last.endswith("no sweep started")
+    assert not list((out / "candidate").glob("r0_*")), "the dead arm was not swept"
+    assert not (out / "verdict.json").exists()
+
+
 def test_a_run_whose_candidate_failed_most_requests_exits_3_with_the_reason(tmp_path, spec_sim):
     baseline = spec_sim("--time-scale", "0.2")
     candidate = spec_sim("--time-scale", "0.2", "--speculative-config", NGRAM, "--fault-500", "0.9")

@@ -128,7 +128,8 @@ class _Tty(io.StringIO):
 
 def test_on_a_terminal_a_bar_carries_the_line_and_said_lines_stay():
     out = _Tty()
-    display = progress.Display(out)
+    assert not progress.is_terminal(out), "a terminal without a width draws no bar"
+    display = progress.Display(out, tty=True)
     display.start(20.0)
     display.update(5.0, "[1/2] baseline r0 1 user | 7 req")
     display.say("a warning")
