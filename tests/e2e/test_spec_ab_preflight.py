@@ -70,23 +70,18 @@ def test_a_wrong_model_name_names_the_served_one(tmp_path, arms):
                for line in lines), lines
 
 
-def test_the_candidates_metrics_url_on_the_baseline_server_is_named(tmp_path, arms):
+@pytest.mark.parametrize(("arm", "other", "says"), [
+    ("candidate", 0, "no speculative-decoding counters"),  # the candidate scrapes the baseline
+    ("baseline", 1, "draft counters"),  # the baseline scrapes the speculating candidate
+])
+def test_a_metrics_url_of_the_other_server_is_named(tmp_path, arms, arm, other, says):
     baseline, candidate = arms
     done = _spec_ab(tmp_path / "run", baseline.url, candidate.url,
-                    "--metrics-url-candidate", baseline.url + "/metrics")
+                    f"--metrics-url-{arm}", arms[other].url + "/metrics")
     lines = _failed_preflight(done, tmp_path / "run")
-    assert any(line.startswith("preflight FAILED: candidate:") and "no speculative-decoding counters" in line
-               for line in lines), lines
+    assert any(line.startswith(f"preflight FAILED: {arm}:") and says in line
+               and f"--metrics-url-{arm}" in line for line in lines), lines
     assert all(_named_options(line) <= _options() for line in lines), lines
-
-
-def test_the_baselines_metrics_url_on_the_speculating_server_is_named(tmp_path, arms):
-    baseline, candidate = arms
-    done = _spec_ab(tmp_path / "run", baseline.url, candidate.url,
-                    "--metrics-url-baseline", candidate.url + "/metrics")
-    lines = _failed_preflight(done, tmp_path / "run")
-    assert any(line.startswith("preflight FAILED: baseline:") and "draft counters" in line
-               and "--metrics-url-baseline" in line for line in lines), lines
 
 
 def test_an_overlong_prompt_fails_with_the_servers_reason(tmp_path, spec_sim):
