@@ -8,7 +8,7 @@ import urllib.request
 import orjson
 import pytest
 
-from locust_spec.prompts import load_prompt_set
+from locust_spec.prompts import Prompt, load_prompt_set
 from locust_spec.server_api import first_model, prime, prime_body
 from tests.support import BIN, free_port
 
@@ -70,3 +70,11 @@ def test_spec_prime_gives_up_on_a_server_that_never_answers():
     done = subprocess.run([str(BIN / "spec-prime"), "--host", "http://127.0.0.1:9", "--wait-s", "0"],
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 1 and "127.0.0.1:9/v1/models" in done.stderr
+
+
+def test_a_refused_prime_carries_the_servers_reason(spec_sim):
+    sim = spec_sim("--time-scale", "0.05", "--max-model-len", "64")
+    long = Prompt("long-1", "long", ({"role": "user", "content": "copy this " * 100},), None)
+    result = prime(sim.url, [long, *load_prompt_set("chat")[:1]], "sim-8b", timeout=10)
+    assert result.failed == 1
+    assert result.first_error.startswith("long-1: HTTP 400: This model's maximum context length is 64 tokens")
