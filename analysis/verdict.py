@@ -123,7 +123,7 @@ def _decide(acceptance: float, itl: str, tput: str, numbers: str, th: Thresholds
             return OFF, (f"acceptance {acceptance:.2f} < {off_at:.2f}: off by the rule of thumb, although "
                          f"both per-token latency and throughput improved here ({numbers}); a nearly free "
                          "drafter (n-gram) can pay below the rule: re-judge on the measurements with "
-                         f"--off-acceptance {max(acceptance - 0.05, 0.0):.2f}")
+                         f"spec-verdict --off-acceptance {max(acceptance - 0.05, 0.0):.2f}")
         return OFF, f"acceptance {acceptance:.2f} < {off_at:.2f}: switch it off ({numbers})"
     head = (f"acceptance {acceptance:.2f} is between {off_at:.2f} and {ship_at:.2f}, "
             "so the measurements decide")

@@ -88,7 +88,8 @@ def http_fetcher(token: str | None, timeout_s: float) -> Fetch:
                     raise ValueError(f"HTTP {resp.status}")
                 body = resp.read(MAX_BODY_BYTES + 1)
         except urllib.error.HTTPError as e:
-            hint = " (is --metrics-token needed?)" if e.code in (401, 403) else ""
+            locked = e.code in (401, 403)
+            hint = f" (is a token needed? locust --metrics-token, or ${TOKEN_ENV})" if locked else ""
             raise ValueError(f"HTTP {e.code}{hint}") from None
         if len(body) > MAX_BODY_BYTES:
             raise ValueError(f"response larger than {MAX_BODY_BYTES} bytes")

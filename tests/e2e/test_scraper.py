@@ -179,7 +179,8 @@ def test_missing_token_is_one_warning_per_scrape_with_a_hint(metrics_server, tmp
     server = metrics_server(before_then_after, token=TOKEN)
     proc, path = locust(server, tmp_path, seconds=2)
     assert set(server.scrapes()) == {401}
-    assert "HTTP 401 (is --metrics-token needed?)" in proc.stderr
+    assert "HTTP 401 (is a token needed? locust --metrics-token, or $LOCUST_SPEC_METRICS_TOKEN)" in \
+        proc.stderr
     assert read_rows(path) == []
 
 
