@@ -7,15 +7,17 @@ import re
 from pathlib import Path
 
 import orjson
+from locust.argument_parser import get_parser
 from locust_spec.analysis import api, diagnoses
+from locust_spec.analysis.cli import cli
 from locust_spec.analysis.model import LevelInput
 
-from locust_spec import crosscheck
+from locust_spec import crosscheck, options, scraper, shape  # noqa: F401  (their Locust options)
 from locust_spec.ab import main as spec_ab
 from locust_spec.crosscheck import ClientTotals
 from locust_spec.summary import build_summary
 from tests.data.run_builder import write_pair
-from tests.support import ngram_capture_window
+from tests.support import REPO, ngram_capture_window
 from tests.unit.test_verdict_rules import arm, spec
 
 
@@ -25,7 +27,33 @@ def _spec_ab_options() -> set[str]:
 
 def _named(text: str, command: str) -> set[str]:
     """The options a hint names for `command` (written as `command --option`)."""
-    return {o for part in re.findall(rf"{command} ([^;)]*)", text) for o in re.findall(r"--[a-z-]+", part)}
+    # up to the end of the clause: `;`, `)`, a quote or the end of the line
+    parts = re.findall(rf"{command} ([^;)\n\"'`]*)", text)
+    return {o for part in parts for o in re.findall(r"--[a-z-]+", part)}
+
+
+def _command_options() -> dict[str, set[str]]:
+    """Every option each command accepts: spec-ab and spec-verdict from click, locust from the parser it
+    builds, with the options the plugin adds (the modules holding them are imported above)."""
+    verdict = {o for command in cli.commands.values() for p in command.params for o in p.opts}
+    locust = {o for action in get_parser()._actions for o in action.option_strings}
+    everywhere = {"--help"}
+    return {"spec-ab": _spec_ab_options() | everywhere, "spec-verdict": verdict | everywhere,
+            "locust": locust | everywhere}
+
+
+def test_every_option_a_message_names_for_a_command_is_one_that_command_accepts():
+    accepted = _command_options()
+    assert "--metrics-url" in accepted["locust"] and "--off-acceptance" in accepted["spec-verdict"]
+    sources = [*Path(REPO, "analysis").rglob("*.py"), *Path(REPO, "locust_spec").glob("*.py")]
+    named = 0
+    for path in sources:
+        text = path.read_text()
+        for command, known in accepted.items():
+            for option in _named(text, command):
+                named += 1
+                assert option in known, f"{path.name}: {command} {option} does not exist"
+    assert named >= 5, "the scan found the hints"
 
 
 def test_the_metrics_hints_name_spec_ab_options_that_exist():
