@@ -7,6 +7,7 @@ each call bounded by a timeout, so a dead endpoint fails in seconds instead of a
 
 from __future__ import annotations
 
+import re
 import time
 import urllib.request
 from collections.abc import Sequence
@@ -149,13 +150,29 @@ def _is_context(error: str) -> bool:
     return any(word in error.lower() for word in CONTEXT_WORDS)
 
 
+# How vLLM ("... (P in the messages, M in the completion)", "... has P input tokens") and spec-sim ("the
+# prompt has P tokens") give the prompt's length in their context-length 400s.
+_CONTEXT_LEN = re.compile(r"maximum context length is (\d+)")
+_PROMPT_LEN = re.compile(r"(?:prompt has (\d+)|(\d+) in the messages|has (\d+) input tokens)")
+
+
+def _context_fix(error: str, flags: Flags) -> str:
+    """Lower max_tokens when that makes room; when the prompt alone fills the context, drop the prompt."""
+    context, prompt = _CONTEXT_LEN.search(error), _PROMPT_LEN.search(error)
+    if context and prompt:
+        room = int(context[1]) - int(next(g for g in prompt.groups() if g))
+        if room > 0:
+            return f"pass {flags.max_tokens} {room} or less"
+        return f"shorten that prompt or leave out its prompt set ({flags.prompts})"
+    return f"lower {flags.max_tokens}, or leave out its prompt set ({flags.prompts})"
+
+
 def _judge_probes(arm: Arm, seen: Observed, flags: Flags) -> list[Problem]:
     out = []
     for probe in seen.probes:
         if probe.error and probe.status == 400 and _is_context(probe.error):
             out.append(Problem(arm.name, f"prompt {probe.prompt_id!r} does not fit the context "
-                                         f"({probe.error})",
-                               f"lower {flags.max_tokens}, or leave out its prompt set ({flags.prompts})"))
+                                         f"({probe.error})", _context_fix(probe.error, flags)))
         elif probe.error:
             fix = (f"check {flags.model} and the prompts against the server's log" if probe.status
                    else f"check that the server at {arm.url_flag} is up and not overloaded")

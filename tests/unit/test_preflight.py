@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 from dataclasses import replace
 
+import pytest
+
 from locust_spec import preflight
 from locust_spec.counters import parse_exposition_checked
 from locust_spec.preflight import Arm, Flags, Observed, Probe
@@ -99,7 +101,19 @@ def test_a_probe_the_server_refused_for_its_length_names_the_prompt_and_the_serv
     problems = _judge(base=_seen(False, probes=(Probe("p-2", 0, reason, 400),)))
     assert len(problems) == 1 and "prompt 'p-2' does not fit the context (HTTP 400: This model's" in \
         problems[0].what
-    assert _options(problems[0]) == {"--max-tokens", "--prompts"}
+    assert problems[0].fix == "shorten that prompt or leave out its prompt set (--prompts)"
+
+
+@pytest.mark.parametrize(("reason", "fix"), [
+    ("This model's maximum context length is 4096 tokens; the prompt has 4000 tokens and max_tokens is 256.",
+     "pass --max-tokens 96 or less"),  # spec-sim
+    ("This model's maximum context length is 4096 tokens. However, you requested 4352 tokens (4096 in the "
+     "messages, 256 in the completion).", "shorten that prompt or leave out its prompt set (--prompts)"),
+    ("prompt too long for the context window", "lower --max-tokens, or leave out its prompt set (--prompts)"),
+])
+def test_the_fix_for_a_prompt_over_the_context_depends_on_what_overflows(reason, fix):
+    (problem,) = _judge(base=_seen(False, probes=(Probe("p-2", 0, f"HTTP 400: {reason}", 400),)))
+    assert problem.fix == fix
 
 
 def test_a_probe_that_got_no_token_says_why():
