@@ -8,10 +8,10 @@ each call bounded by a timeout, so a dead endpoint fails in seconds instead of a
 from __future__ import annotations
 
 import re
+import threading
 import time
 import urllib.request
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import orjson
@@ -330,10 +330,11 @@ def _scrape(fetch, url: str) -> tuple[Parsed | None, str | None]:
 def observe(arm: Arm, model: str, prompts: Sequence[Prompt], max_tokens: int | None,
             credentials: Credentials) -> Observed:
     """One arm's facts: /metrics, /v1/models, the probes, /metrics again (did the draft counters move?)."""
-    url = arm.scraped_url
+    models, length, models_error = _read_models(arm.url, credentials)
+    # URL/metrics of a server that did not answer is not asked again: a black hole costs one timeout.
+    url = arm.scraped_url if models is not None or arm.metrics_url is not None else None
     fetch = http_fetcher(credentials.metrics_token, CALL_TIMEOUT_S)
     before, error = _scrape(fetch, url) if url else (None, None)
-    models, length, models_error = _read_models(arm.url, credentials)
     chosen = model or (models[0] if models else None)
     probes: tuple[Probe, ...] = ()
     if models and chosen in models:
@@ -348,6 +349,21 @@ def observe(arm: Arm, model: str, prompts: Sequence[Prompt], max_tokens: int | N
 def check(arms: Sequence[Arm], model: str, prompts: Sequence[Prompt], max_tokens: int | None,
           credentials: Credentials, flags: Flags = SPEC_AB) -> list[Problem]:
     """Observe every arm at once and judge; an empty list means the sweep may start."""
-    with ThreadPoolExecutor(max_workers=len(arms)) as pool:
-        seen = list(pool.map(lambda a: observe(a, model, prompts, max_tokens, credentials), arms))
-    return judge(arms, seen, model, prompts, max_tokens, flags)
+    # Daemon threads: Ctrl-C must not wait for a probe still reading a slow server (its timeout ends it).
+    seen: list[Observed | BaseException | None] = [None] * len(arms)
+
+    def work(i: int) -> None:
+        try:
+            seen[i] = observe(arms[i], model, prompts, max_tokens, credentials)
+        except BaseException as e:  # re-raised below, in the caller's thread
+            seen[i] = e
+
+    threads = [threading.Thread(target=work, args=(i,), daemon=True) for i in range(len(arms))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    for result in seen:
+        if isinstance(result, BaseException):
+            raise result
+    return judge(arms, seen, model, prompts, max_tokens, flags)  # type: ignore[arg-type]
