@@ -22,6 +22,8 @@ def api_url(host: str, path: str) -> str:
 
 # Bytes of an error answer read for its message: enough for any server's one-line reason.
 MAX_ERROR_BYTES = 4096
+# Bytes of a JSON answer (a model list): real ones are a few kB; a runaway body is refused, not held.
+MAX_JSON_BYTES = 4 * 1024 * 1024
 
 
 class CallError(OSError):
@@ -74,7 +76,10 @@ def get_json(host: str, path: str, api_key: str, timeout: float) -> object:
     """GET HOST/v1{path} as JSON; CallError (one line, the server's reason, never the key) on failure."""
     try:
         with urllib.request.urlopen(request(api_url(host, path), api_key), timeout=timeout) as r:
-            return orjson.loads(r.read())
+            body = r.read(MAX_JSON_BYTES + 1)
+        if len(body) > MAX_JSON_BYTES:
+            raise CallError(f"the answer is larger than {MAX_JSON_BYTES} bytes")
+        return orjson.loads(body)
     except OSError as e:
         raise CallError(error_text(e)) from None
     except orjson.JSONDecodeError:

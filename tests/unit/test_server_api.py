@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import http.server
 import io
+import threading
 import urllib.error
+
+import orjson
+import pytest
 
 from locust_spec import server_api
 
@@ -29,3 +34,35 @@ def test_an_http_error_line_has_the_status_and_the_reason():
     refused = urllib.error.URLError(ConnectionRefusedError(111, "Connection refused"))
     assert server_api.error_text(refused) == "[Errno 111] Connection refused"
     assert server_api.status_of(refused) is None
+
+
+class _Models(http.server.BaseHTTPRequestHandler):
+    body = b""
+
+    def do_GET(self) -> None:  # noqa: N802  (http.server's name)
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(self.body)))
+        self.end_headers()
+        self.wfile.write(self.body)
+
+    def log_message(self, *args) -> None:
+        pass
+
+
+def _serve(body: bytes) -> tuple[http.server.ThreadingHTTPServer, str]:
+    handler = type("Handler", (_Models,), {"body": body})
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server, f"http://127.0.0.1:{server.server_address[1]}"
+
+
+def test_a_model_list_is_read_within_a_bound():
+    small, url = _serve(orjson.dumps({"data": [{"id": "m", "max_model_len": 4096}]}))
+    huge, huge_url = _serve(b"[" + b"0," * (server_api.MAX_JSON_BYTES // 2) + b"0]")
+    try:
+        assert server_api.first_model(url, "", timeout=10) == "m"
+        with pytest.raises(server_api.CallError, match="larger than"):
+            server_api.get_json(huge_url, "/models", "", timeout=10)
+    finally:
+        small.shutdown()
+        huge.shutdown()
