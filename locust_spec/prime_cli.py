@@ -9,7 +9,7 @@ import time
 
 import click
 
-from locust_spec import ab, server_api
+from locust_spec import ab, progress, server_api
 from locust_spec.prompts import prompt_specs
 
 POLL_S = 5.0
@@ -43,6 +43,6 @@ def main(host: str, prompts: tuple[str, ...], model: str, wait_s: float, name: s
     load = ab.Load(tuple(prompt_specs(list(prompts))), None, False, 0, model, 1)
     try:
         wait_ready(host, os.environ.get("OPENAI_API_KEY", ""), wait_s)
-        ab.prime_arm(name, host, load, ab.Progress(sys.stdout))
+        ab.prime_arm(name, host, load, progress.Display(sys.stdout))
     except (RuntimeError, ab.AbError) as e:
         raise click.ClickException(str(e)) from None
