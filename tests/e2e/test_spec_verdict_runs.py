@@ -6,6 +6,7 @@ import json
 import subprocess
 
 import pytest
+from locust_spec.analysis.report.plots import FIGURES
 
 from tests.data.run_builder import ArmSpec, write_pair, write_run
 from tests.support import BIN
@@ -62,7 +63,7 @@ def test_markdown_and_html_outputs(pair, tmp_path):
     assert spec_verdict(*pair, "-o", md, "-o", html).returncode == 0
     assert md.read_text().startswith("## Speculative decoding verdict")
     page = html.read_text()
-    assert page.count("src='data:image/png;base64,") == 4
+    assert page.count("src='data:image/png;base64,") == len(FIGURES)  # every plot drawn, none omitted
     assert "<script" not in page
 
 
