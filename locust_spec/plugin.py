@@ -23,7 +23,7 @@ from locust_spec.lag import LagMonitor
 from locust_spec.options import RequestSettings, settings_from
 from locust_spec.prompts import Prompt, PromptError, PromptSampler, prompt_specs, stream_seed
 from locust_spec.records import FileSink, RecordSink, RequestRow, make_row
-from locust_spec.sse import DONE, parse_lines, parse_object
+from locust_spec.sse import DONE, parse_object
 from locust_spec.timing import RequestTiming, request_timing
 from locust_spec.trace import Trace
 from locust_spec.transport import Arrivals
@@ -168,9 +168,9 @@ class Plugin:
                 # Two slices per request, each followed by a timed sleep (it polls the sockets; sleep(0)
                 # did not): a reader waits for at most one slice before it stamps its chunk.
                 started = self._queue.popleft()
-                measured = _measure(started)
+                timing = _measure(started)
                 gevent.sleep(YIELD_S)
-                self._report(started, *measured)
+                self._report(started, timing)
                 gevent.sleep(YIELD_S)
 
     def drain(self) -> None:
@@ -190,9 +190,9 @@ class Plugin:
 
     def process(self, started: Started) -> None:
         """Parse, time, and report one request: Locust events, a row, histograms."""
-        self._report(started, *_measure(started))
+        self._report(started, _measure(started))
 
-    def _report(self, started: Started, lines: list, timing: RequestTiming | None) -> None:
+    def _report(self, started: Started, timing: RequestTiming | None) -> None:
         error = started.error or (timing.error if timing is not None else None)
         prompt = started.prompt
         row = make_row(started.start_unix, started.level_users, prompt.cls, prompt.id, started.warmup,
@@ -202,7 +202,7 @@ class Plugin:
         for listener in self.row_listeners:
             listener(row)
         if self.trace is not None and timing is not None:
-            self.trace.write(lines, started.objects, started.start_unix, started.start, timing)
+            self.trace.write(started.arrivals.body, started.objects, started.start_unix, started.start, timing)
         self.requests += 1
         fire = self.environment.events.request.fire
         if error is None and timing is not None and timing.ttft_ms is not None:
@@ -238,20 +238,15 @@ class Plugin:
         return {"requests": self.requests, "failures": self.failures, **self.lag.summary()}
 
 
-def _measure(started: Started) -> tuple[list, RequestTiming | None]:
-    lines = started.arrivals.timed() if started.objects is None else []
-    return lines, _timing(started, lines)
-
-
-def _timing(started: Started, lines: list[tuple[float, bytes]]) -> RequestTiming | None:
+def _measure(started: Started) -> RequestTiming | None:
+    if not started.start:
+        return None
     if started.objects is not None:
         timed = [(t, parse_object(chunk.to_dict())) for t, chunk in started.objects]
         if started.sdk_done:
             timed.append((started.end, DONE))
     else:
-        timed = parse_lines(lines)
-    if not started.start:
-        return None
+        timed = started.arrivals.events()
     return request_timing(started.start, timed, started.end)
 
 

@@ -119,7 +119,7 @@ class ChatCompletionUser(User):
             started.arrivals = Arrivals()
             try:
                 status, error_body = self._conn.stream(request, started.arrivals, s.first_token_timeout,
-                                                       s.idle_timeout)
+                                                       s.idle_timeout, s.max_line_bytes, s.max_response_bytes)
             finally:
                 started.start_unix, started.start = self._conn.start_unix, self._conn.start
             if status == 200:
