@@ -57,7 +57,8 @@ def _add_options(parser, **_kw) -> None:
     parser.add_argument("--max-line-bytes", type=_byte_limit, default=MAX_LINE_BYTES, include_in_web_ui=True,
                        help=f"Longest SSE line accepted, at least {MIN_LINE_BYTES} (failure: too_large; "
                             "a vLLM chunk is under 1 kB)")
-    parser.add_argument("--max-response-bytes", type=_byte_limit, default=MAX_RESPONSE_BYTES, include_in_web_ui=True,
+    parser.add_argument("--max-response-bytes", type=_byte_limit, default=MAX_RESPONSE_BYTES,
+                       include_in_web_ui=True,
                        help="Largest streamed response accepted (failure: too_large; ~150k vLLM chunks)")
 
 

@@ -202,7 +202,8 @@ class Plugin:
         for listener in self.row_listeners:
             listener(row)
         if self.trace is not None and timing is not None:
-            self.trace.write(started.arrivals.body, started.objects, started.start_unix, started.start, timing)
+            self.trace.write(started.arrivals.body, started.objects, started.start_unix, started.start,
+                             timing)
         self.requests += 1
         fire = self.environment.events.request.fire
         if error is None and timing is not None and timing.ttft_ms is not None:

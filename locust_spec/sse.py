@@ -120,7 +120,7 @@ def parse_payload(payload: bytes) -> Event:
 
 
 def parse_object(obj: object) -> Event:
-    """A decoded chunk object (an SDK's `to_dict()`) -> Chunk or Malformed, by the same schema. Never raises."""
+    """A decoded chunk object (an SDK's `to_dict()`) -> Chunk or Malformed, same schema. Never raises."""
     try:
         wire = msgspec.convert(obj, _Wire)
     except msgspec.ValidationError as e:
