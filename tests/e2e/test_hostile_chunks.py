@@ -58,9 +58,7 @@ def put(obj: dict, path: tuple, value: object) -> dict:
         else:
             return obj
     last = path[-1]
-    if isinstance(node, dict):
-        node[last] = value
-    elif isinstance(node, list) and isinstance(last, int) and last < len(node):
+    if isinstance(node, dict) or isinstance(node, list) and isinstance(last, int) and last < len(node):
         node[last] = value
     return obj
 
