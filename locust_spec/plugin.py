@@ -130,7 +130,7 @@ class Plugin:
 
             for name in ("openai", "httpx", "httpcore"):
                 logging.getLogger(name).setLevel(logging.WARNING)
-            from locust_spec.transport import Endpoint
+            from locust_spec.transport import Endpoint, sdk_client_options
 
             endpoint = Endpoint(host)
             opts = self.environment.parsed_options
@@ -140,6 +140,7 @@ class Plugin:
                 api_key=self.api_key or "none", max_retries=0,
                 timeout=openai.Timeout(opts.request_timeout, connect=opts.connect_timeout,
                                        read=opts.idle_timeout),
+                **sdk_client_options(opts.max_line_bytes, opts.max_response_bytes),
             )
         return self._sdk_clients[host]
 

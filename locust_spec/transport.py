@@ -4,6 +4,7 @@ lines and parsing them wait until the stream has ended (Arrivals.timed, run by t
 
 from __future__ import annotations
 
+import importlib
 import socket
 import struct
 import sys
@@ -287,6 +288,85 @@ class Connection:
             return data, clock()
 
         return read
+
+
+class BodyRefused(Exception):
+    """Raised from inside the SDK's body stream (`--client openai`): the body broke a limit or came
+    compressed; `kind` and `detail` become the request's StreamFailure."""
+
+    def __init__(self, kind: str, detail: str) -> None:
+        super().__init__(f"{kind}: {detail}")
+        self.kind = kind
+        self.detail = detail
+
+
+_SDK_DONE = (b"\ndata: [DONE]", b"\ndata:[DONE]")
+
+
+def _sync_byte_stream() -> type:
+    """The byte-stream base class of the HTTP library the installed openai SDK uses (httpx, or its fork
+    httpx2 in later SDKs): a response's stream must be one for the SDK to read and close it."""
+    import openai
+
+    client = next(c for c in openai.DefaultHttpxClient.__mro__ if c.__name__ == "Client")
+    return importlib.import_module(client.__module__.split(".")[0]).SyncByteStream
+
+
+def sdk_client_options(max_line: int, max_body: int) -> dict:
+    """Keyword arguments for `openai.OpenAI`: ask for an uncompressed body and read it through the same
+    limits as the fast path, noting whether the `data: [DONE]` line went by (the SDK swallows it, and
+    ends silently when a stream stops without it)."""
+    import openai
+
+    base = _sync_byte_stream()
+
+    class GuardedBody(base):
+        """The raw body as the SDK reads it, counted on the way through."""
+
+        def __init__(self, inner, encoding: str) -> None:
+            self.inner = inner
+            self.encoding = encoding
+            self.done = False
+
+        def __iter__(self):
+            if self.encoding not in ("", "identity"):
+                # asked for identity: a compressed body could inflate past every limit (a gzip bomb)
+                raise BodyRefused("malformed_sse", f"body sent with content-encoding {self.encoding[:20]}")
+            size, line = 0, 0
+            tail = b"\n"  # the bytes before this read that a [DONE] line could start in
+            for data in self.inner:
+                size += len(data)
+                cut = data.rfind(b"\n")
+                if cut < 0:
+                    line += len(data)
+                else:
+                    if line + data.find(b"\n") > max_line:
+                        raise BodyRefused("too_large", f"a line over {max_line} bytes")
+                    line = len(data) - cut - 1
+                if line > max_line:
+                    raise BodyRefused("too_large", f"a line over {max_line} bytes")
+                if size > max_body:
+                    raise BodyRefused("too_large", f"a response over {max_body} bytes")
+                window = tail + data[:16]
+                if any(m in window or m in data for m in _SDK_DONE):
+                    self.done = True
+                tail = data[-16:]
+                yield data
+
+        def close(self) -> None:
+            self.inner.close()
+
+    def guard(response) -> None:
+        response.stream = GuardedBody(response.stream, response.headers.get("content-encoding", "").lower())
+
+    return {"default_headers": {"Accept-Encoding": "identity"},
+            "http_client": openai.DefaultHttpxClient(event_hooks={"response": [guard]})}
+
+
+def sdk_saw_done(stream) -> bool:
+    """Whether the SDK stream's body carried the `data: [DONE]` line."""
+    return bool(getattr(getattr(stream, "response", None), "stream", None) and
+                getattr(stream.response.stream, "done", False))
 
 
 def _too_large(body: bytearray, keep: int, detail: str) -> StreamFailure:
