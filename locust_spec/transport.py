@@ -275,9 +275,27 @@ class Connection:
 
     def _stamped_reader(self, clock):
         """A read returning (bytes, perf_counter time of the kernel's receive stamp, else of the return)."""
-        recvmsg, unpack, space = self.sock.recvmsg, _TIMESPEC.unpack, _CMSG_SPACE
+        sock, unpack, space = self.sock, _TIMESPEC.unpack, _CMSG_SPACE
         # the wall-clock stamp is put on perf_counter's scale through a pair taken together, per request
         offset = time.time() - clock()
+        # gevent's recvmsg tries the socket first and waits when it raises EAGAIN: a chunk stream is
+        # nearly always waited for, so the failed call and its exception came with every chunk. Here the
+        # read waits for readability first, on the socket's own watcher (gevent's socket internals: where
+        # they differ, gevent's recvmsg is used as is).
+        raw, ready, wait = (getattr(sock, "_sock", None), getattr(sock, "_read_event", None),
+                            getattr(getattr(sock, "hub", None), "wait", None))
+        if raw is None or ready is None or wait is None:
+            recvmsg = sock.recvmsg
+        else:
+            raw_recvmsg = raw.recvmsg
+
+            def recvmsg(size: int, ancbufsize: int):
+                while True:
+                    wait(ready)
+                    try:
+                        return raw_recvmsg(size, ancbufsize)
+                    except BlockingIOError:  # woken without data after all
+                        continue
 
         def read() -> tuple[bytes, float]:
             data, ancillary, _, _ = recvmsg(65536, space)

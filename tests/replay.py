@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import gzip
 import itertools
 import json
@@ -19,7 +20,12 @@ CAPTURES = Path(__file__).resolve().parent / "data" / "captures" / "vllm-0.32-cp
 MODELS = b'{"object":"list","data":[{"id":"tiny-llama","object":"model"}]}'
 FAULTS = ("ok", "500", "reset", "malformed", "stall", "nodone", "badtype", "bigline", "gzip")
 BIG_LINE_BYTES = 2 << 20  # "bigline": one line past the client's default 1 MiB limit, then the rest
-GZIP_BOMB = gzip.compress(b"\n" * (64 << 20), 9)  # "gzip": 64 MiB of newlines in ~64 kB, unasked
+
+
+@functools.cache
+def gzip_bomb() -> bytes:
+    """For "gzip": 64 MiB of newlines in ~64 kB, sent compressed though nobody asked."""
+    return gzip.compress(b"\n" * (64 << 20), 9)
 
 
 @dataclass(frozen=True)
@@ -111,7 +117,7 @@ class Replay:
         reads = list(self.capture.reads)
         cut = len(reads) // 2
         if fault == "gzip":
-            reads = [(0.0, GZIP_BOMB)]
+            reads = [(0.0, gzip_bomb())]
         if fault == "badtype":  # valid JSON, a wrong type where a value is read
             reads.insert(cut, (reads[cut][0], b'data: {"choices":[{"delta":"x"}]}\n\n'))
         if fault == "bigline":
