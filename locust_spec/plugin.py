@@ -19,6 +19,7 @@ from locust.stats import CSV_STATS_INTERVAL_SEC
 
 from locust_spec import level as level_mod
 from locust_spec import server_api
+from locust_spec.budget import ClientBudget
 from locust_spec.lag import LagMonitor
 from locust_spec.options import RequestSettings, settings_from
 from locust_spec.prompts import Prompt, PromptError, PromptSampler, prompt_specs, stream_seed
@@ -63,6 +64,7 @@ class Plugin:
         self.sink: RecordSink | None = None
         self.row_listeners: list[Callable[[RequestRow], None]] = []  # e.g. the live page's timeline
         self.lag = LagMonitor(active=self._running, level=lambda: self.level().users)
+        self.budget = ClientBudget(active=self._running, level=lambda: self.level().users)
         self.trace = Trace.from_env()
         self._queue: deque[Started] = deque()
         self._wake = gevent.event.Event()
@@ -160,6 +162,7 @@ class Plugin:
             self._stopping = False
             self._worker = gevent.spawn(self._run)
         self.lag.start()
+        self.budget.start()
 
     def _run(self) -> None:
         while not self._stopping:
@@ -180,6 +183,7 @@ class Plugin:
 
     def stop(self) -> None:
         self.lag.stop()  # first: the drain below blocks the loop by design
+        self.budget.stop()
         if self._worker is not None:
             # Never kill the processor mid-request: the one in its hands (between its slices) would be
             # lost. It finishes that one and exits; the drain takes the rest.
@@ -206,6 +210,8 @@ class Plugin:
             self.trace.write(started.arrivals.body, started.objects, started.start_unix, started.start,
                              timing)
         self.requests += 1
+        if timing is not None:
+            self.budget.add_chunks(started.level_users, timing.chunks)
         fire = self.environment.events.request.fire
         if error is None and timing is not None and timing.ttft_ms is not None:
             fire(request_type="TTFT", name=prompt.cls, response_time=timing.ttft_ms, response_length=0,
@@ -237,7 +243,8 @@ class Plugin:
 
     def client_summary(self) -> dict:
         """For PREFIX_summary.json's "client" part."""
-        return {"requests": self.requests, "failures": self.failures, **self.lag.summary()}
+        return {"requests": self.requests, "failures": self.failures, **self.lag.summary(),
+                "budget_by_level": self.budget.summary()}
 
 
 def _measure(started: Started) -> RequestTiming | None:

@@ -204,10 +204,11 @@ def timed_events(body: bytes | bytearray, times: Sequence[float], ends: Sequence
     as a last line, read at the last read's time. One pass: linear in the body."""
     out: list[tuple[float, Event]] = []
     state = _Framing()
-    pos = 0
+    pos = seen = 0  # pos: start of the first line not framed yet; seen: end of the previous read
     for t, end in zip(times, ends, strict=True):
-        cut = body.rfind(b"\n", pos, end)
-        if cut >= pos:
+        cut = body.rfind(b"\n", seen, end)  # only this read's bytes: a newline-less body stays linear
+        seen = end
+        if cut >= 0:
             _frame(body[pos:cut], t, state, out, parse_payload)
             pos = cut + 1
     if pos < len(body) and ends:

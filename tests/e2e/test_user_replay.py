@@ -90,6 +90,9 @@ def test_every_request_has_one_row_matching_what_the_server_sent(tmp_path, repla
     assert latency["metrics"]["e2e"]["code"]["count"] + latency["metrics"]["e2e"]["chat"]["count"] == len(ok)
     assert latency["metrics"]["itl"]["all"]["count"] == 199 * len(ok)
     assert latency["levels"]["4"]["ttft"]["all"]["p50"] >= first_token_s * SCALE * 1000 - 1.0
+    spent = json.loads((tmp_path / "out" / "run_summary.json").read_text())["client"]["generators"]
+    level = spent["budget_by_level"]["4"]
+    assert level["chunks"] >= chunks * len(ok) and level["wall_s"] > 0 and 0 <= level["cpu_headroom"] <= 1
     stats = (tmp_path / "out" / "run_stats.csv").read_text()
     assert "TTFT,code" in stats and "TPOT,chat" in stats and "E2E,code" in stats
     assert all(e["authorization"] == f"Bearer {SECRET}" for e in complete)
