@@ -157,6 +157,22 @@ def rows(prefix) -> list[dict]:
         return list(csv.DictReader(fh))
 
 
+def last_row(proc: plugin.Plugin, conn: Connection, server: Server, pieces: list[bytes], prefix) -> dict:
+    """Serve `pieces` to one request; once the processor has reported it, its row (one per request)."""
+    server.body = pieces
+    before = proc.requests
+    send(proc, conn)
+    with gevent.Timeout(30):
+        while proc.requests == before:
+            gevent.sleep(0.001)
+    assert proc.requests == before + 1
+    assert proc._worker is not None and not proc._worker.dead
+    proc.sink.flush()
+    written = rows(prefix)
+    assert len(written) == proc.requests
+    return written[-1]
+
+
 @settings(max_examples=200, deadline=None, suppress_health_check=list(HealthCheck))
 @given(stream())
 @example(([b'data: {"choices":[{"delta":"x"}]}\n\n'], False))
@@ -166,34 +182,12 @@ def rows(prefix) -> list[dict]:
 def test_every_request_gets_one_row_and_the_processor_lives(rig, case):
     proc, server, conn, prefix = rig
     pieces, good = case
-    server.body = pieces
-    before = proc.requests
-    send(proc, conn)
-    with gevent.Timeout(10):
-        while proc.requests == before:
-            gevent.sleep(0.001)
-    assert proc.requests == before + 1
-    assert proc._worker is not None and not proc._worker.dead
-    proc.sink.flush()
-    written = rows(prefix)
-    assert len(written) == proc.requests
-    row = written[-1]
+    row = last_row(proc, conn, server, pieces, prefix)
     if good:
         n = sum(1 for p in b"".join(pieces).split(b"\n") if p.startswith(b'data: {'))
         assert row["error"] == "" and int(row["output_tokens"]) == n and int(row["chunks"]) == n
     else:
         assert row["error"] == "" or row["error"].split(":")[0] in KINDS, row["error"]
-
-
-def last_row(proc: plugin.Plugin, conn: Connection, server: Server, pieces: list[bytes], prefix) -> dict:
-    server.body = pieces
-    before = proc.requests
-    send(proc, conn)
-    with gevent.Timeout(30):
-        while proc.requests == before:
-            gevent.sleep(0.001)
-    proc.sink.flush()
-    return rows(prefix)[-1]
 
 
 def test_a_body_without_newlines_is_cut_at_the_line_limit(rig):
