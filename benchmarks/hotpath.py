@@ -7,7 +7,8 @@ A shared machine is noisy, so the two trees run alternately (base, this, base, t
 the table gives each round's numbers and their ratio, not one absolute figure:
 - processor: `plugin._measure` on a real vLLM capture (framing, parsing, timing), CPU us per chunk;
 - read loop: N streams over loopback from a paced server (one chunk per stream per step, as vLLM sends), the
-  real Connection.stream and the processing of each finished stream, client CPU us per token chunk;
+  real Connection.stream and the processing of each finished stream, client CPU us per token chunk, and
+  (free of the machine's noise) the Python and C function calls made per chunk;
 - no newline: a body of S MB without a newline through the read loop and the processor (the limits lifted
   on this tree so that both read it all): CPU seconds, which grow linearly only where the split is linear.
 The server runs on core 0 and the client on core 1 where taskset exists.
@@ -126,8 +127,19 @@ c0, n0, w0 = time.process_time(), chunks[0], time.perf_counter()
 gevent.sleep(max(0.0, stop - time.perf_counter()))
 c1, n1, w1 = time.process_time(), chunks[0], time.perf_counter()
 gevent.joinall(users, timeout=30)
+# Noise-free: Python and C function calls per chunk (all greenlets share the thread's profile hook), over a
+# few more requests of every stream.
+calls = [0]
+def count(frame, event, arg):
+    if event in ("call", "c_call"):
+        calls[0] += 1
+n2 = chunks[0]
+sys.setprofile(count)
+gevent.joinall([gevent.spawn(one, Connection(endpoint, 10.0)) for _ in range(streams)], timeout=120)
+sys.setprofile(None)
 print(json.dumps({"processor_us": proc_us, "loop_us": (c1 - c0) / max(n1 - n0, 1) * 1e6,
-                  "chunks_s": (n1 - n0) / (w1 - w0), "cpu_share": (c1 - c0) / (w1 - w0)}))
+                  "chunks_s": (n1 - n0) / (w1 - w0), "cpu_share": (c1 - c0) / (w1 - w0),
+                  "calls": calls[0] / max(chunks[0] - n2, 1)}))
 """
 
 
@@ -189,7 +201,7 @@ def main() -> None:
         for r in range(1, args.rounds + 1):
             res = {name: run(tree, args.streams, args.step_ms, args.seconds) for name, tree in trees.items()}
             for key, label in (("processor_us", "processor us/chunk"), ("loop_us", "read loop us/chunk"),
-                               ("chunks_s", "chunks/s")):
+                               ("calls", "read loop calls/chunk"), ("chunks_s", "chunks/s")):
                 b, t = res["base"][key], res["this"][key]
                 rows.append((f"#{r} {label}", f"{b:.2f}", f"{t:.2f}", f"x{t / b:.2f}"))
             rows.append((f"#{r} client CPU share", f"{res['base']['cpu_share']:.2f}",

@@ -180,14 +180,15 @@ def _frame(lines: bytes, t: float, state: _Framing, out: list, parse) -> None:
     comment lines (`:`) and other fields are ignored."""
     data = state.data
     for line in lines.split(b"\n"):
-        if line.endswith(b"\r"):
+        if line and line[-1] == 13:  # CR before the LF
             line = line[:-1]
-        if line.startswith(b"data:"):
+        if not line:
+            if data:
+                out.append((state.last_t, parse(data[0] if len(data) == 1 else b"\n".join(data))))
+                data.clear()
+        elif line.startswith(b"data:"):
             state.last_t = t
             data.append(line[6:] if line.startswith(b"data: ") else line[5:])
-        elif not line and data:
-            out.append((state.last_t, parse(data[0] if len(data) == 1 else b"\n".join(data))))
-            data.clear()
 
 
 def _flush(state: _Framing, out: list, parse) -> None:

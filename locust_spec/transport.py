@@ -284,21 +284,18 @@ class Connection:
         # they differ, gevent's recvmsg is used as is).
         raw, ready, wait = (getattr(sock, "_sock", None), getattr(sock, "_read_event", None),
                             getattr(getattr(sock, "hub", None), "wait", None))
-        if raw is None or ready is None or wait is None:
-            recvmsg = sock.recvmsg
-        else:
-            raw_recvmsg = raw.recvmsg
-
-            def recvmsg(size: int, ancbufsize: int):
-                while True:
-                    wait(ready)
-                    try:
-                        return raw_recvmsg(size, ancbufsize)
-                    except BlockingIOError:  # woken without data after all
-                        continue
+        waits_first = raw is not None and ready is not None and wait is not None
+        recvmsg = raw.recvmsg if waits_first else sock.recvmsg
 
         def read() -> tuple[bytes, float]:
-            data, ancillary, _, _ = recvmsg(65536, space)
+            while True:
+                if waits_first:
+                    wait(ready)
+                try:
+                    data, ancillary, _, _ = recvmsg(65536, space)
+                    break
+                except BlockingIOError:  # woken without data after all
+                    continue
             for level, kind, value in ancillary:
                 if level == socket.SOL_SOCKET and kind == _SO_TIMESTAMPNS and len(value) == _TIMESPEC.size:
                     sec, nsec = unpack(value)
