@@ -4,6 +4,7 @@ lines and parsing them wait until the stream has ended (Arrivals.timed, run by t
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import socket
 import struct
@@ -160,23 +161,28 @@ class Connection:
     def connect(self) -> None:
         if self.sock is not None:
             return
+        where = f"{self.endpoint.host}:{self.endpoint.port}"
+        sock = None
         try:
             sock = gevent.socket.create_connection((self.endpoint.host, self.endpoint.port),
                                                    timeout=self.connect_timeout)
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            self.kernel_stamps = _KERNEL_STAMPS and not self.endpoint.ssl
+            if self.kernel_stamps:
+                try:
+                    sock.setsockopt(socket.SOL_SOCKET, _SO_TIMESTAMPNS, 1)
+                except OSError:
+                    self.kernel_stamps = False
+            if self.endpoint.ssl:  # the handshake is still under the connect timeout
+                context = gevent.ssl.create_default_context()
+                sock = context.wrap_socket(sock, server_hostname=self.endpoint.host)
         except TimeoutError:
-            raise StreamFailure("timeout_connect", f"{self.endpoint.host}:{self.endpoint.port}") from None
+            _close_quietly(sock)
+            raise StreamFailure("timeout_connect", where) from None
         except OSError as e:
+            _close_quietly(sock)
             raise StreamFailure("connect", e.strerror or type(e).__name__) from None
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         sock.settimeout(None)  # reads wait without a timer each: the Watchdog times them
-        self.kernel_stamps = _KERNEL_STAMPS and not self.endpoint.ssl
-        if self.kernel_stamps:
-            try:
-                sock.setsockopt(socket.SOL_SOCKET, _SO_TIMESTAMPNS, 1)
-            except OSError:
-                self.kernel_stamps = False
-        if self.endpoint.ssl:
-            sock = gevent.ssl.create_default_context().wrap_socket(sock, server_hostname=self.endpoint.host)
         self.sock = sock
 
     def close(self) -> None:
@@ -382,6 +388,12 @@ def sdk_saw_done(stream) -> bool:
     """Whether the SDK stream's body carried the `data: [DONE]` line."""
     return bool(getattr(getattr(stream, "response", None), "stream", None) and
                 getattr(stream.response.stream, "done", False))
+
+
+def _close_quietly(sock) -> None:
+    if sock is not None:
+        with contextlib.suppress(OSError):
+            sock.close()
 
 
 def _too_large(body: bytearray, keep: int, detail: str) -> StreamFailure:
