@@ -74,6 +74,8 @@ class Result:
     running: float
     matched: int
     unmatched: int
+    budget_share: float  # the plugin's own budget at this level (PREFIX_summary.json): CPU share of a core
+    budget_us: float  # and its CPU us per chunk
 
 
 def pct(values: list[float], p: float) -> float:
@@ -229,6 +231,7 @@ def run_one(cfg: Config, seconds: float, work: Path) -> Result:
     summary = json.loads(Path(f"{prefix}_summary.json").read_text())
     client = summary.get("client", {})
     client = client.get("generators", client)
+    spent = (client.get("budget_by_level") or {}).get(str(cfg.streams), {})
     running_in = [v for t, v in running if w0 <= t <= w1]
     chunks_in = len(window)
     return Result(
@@ -248,6 +251,8 @@ def run_one(cfg: Config, seconds: float, work: Path) -> Result:
         lag_samples=int(client.get("loop_lag_samples", -1)),
         running=sum(running_in) / len(running_in) if running_in else float("nan"),
         matched=len(errors), unmatched=unmatched,
+        budget_share=float(spent.get("cpu_share", float("nan"))),
+        budget_us=float(spent.get("cpu_us_per_chunk") or float("nan")),
     )
 
 
@@ -365,13 +370,15 @@ def print_tables(results: list[Result]) -> None:
                      f"{r.ttft_client_mean:.2f}/{r.ttft_server_mean:.2f}"))
     _table(rows)
     print("\nCapacity (steady window). running = spec-sim's vllm:num_requests_running, mean of 0.5 s "
-          "scrapes; lag = the plugin's loop-lag summary.")
-    rows = [("client", "streams", "step", "run", "chunks/s", "CPU us/chunk", "client CPU %", "lag max ms",
-             "late/samples", "server running", "matched chunks")]
+          "scrapes; lag = the plugin's loop-lag summary; own budget = what the plugin itself reports in "
+          "PREFIX_summary.json (budget_by_level, whole level).")
+    rows = [("client", "streams", "step", "run", "chunks/s", "CPU us/chunk", "client CPU %",
+             "own budget CPU % / us/chunk", "lag max ms", "late/samples", "server running", "matched chunks")]
     for r in results:
         c = r.cfg
         rows.append((c.client, str(c.streams), f"{c.step_ms:g}", str(c.repeat), f"{r.chunks_s:,.0f}",
-                     f"{r.cpu_us_chunk:.1f}", f"{r.cpu_pct:.0f}", f"{r.lag_max_ms:.1f}",
+                     f"{r.cpu_us_chunk:.1f}", f"{r.cpu_pct:.0f}",
+                     f"{r.budget_share * 100:.0f} / {r.budget_us:.1f}", f"{r.lag_max_ms:.1f}",
                      f"{r.lag_late}/{r.lag_samples}", f"{r.running:.1f} of {c.streams}",
                      f"{r.matched}" + (f" (+{r.unmatched} unmatched)" if r.unmatched else "")))
     _table(rows)

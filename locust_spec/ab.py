@@ -16,7 +16,7 @@ from pathlib import Path
 
 import click
 
-from locust_spec import children, preflight, progress, server_api
+from locust_spec import budget, children, preflight, progress, server_api
 from locust_spec.analysis import api
 from locust_spec.analysis.model import Verdict
 from locust_spec.analysis.runs import InputError
@@ -273,10 +273,24 @@ def _servers(simulated: bool, out: Path, time_scale: float, gpu: str, sim_config
         yield {"baseline": baseline, "candidate": candidate}
 
 
-def _check_processes(_ctx, _param, value: int) -> int:
-    if value == 0 or value < -1:
-        raise click.BadParameter("a positive number of processes, or -1 for one per core")
-    return value
+def _check_processes(_ctx, _param, value: str) -> int | str:
+    if value == "auto":
+        return value
+    try:
+        count = int(value)
+    except ValueError:
+        count = 0
+    if count == 0 or count < -1:
+        raise click.BadParameter("auto, a positive number of processes, or -1 for one per core")
+    return count
+
+
+def auto_processes(levels: str, simulated: bool) -> tuple[int, str]:
+    """--processes auto: from the top level's chunk rate and the cores this client may use (one on the
+    simulators, where it is pinned beside them)."""
+    cores = 1 if simulated else len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (
+        os.cpu_count() or 1)
+    return budget.processes_for(max(parse_levels(levels)), cores)
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
@@ -298,8 +312,9 @@ def _check_processes(_ctx, _param, value: int) -> int:
 @click.option("--ignore-eos", is_flag=True, help="Generate max_tokens on both arms (equal output lengths).")
 @click.option("--seed", type=int, default=1, show_default=True, help="Seed of the prompt order, both arms.")
 @click.option("--model", default="", help="Model name (default: the server's first model).")
-@click.option("--processes", type=int, default=1, show_default=True, callback=_check_processes,
-              help="Locust --processes: load generator processes (-1: one per core).")
+@click.option("--processes", default="auto", show_default=True, callback=_check_processes,
+              help="Locust --processes: load generator processes (-1: one per core; auto: enough for the "
+                   "top level's expected chunk rate, ~30k chunks/s each, said at the start).")
 @click.option("--metrics-url-baseline", metavar="URL", help="Baseline /metrics (default: URL/metrics).")
 @click.option("--metrics-url-candidate", metavar="URL", help="Candidate /metrics (default: URL/metrics).")
 @click.option("--time-scale", type=click.FloatRange(min=0, min_open=True), default=DEMO_TIME_SCALE,
@@ -318,7 +333,7 @@ def _check_processes(_ctx, _param, value: int) -> int:
               help="Run folder: both arms' files, verdict.json, report.html, report.md.")
 def main(baseline: str | None, candidate: str | None, levels: str | None, stage_time: str | None,
          warmup: str | None, repeats: int, prompts: tuple[str, ...], max_tokens: int | None, ignore_eos: bool,
-         seed: int, model: str, processes: int, metrics_url_baseline: str | None,
+         seed: int, model: str, processes: int | str, metrics_url_baseline: str | None,
          metrics_url_candidate: str | None, time_scale: float, sim_gpu: str, speculative_config: str,
          prime: bool, skip_preflight: bool, out: Path) -> None:
     """Run the concurrency sweep against a baseline and a candidate server, then print the verdict.
@@ -341,9 +356,12 @@ def main(baseline: str | None, candidate: str | None, levels: str | None, stage_
     except ValueError as exc:
         raise click.BadParameter(str(exc)) from None
     prompts = prompts or (DEMO_PROMPTS if simulated else ())
+    display = progress.Display(sys.stdout)
+    if processes == "auto":
+        processes, reason = auto_processes(ladder.levels, simulated)
+        display.say(f"spec-ab: --processes auto: {reason}")
     load = Load(prompts, max_tokens, ignore_eos, seed, model, processes)
     runs = schedule(repeats, out)
-    display = progress.Display(sys.stdout)
     previous = signal.signal(signal.SIGTERM, _raise_interrupt)
     out.mkdir(parents=True, exist_ok=True)
     clear_previous(out)

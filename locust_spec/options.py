@@ -2,12 +2,26 @@
 
 from __future__ import annotations
 
+import argparse
 import os
 from dataclasses import dataclass
 from pathlib import Path
 
 import orjson
 from locust import events
+
+from locust_spec.transport import MAX_LINE_BYTES, MAX_RESPONSE_BYTES, MIN_LINE_BYTES
+
+
+def _byte_limit(text: str) -> int:
+    """A --max-*-bytes value: an integer of at least one socket read (the line check relies on it)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if value < MIN_LINE_BYTES:
+        raise argparse.ArgumentTypeError(f"at least {MIN_LINE_BYTES} (one socket read), got {value}")
+    return value
 
 
 @events.init_command_line_parser.add_listener
@@ -40,6 +54,12 @@ def _add_options(parser, **_kw) -> None:
     parser.add_argument("--seed", type=int, default=0, include_in_web_ui=True,
                        help="Seed of the prompt order; in a distributed run each worker draws its own "
                             "stream, derived from this seed and its worker index")
+    parser.add_argument("--max-line-bytes", type=_byte_limit, default=MAX_LINE_BYTES, include_in_web_ui=True,
+                       help=f"Longest SSE line accepted, at least {MIN_LINE_BYTES} (failure: too_large; "
+                            "a vLLM chunk is under 1 kB)")
+    parser.add_argument("--max-response-bytes", type=_byte_limit, default=MAX_RESPONSE_BYTES,
+                       include_in_web_ui=True,
+                       help="Largest streamed response accepted (failure: too_large; ~150k vLLM chunks)")
 
 
 @dataclass(frozen=True)
@@ -56,6 +76,8 @@ class RequestSettings:
     connect_timeout: float
     first_token_timeout: float
     idle_timeout: float
+    max_line_bytes: int = MAX_LINE_BYTES
+    max_response_bytes: int = MAX_RESPONSE_BYTES
 
 
 def response_format(value: str) -> dict | None:
@@ -86,4 +108,6 @@ def settings_from(options, model: str) -> RequestSettings:
         connect_timeout=options.connect_timeout,
         first_token_timeout=options.first_token_timeout,
         idle_timeout=options.idle_timeout,
+        max_line_bytes=options.max_line_bytes,
+        max_response_bytes=options.max_response_bytes,
     )

@@ -19,11 +19,12 @@ from locust.stats import CSV_STATS_INTERVAL_SEC
 
 from locust_spec import level as level_mod
 from locust_spec import server_api
+from locust_spec.budget import ClientBudget
 from locust_spec.lag import LagMonitor
 from locust_spec.options import RequestSettings, settings_from
 from locust_spec.prompts import Prompt, PromptError, PromptSampler, prompt_specs, stream_seed
 from locust_spec.records import FileSink, RecordSink, RequestRow, make_row
-from locust_spec.sse import DONE, parse_lines, parse_object
+from locust_spec.sse import DONE, parse_object
 from locust_spec.timing import RequestTiming, request_timing
 from locust_spec.trace import Trace
 from locust_spec.transport import Arrivals
@@ -63,6 +64,7 @@ class Plugin:
         self.sink: RecordSink | None = None
         self.row_listeners: list[Callable[[RequestRow], None]] = []  # e.g. the live page's timeline
         self.lag = LagMonitor(active=self._running, level=lambda: self.level().users)
+        self.budget = ClientBudget(active=self._running, level=lambda: self.level().users)
         self.trace = Trace.from_env()
         self._queue: deque[Started] = deque()
         self._wake = gevent.event.Event()
@@ -130,7 +132,7 @@ class Plugin:
 
             for name in ("openai", "httpx", "httpcore"):
                 logging.getLogger(name).setLevel(logging.WARNING)
-            from locust_spec.transport import Endpoint
+            from locust_spec.transport import Endpoint, sdk_client_options
 
             endpoint = Endpoint(host)
             opts = self.environment.parsed_options
@@ -140,6 +142,7 @@ class Plugin:
                 api_key=self.api_key or "none", max_retries=0,
                 timeout=openai.Timeout(opts.request_timeout, connect=opts.connect_timeout,
                                        read=opts.idle_timeout),
+                **sdk_client_options(opts.max_line_bytes, opts.max_response_bytes),
             )
         return self._sdk_clients[host]
 
@@ -159,6 +162,7 @@ class Plugin:
             self._stopping = False
             self._worker = gevent.spawn(self._run)
         self.lag.start()
+        self.budget.start()
 
     def _run(self) -> None:
         while not self._stopping:
@@ -168,9 +172,9 @@ class Plugin:
                 # Two slices per request, each followed by a timed sleep (it polls the sockets; sleep(0)
                 # did not): a reader waits for at most one slice before it stamps its chunk.
                 started = self._queue.popleft()
-                measured = _measure(started)
+                timing = _measure(started)
                 gevent.sleep(YIELD_S)
-                self._report(started, *measured)
+                self._report(started, timing)
                 gevent.sleep(YIELD_S)
 
     def drain(self) -> None:
@@ -179,6 +183,7 @@ class Plugin:
 
     def stop(self) -> None:
         self.lag.stop()  # first: the drain below blocks the loop by design
+        self.budget.stop()
         if self._worker is not None:
             # Never kill the processor mid-request: the one in its hands (between its slices) would be
             # lost. It finishes that one and exits; the drain takes the rest.
@@ -190,9 +195,9 @@ class Plugin:
 
     def process(self, started: Started) -> None:
         """Parse, time, and report one request: Locust events, a row, histograms."""
-        self._report(started, *_measure(started))
+        self._report(started, _measure(started))
 
-    def _report(self, started: Started, lines: list, timing: RequestTiming | None) -> None:
+    def _report(self, started: Started, timing: RequestTiming | None) -> None:
         error = started.error or (timing.error if timing is not None else None)
         prompt = started.prompt
         row = make_row(started.start_unix, started.level_users, prompt.cls, prompt.id, started.warmup,
@@ -202,8 +207,11 @@ class Plugin:
         for listener in self.row_listeners:
             listener(row)
         if self.trace is not None and timing is not None:
-            self.trace.write(lines, started.objects, started.start_unix, started.start, timing)
+            self.trace.write(started.arrivals.body, started.objects, started.start_unix, started.start,
+                             timing)
         self.requests += 1
+        if timing is not None:
+            self.budget.add_chunks(started.level_users, timing.chunks)
         fire = self.environment.events.request.fire
         if error is None and timing is not None and timing.ttft_ms is not None:
             fire(request_type="TTFT", name=prompt.cls, response_time=timing.ttft_ms, response_length=0,
@@ -235,23 +243,19 @@ class Plugin:
 
     def client_summary(self) -> dict:
         """For PREFIX_summary.json's "client" part."""
-        return {"requests": self.requests, "failures": self.failures, **self.lag.summary()}
+        return {"requests": self.requests, "failures": self.failures, **self.lag.summary(),
+                "budget_by_level": self.budget.summary()}
 
 
-def _measure(started: Started) -> tuple[list, RequestTiming | None]:
-    lines = started.arrivals.timed() if started.objects is None else []
-    return lines, _timing(started, lines)
-
-
-def _timing(started: Started, lines: list[tuple[float, bytes]]) -> RequestTiming | None:
+def _measure(started: Started) -> RequestTiming | None:
+    if not started.start:
+        return None
     if started.objects is not None:
         timed = [(t, parse_object(chunk.to_dict())) for t, chunk in started.objects]
         if started.sdk_done:
             timed.append((started.end, DONE))
     else:
-        timed = parse_lines(lines)
-    if not started.start:
-        return None
+        timed = started.arrivals.events()
     return request_timing(started.start, timed, started.end)
 
 

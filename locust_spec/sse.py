@@ -1,14 +1,28 @@
-"""Pure SSE parsing: bytes or lines -> event payloads -> chat-completion chunks (tokens, usage, spec)."""
+"""Pure SSE parsing: bytes or lines -> event payloads -> chat-completion chunks (tokens, usage, spec).
+
+Hostile input is normal input: a payload is decoded against a typed schema of only the fields read here
+(msgspec, in C), so any byte sequence and any JSON value in any field gives a Chunk, Done or a Malformed
+naming what was wrong, never an exception; framing is linear in the bytes.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Sequence
+from typing import Annotated
 
-import orjson
+import msgspec
+
+# A token count past this is no real model's (contexts are ~1M tokens); bounding it also bounds what a
+# request's timing holds (one ITL value per token), whatever count a server claims.
+MAX_TOKEN_COUNT = 1 << 22
+# Rows keep finish_reason and a server's error message: short texts, so cut there.
+FINISH_REASON_CHARS = 40
+ERROR_CHARS = 200
+
+_Count = Annotated[int, msgspec.Meta(ge=0, le=MAX_TOKEN_COUNT)]
 
 
-@dataclass(frozen=True, slots=True)
-class Chunk:
+class Chunk(msgspec.Struct, frozen=True, gc=False):
     """What one `chat.completion.chunk` event tells about the stream.
 
     `completion_tokens` is the cumulative count from `usage` (None when the chunk has no usage);
@@ -26,13 +40,11 @@ class Chunk:
     error: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class Done:
+class Done(msgspec.Struct, frozen=True, gc=False):
     """The `data: [DONE]` terminator."""
 
 
-@dataclass(frozen=True, slots=True)
-class Malformed:
+class Malformed(msgspec.Struct, frozen=True, gc=False):
     """An event payload that is not a chat-completion chunk; `reason` is short and printable."""
 
     reason: str
@@ -41,58 +53,57 @@ class Malformed:
 Event = Chunk | Done | Malformed
 DONE = Done()
 _DONE_PAYLOAD = b"[DONE]"
-_TEXT_KEYS = ("content", "reasoning_content", "reasoning")
 
 
-class EventSplitter:
-    """Incremental SSE framing: feed bytes or whole lines, get each event's joined `data` payload.
+# The wire schema: only the fields read below, each with the type the OpenAI API gives it. Unknown fields
+# are skipped unparsed; a known field of another type is a ValidationError naming its path.
+class _Function(msgspec.Struct):
+    name: str | None = None
+    arguments: str | None = None
 
-    Per the SSE spec, an event ends at a blank line and its `data:` lines are joined with newlines;
-    comment lines (`:`) and other fields are ignored. Only as much state as one partial line is kept.
-    """
 
-    __slots__ = ("_partial", "_data")
+class _ToolCall(msgspec.Struct):
+    function: _Function | None = None
 
-    def __init__(self) -> None:
-        self._partial = b""
-        self._data: list[bytes] = []
 
-    def feed(self, data: bytes) -> list[bytes]:
-        """Split raw bytes (any boundaries) into complete event payloads."""
-        buf = self._partial + data
-        lines = buf.split(b"\n")
-        self._partial = lines.pop()
-        out: list[bytes] = []
-        for line in lines:
-            payload = self.feed_line(line)
-            if payload is not None:
-                out.append(payload)
-        return out
+class _Delta(msgspec.Struct):
+    content: str | None = None
+    reasoning_content: str | None = None
+    reasoning: str | None = None
+    tool_calls: list[_ToolCall] | None = None
 
-    def feed_line(self, line: bytes) -> bytes | None:
-        """Take one line (with or without its line ending); return a payload when it ends an event."""
-        line = line.rstrip(b"\r\n")
-        if not line:
-            if not self._data:
-                return None
-            payload = b"\n".join(self._data)
-            self._data = []
-            return payload
-        if line.startswith(b"data:"):
-            value = line[5:]
-            self._data.append(value[1:] if value[:1] == b" " else value)
-        return None
 
-    def pending(self) -> bytes | None:
-        """The payload of an event left unterminated when the stream ended, if any."""
-        if self._partial:
-            self.feed_line(self._partial)
-            self._partial = b""
-        if not self._data:
-            return None
-        payload = b"\n".join(self._data)
-        self._data = []
-        return payload
+class _Choice(msgspec.Struct):
+    delta: _Delta | None = None
+    finish_reason: str | None = None
+
+
+class _Usage(msgspec.Struct):
+    completion_tokens: _Count | None = None
+    prompt_tokens: _Count | None = None
+
+
+class _SpecStats(msgspec.Struct):
+    num_accepted_draft_tokens: _Count | None = None
+    num_draft_tokens: _Count | None = None
+
+
+class _Metrics(msgspec.Struct):
+    speculative_decoding: _SpecStats | None = None
+
+
+class _ErrorBody(msgspec.Struct):
+    message: str | None = None
+
+
+class _Wire(msgspec.Struct):
+    choices: list[_Choice] | None = None
+    usage: _Usage | None = None
+    metrics: _Metrics | None = None
+    error: str | _ErrorBody | None = None
+
+
+_decode = msgspec.json.Decoder(_Wire).decode
 
 
 def parse_payload(payload: bytes) -> Event:
@@ -100,79 +111,166 @@ def parse_payload(payload: bytes) -> Event:
     if payload == _DONE_PAYLOAD:
         return DONE
     try:
-        obj = orjson.loads(payload)
-    except orjson.JSONDecodeError:
+        wire = _decode(payload)
+    except msgspec.ValidationError as e:
+        return Malformed(_printable(str(e)))
+    except msgspec.DecodeError:
         return Malformed(f"not JSON: {_excerpt(payload)}")
-    if not isinstance(obj, dict):
-        return Malformed(f"not an object: {_excerpt(payload)}")
-    return parse_object(obj)
+    return _chunk(wire)
 
 
-def parse_object(obj: dict) -> Event:
-    """A decoded chunk object (from the wire or from an SDK's `to_dict()`) -> Chunk or Malformed."""
-    error = obj.get("error")
+def parse_object(obj: object) -> Event:
+    """A decoded chunk object (an SDK's `to_dict()`) -> Chunk or Malformed, same schema. Never raises."""
+    try:
+        wire = msgspec.convert(obj, _Wire)
+    except msgspec.ValidationError as e:
+        return Malformed(_printable(str(e)))
+    return _chunk(wire)
+
+
+def _chunk(wire: _Wire) -> Event:
+    error = wire.error
     if error is not None:
-        message = error.get("message") if isinstance(error, dict) else error
-        return Chunk(has_choices=False, error=str(message)[:200])
-    choices = obj.get("choices")
-    if not isinstance(choices, list):
+        message = error if isinstance(error, str) else error.message or "(no message)"
+        return Chunk(has_choices=False, error=_printable(message, ERROR_CHARS))
+    choices = wire.choices
+    if choices is None:
         return Malformed("chunk without choices")
     text_chars = 0
     finish_reason = None
     for choice in choices:
-        if not isinstance(choice, dict):
-            return Malformed("choice is not an object")
-        delta = choice.get("delta") or {}
-        for key in _TEXT_KEYS:
-            text = delta.get(key)
-            if text:
-                text_chars += len(text)
-        if delta.get("tool_calls"):
-            text_chars += len(orjson.dumps(delta["tool_calls"]))
-        finish_reason = choice.get("finish_reason") or finish_reason
-    completion_tokens = prompt_tokens = None
-    usage = obj.get("usage")
-    if isinstance(usage, dict):
-        completion_tokens = _int_or_none(usage.get("completion_tokens"))
-        prompt_tokens = _int_or_none(usage.get("prompt_tokens"))
-    accepted = drafted = None
-    metrics = obj.get("metrics")
-    if isinstance(metrics, dict) and isinstance(metrics.get("speculative_decoding"), dict):
-        spec = metrics["speculative_decoding"]
-        accepted = _int_or_none(spec.get("num_accepted_draft_tokens"))
-        drafted = _int_or_none(spec.get("num_draft_tokens"))
+        delta = choice.delta
+        if delta is not None:
+            for text in (delta.content, delta.reasoning_content, delta.reasoning):
+                if text:
+                    text_chars += len(text)
+            if delta.tool_calls:
+                for call in delta.tool_calls:
+                    fn = call.function
+                    text_chars += 1 if fn is None else len(fn.name or "") + len(fn.arguments or "") + 1
+        finish_reason = choice.finish_reason or finish_reason
+    usage = wire.usage
+    spec = wire.metrics.speculative_decoding if wire.metrics is not None else None
     return Chunk(
-        completion_tokens=completion_tokens,
-        prompt_tokens=prompt_tokens,
+        completion_tokens=usage.completion_tokens if usage is not None else None,
+        prompt_tokens=usage.prompt_tokens if usage is not None else None,
         text_chars=text_chars,
         has_choices=bool(choices),
-        finish_reason=finish_reason,
-        spec_accepted_tokens=accepted,
-        spec_draft_tokens=drafted,
+        finish_reason=None if finish_reason is None else _printable(finish_reason, FINISH_REASON_CHARS),
+        spec_accepted_tokens=spec.num_accepted_draft_tokens if spec is not None else None,
+        spec_draft_tokens=spec.num_draft_tokens if spec is not None else None,
     )
 
 
-def parse_lines(timed_lines: list[tuple[float, bytes]]) -> list[tuple[float, Event]]:
+class _Framing:
+    """One SSE event being read: its `data` lines so far and when the last of them arrived."""
+
+    __slots__ = ("data", "last_t")
+
+    def __init__(self) -> None:
+        self.data: list[bytes] = []
+        self.last_t = 0.0
+
+
+def _frame(lines: bytes, t: float, state: _Framing, out: list, parse) -> None:
+    """Complete lines (joined by newlines, the last one's newline cut off) that arrived at `t` -> append
+    (time of the event's last data line, parse(payload)) to `out` for each event they end.
+
+    Per the SSE spec, an event ends at a blank line and its `data:` lines are joined with newlines;
+    comment lines (`:`) and other fields are ignored."""
+    data = state.data
+    for line in lines.split(b"\n"):
+        if line and line[-1] == 13:  # CR before the LF
+            line = line[:-1]
+        if not line:
+            if data:
+                out.append((state.last_t, parse(data[0] if len(data) == 1 else b"\n".join(data))))
+                data.clear()
+        elif line.startswith(b"data:"):
+            state.last_t = t
+            data.append(line[6:] if line.startswith(b"data: ") else line[5:])
+
+
+def _flush(state: _Framing, out: list, parse) -> None:
+    """The event left unterminated when the stream ended, if any."""
+    if state.data:
+        out.append((state.last_t, parse(b"\n".join(state.data))))
+        state.data.clear()
+
+
+def timed_events(body: bytes | bytearray, times: Sequence[float], ends: Sequence[int]
+                 ) -> list[tuple[float, Event]]:
+    """A stream's body and its reads (read i ended at body offset `ends[i]` at perf_counter `times[i]`) ->
+    its events, each stamped with the read that completed its last data line. An unterminated tail counts
+    as a last line, read at the last read's time. One pass: linear in the body."""
+    out: list[tuple[float, Event]] = []
+    state = _Framing()
+    pos = seen = 0  # pos: start of the first line not framed yet; seen: end of the previous read
+    for t, end in zip(times, ends, strict=True):
+        cut = body.rfind(b"\n", seen, end)  # only this read's bytes: a newline-less body stays linear
+        seen = end
+        if cut >= 0:
+            _frame(body[pos:cut], t, state, out, parse_payload)
+            pos = cut + 1
+    if pos < len(body) and ends:
+        _frame(body[pos:], times[-1], state, out, parse_payload)
+    _flush(state, out, parse_payload)
+    return out
+
+
+def parse_lines(timed_lines: Sequence[tuple[float, bytes]]) -> list[tuple[float, Event]]:
     """Timestamped raw lines of one stream -> timestamped events (each at its last data line's arrival)."""
-    splitter = EventSplitter()
-    events: list[tuple[float, Event]] = []
-    last_t = 0.0
+    body = bytearray()
+    times: list[float] = []
+    ends: list[int] = []
     for t, line in timed_lines:
-        if line.startswith(b"data:"):
-            last_t = t
-        payload = splitter.feed_line(line)
-        if payload is not None:
-            events.append((last_t, parse_payload(payload)))
-    tail = splitter.pending()
-    if tail is not None:
-        events.append((last_t, parse_payload(tail)))
-    return events
+        body += line if line[-1:] == b"\n" else line + b"\n"
+        times.append(t)
+        ends.append(len(body))
+    return timed_events(body, times, ends)
 
 
-def _int_or_none(value: object) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
+class EventSplitter:
+    """Incremental SSE framing: feed bytes (any boundaries), get each event's joined `data` payload.
+
+    Only as much state as one partial line is kept, and each byte is searched for a newline once."""
+
+    __slots__ = ("_partial", "_state")
+
+    def __init__(self) -> None:
+        self._partial = bytearray()
+        self._state = _Framing()
+
+    def feed(self, data: bytes) -> list[bytes]:
+        """Split raw bytes (any boundaries) into complete event payloads."""
+        cut = data.rfind(b"\n")
+        if cut < 0:
+            self._partial += data
+            return []
+        out: list[tuple[float, bytes]] = []
+        _frame(bytes(self._partial) + data[:cut], 0.0, self._state, out, bytes)
+        self._partial = bytearray(data[cut + 1:])
+        return [payload for _, payload in out]
+
+    def pending(self) -> bytes | None:
+        """The payload of an event left unterminated when the stream ended, if any."""
+        out: list[tuple[float, bytes]] = []
+        if self._partial:
+            _frame(bytes(self._partial), 0.0, self._state, out, bytes)
+            self._partial = bytearray()
+        _flush(self._state, out, bytes)
+        return out[0][1] if out else None
 
 
-def _excerpt(payload: bytes, limit: int = 60) -> str:
-    text = payload[:limit].decode("utf-8", "replace")
+def _printable(text: str, limit: int = 120) -> str:
+    """Cut to `limit` characters, one line of printable, encodable text (a server's control character or
+    lone surrogate must not break a row)."""
+    text = text[:limit]
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else " " for c in text)
+
+
+def _excerpt(payload: bytes | bytearray, limit: int = 60) -> str:
+    text = bytes(payload[:limit]).decode("utf-8", "replace")
     return repr(text) if len(payload) <= limit else repr(text) + "..."

@@ -9,6 +9,9 @@ Schema 1:
             "generators": {"processes", "requests", "failures", "max_loop_lag_ms", "loop_lag_samples",
                            "loop_lag_late_samples", "loop_lag_warnings", "loop_late_share",
                            "by_level": {"<users>": {"samples", "late_samples", "late_share", "max_lag_ms"}},
+                           "budget_by_level": {"<users>": {"chunks", "wall_s", "chunks_per_s", "cpu_share",
+                                                           "cpu_headroom", "cpu_us_per_chunk",
+                                                           "chunks_all_processes"}},
                            "by_process": {"<id>": {...}}}},
  "server": {<SpecWindow over the run>} | null,
  "concurrency": [{"users", "max_running", "max_waiting", "delivered"}, ...]}
@@ -29,7 +32,7 @@ import orjson
 from locust import events
 from locust.runners import WorkerRunner
 
-from locust_spec import crosscheck, distributed, plugin, scraper
+from locust_spec import budget, crosscheck, distributed, plugin, scraper
 from locust_spec.counters import SpecWindow
 
 log = logging.getLogger(__name__)
@@ -42,6 +45,8 @@ DELIVERED_MIN = 0.9
 # A level's first scrape is taken as it starts (users still ramping) and its last may be the stop: judge a
 # level only with at least one scrape in between.
 MIN_SCRAPES = 3
+# A process busier than this was near its ceiling: arrivals queue behind its own work and are stamped late.
+BUSY_SHARE = 0.8
 _COUNTS = ("requests", "failures", "loop_lag_samples", "loop_lag_late_samples", "loop_lag_warnings")
 
 
@@ -56,6 +61,7 @@ def combine_clients(parts: Mapping[str, dict]) -> dict:
     if shares:
         out["loop_late_share"] = max(shares)
     out["by_level"] = combine_levels([p.get("by_level") or {} for p in parts.values()])
+    out["budget_by_level"] = budget.combine([p.get("budget_by_level") or {} for p in parts.values()])
     out["by_process"] = {name: dict(p) for name, p in sorted(parts.items())}
     return out
 
@@ -114,6 +120,12 @@ def generator_warnings(generators: dict, rows: int | None) -> list[str]:
             f"({generators.get('loop_lag_late_samples', 0)} late samples{behind}): timestamps taken then are "
             "late by as much; use more processes or fewer users each"
         )
+    for users, spent in (generators.get("budget_by_level") or {}).items():
+        if float(spent.get("cpu_share") or 0.0) > BUSY_SHARE:
+            warnings.append(
+                f"load generator at {users} users: a process used {spent['cpu_share']:.0%} of a core "
+                f"handling {spent.get('chunks_per_s', 0):,.0f} chunks/s, so it was a bottleneck there; use "
+                "more processes (spec-ab --processes auto, locust --processes N) or fewer users each")
     measured = generators.get("requests") or 0
     if rows is not None and measured > rows:
         warnings.append(f"{measured - rows} of {measured} requests measured by the load generators have no "

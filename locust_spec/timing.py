@@ -55,47 +55,53 @@ def request_timing(start: float, events: Sequence[tuple[float, Event]], end: flo
     error = None
     itl: list[float] = []
     gaps: list[float] = []
-    for t, event in events:
-        if isinstance(event, Done):
-            done = True
-            break
-        if isinstance(event, Malformed):
-            error = error or f"malformed_sse: {event.reason}"
+    # Runs once per chunk of every request: plain comparisons and type() checks, no max() or isinstance().
+    for t, chunk in events:
+        kind = type(chunk)
+        if kind is not Chunk:
+            if kind is Done:
+                done = True
+                break
+            if kind is Malformed:
+                error = error or f"malformed_sse: {chunk.reason}"
             continue
-        chunk: Chunk = event
         if chunk.error is not None:
             error = error or f"server_error: {chunk.error}"
             continue
         cum = chunk.completion_tokens
-        if cum is not None:
-            usage_total = cum if usage_total is None else max(usage_total, cum)
+        if cum is not None and (usage_total is None or cum > usage_total):
+            usage_total = cum
         if chunk.prompt_tokens is not None:
             prompt_tokens = chunk.prompt_tokens
         if chunk.spec_draft_tokens is not None:
             accepted, drafted = chunk.spec_accepted_tokens, chunk.spec_draft_tokens
-        finish_reason = chunk.finish_reason or finish_reason
+        if chunk.finish_reason:
+            finish_reason = chunk.finish_reason
         if not chunk.has_choices:
             continue
         if cum is not None:
-            n = max(cum - prev_cum, 0)
-            prev_cum = max(prev_cum, cum)
+            n = cum - prev_cum  # a count that went down carries no token and leaves the high mark
+            if n <= 0:
+                continue
+            prev_cum = cum
         elif chunk.text_chars:
             n = 1
             estimated = True
         else:
-            n = 0
-        if n == 0:
             continue
         chunks += 1
         output_counted += n
-        max_per_chunk = max(max_per_chunk, n)
+        if n > max_per_chunk:
+            max_per_chunk = n
         if first_t is None:
             first_t = t
         else:
             gap = (t - last_t) * 1000.0
             gaps.append(gap)
-            share = gap / n
-            itl.extend([share] * n)
+            if n == 1:
+                itl.append(gap)
+            else:
+                itl.extend([gap / n] * n)
         last_t = t
     if error is None and not done:
         error = "no_done: stream ended without [DONE]"
@@ -104,6 +110,7 @@ def request_timing(start: float, events: Sequence[tuple[float, Event]], end: flo
     tpot = None
     if first_t is not None and output_tokens > 1:
         tpot = (last_t - first_t) * 1000.0 / (output_tokens - 1)
+    itl_p50, itl_p99 = _percentiles(itl, 50, 99)
     return RequestTiming(
         ttft_ms=ttft,
         tpot_ms=tpot,
@@ -116,8 +123,8 @@ def request_timing(start: float, events: Sequence[tuple[float, Event]], end: flo
         finish_reason=finish_reason,
         itl_ms=tuple(itl),
         chunk_gaps_ms=tuple(gaps),
-        itl_p50_ms=percentile(itl, 50),
-        itl_p99_ms=percentile(itl, 99),
+        itl_p50_ms=itl_p50,
+        itl_p99_ms=itl_p99,
         chunk_gap_p50_ms=percentile(gaps, 50),
         spec_accepted_tokens=accepted,
         spec_draft_tokens=drafted,
@@ -128,9 +135,18 @@ def request_timing(start: float, events: Sequence[tuple[float, Event]], end: flo
 
 def percentile(values: Sequence[float], pct: float) -> float | None:
     """Linear-interpolated percentile of a small sample (numpy's default method); None when empty."""
+    return _percentiles(values, pct)[0]
+
+
+def _percentiles(values: Sequence[float], *pcts: float) -> list[float | None]:
+    """Several percentiles of one sample, sorted once."""
     if not values:
-        return None
+        return [None] * len(pcts)
     ordered = sorted(values)
+    return [_ranked(ordered, pct) for pct in pcts]
+
+
+def _ranked(ordered: list[float], pct: float) -> float:
     rank = (len(ordered) - 1) * pct / 100.0
     lo = math.floor(rank)
     hi = min(lo + 1, len(ordered) - 1)

@@ -13,18 +13,23 @@ ENV = "LOCUST_SPEC_TRACE"
 HEADER = "request_id,event,time_ns\n"
 
 
-def response_id(lines: list, objects: list | None) -> str:
+def response_id(body: bytes | bytearray, objects: list | None) -> str:
     """The `id` of the stream's first chunk (vLLM's `chatcmpl-...`), or "" when there is none."""
-    if objects:
-        return str(getattr(objects[0][1], "id", "") or "")
-    for _, line in lines:
-        if line.startswith(b"data:") and not line.startswith(b"data: [DONE]"):
-            try:
-                obj = orjson.loads(bytes(line[5:]))
-            except orjson.JSONDecodeError:
-                return ""
-            return str(obj.get("id", "")) if isinstance(obj, dict) else ""
-    return ""
+    rid = getattr(objects[0][1], "id", "") if objects else _first_id(body)
+    # the trace is ASCII CSV: an id that is not plain text is not a vLLM id
+    return rid if isinstance(rid, str) and rid.isascii() and rid.isprintable() and "," not in rid else ""
+
+
+def _first_id(body: bytes | bytearray) -> object:
+    start = body.find(b"data:")
+    if start < 0:
+        return ""
+    end = body.find(b"\n", start)
+    try:
+        obj = orjson.loads(bytes(body[start + 5:end if end >= 0 else len(body)]))
+    except orjson.JSONDecodeError:
+        return ""
+    return obj.get("id", "") if isinstance(obj, dict) else ""
 
 
 def trace_rows(rid: str, start_unix: float, start: float, timing: RequestTiming) -> list[str]:
@@ -55,9 +60,9 @@ class Trace:
         path = os.environ.get(ENV)
         return cls(path) if path else None
 
-    def write(self, lines: list, objects: list | None, start_unix: float, start: float,
+    def write(self, body: bytes | bytearray, objects: list | None, start_unix: float, start: float,
               timing: RequestTiming) -> None:
-        self._fh.write("".join(trace_rows(response_id(lines, objects), start_unix, start, timing)))
+        self._fh.write("".join(trace_rows(response_id(body, objects), start_unix, start, timing)))
 
     def flush(self) -> None:
         self._fh.flush()

@@ -4,10 +4,13 @@ lines and parsing them wait until the stream has ended (Arrivals.timed, run by t
 
 from __future__ import annotations
 
+import contextlib
+import importlib
 import socket
 import struct
 import sys
 import time
+from array import array
 from urllib.parse import urlsplit
 
 import gevent
@@ -15,9 +18,17 @@ import gevent.socket
 import gevent.ssl
 from geventhttpclient.response import HTTPParseError, HTTPSocketResponse
 
-from locust_spec.sse import Chunk, parse_payload
+from locust_spec.sse import DONE, Chunk, Event, parse_payload, timed_events
 
-_DONE_LINE = b"data: [DONE]"
+# Real vLLM chunks are 0.3-0.6 kB (one token and its usage; the last one with spec-decode stats); a tool
+# call's arguments or a long reasoning delta can make one a few kB. A line 1000x that is no chunk, and
+# holding it is what a hostile server wants. A response of 64 MiB is ~150k such chunks: beyond the longest
+# outputs asked of a model (max_tokens 128k) while 256 streams of it still fit in a load generator's memory.
+# A line must be allowed at least one read (64 KiB), which the exact line check below relies on.
+MAX_LINE_BYTES = 1 << 20
+MAX_RESPONSE_BYTES = 64 << 20
+MIN_LINE_BYTES = 1 << 16
+ERROR_BODY_BYTES = 1 << 16  # of a non-200 answer: enough for any error message
 # Kernel receive timestamps (Linux SO_TIMESTAMPNS, not named by Python's socket module): the time each
 # read's last packet reached this host, whatever this process was doing then. A busy event loop delays
 # when a greenlet gets to read, never what it stamps; elsewhere (or on TLS) reads are stamped on return.
@@ -64,44 +75,75 @@ def request_bytes(endpoint: Endpoint, path: str, body: bytes, api_key: str) -> b
 
 
 class Arrivals:
-    """A stream's body as it arrived: the bytes (de-chunked) and, per read, (perf_counter, body length)."""
+    """A stream's body as it arrived: the bytes (de-chunked) and, per read, its perf_counter time and the
+    body's length after it, kept in two flat arrays (no object per read)."""
 
-    __slots__ = ("body", "marks")
+    __slots__ = ("body", "times", "ends")
 
     def __init__(self) -> None:
         self.body = bytearray()
-        self.marks: list[tuple[float, int]] = []
+        self.times = array("d")
+        self.ends = array("q")
 
-    def timed(self) -> list[tuple[float, bytes]]:
-        return timed_lines(self.body, self.marks)
+    def mark(self, t: float) -> None:
+        self.times.append(t)
+        self.ends.append(len(self.body))
 
-
-def timed_lines(body: bytes | bytearray, marks: list[tuple[float, int]]) -> list[tuple[float, bytes]]:
-    """Split `body` into lines (endings kept), each stamped with the time of the read that completed it;
-    an unterminated tail gets the last read's time."""
-    out: list[tuple[float, bytes]] = []
-    pos = 0
-    for t, end in marks:
-        cut = body.rfind(b"\n", pos, end) + 1
-        if cut > pos:
-            out.extend((t, line + b"\n") for line in bytes(body[pos:cut - 1]).split(b"\n"))
-            pos = cut
-    if pos < len(body) and marks:
-        out.append((marks[-1][0], bytes(body[pos:])))
-    return out
+    def events(self) -> list[tuple[float, Event]]:
+        return timed_events(self.body, self.times, self.ends)
 
 
-def _has_token_or_done(body: bytearray) -> bool:
-    return any(_carries_token(line) or line.startswith(_DONE_LINE) for line in bytes(body).split(b"\n"))
+def _has_token_or_done(lines: bytes | bytearray) -> bool:
+    """Whether any of these complete lines is a data line carrying a token, or the [DONE] terminator."""
+    for line in lines.split(b"\n"):
+        if line[:5] == b"data:":
+            event = parse_payload(line[5:].strip())
+            if event is DONE or (isinstance(event, Chunk) and event.has_choices and bool(
+                    (event.completion_tokens or 0) > 0 or event.text_chars)):
+                return True
+    return False
 
 
-def _carries_token(line: bytes) -> bool:
-    if not line.startswith(b"data:"):
-        return False
-    event = parse_payload(line[5:].strip())
-    return isinstance(event, Chunk) and event.has_choices and bool(
-        (event.completion_tokens or 0) > 0 or event.text_chars
-    )
+class Watchdog:
+    """The first-token and idle timeouts of one connection, without a timer per wait.
+
+    gevent's socket timeout starts and cancels a Timeout object around every wait, one per chunk. Here a
+    read only stores its time in `last`; the one timer, when due, compares the time since the last read with
+    the timeout and either sleeps again for what is left or raises TimeoutError in the reading greenlet."""
+
+    __slots__ = ("_timer", "_greenlet", "_timeout", "last")
+
+    def __init__(self) -> None:
+        self._timer = None
+        self._greenlet = None
+        self._timeout = 0.0
+        self.last = 0.0
+
+    def arm(self, timeout: float) -> None:
+        """From now, fail the calling greenlet when `timeout` seconds pass without a read."""
+        self.disarm()
+        self._timeout = timeout
+        self.last = time.perf_counter()
+        self._greenlet = gevent.getcurrent()
+        self._start(timeout)
+
+    def disarm(self) -> None:
+        if self._timer is not None:
+            self._timer.close()
+            self._timer = None
+
+    def _start(self, delay: float) -> None:
+        self._timer = gevent.get_hub().loop.timer(max(delay, 0.0))
+        self._timer.start(self._due)
+
+    def _due(self) -> None:
+        self._timer.close()
+        self._timer = None
+        left = self.last + self._timeout - time.perf_counter()
+        if left > 0:
+            self._start(left)
+        else:
+            self._greenlet.throw(TimeoutError())
 
 
 class Connection:
@@ -114,26 +156,33 @@ class Connection:
         self.start_unix = 0.0
         self.start = 0.0
         self.kernel_stamps = False
+        self._watchdog = Watchdog()
 
     def connect(self) -> None:
         if self.sock is not None:
             return
+        where = f"{self.endpoint.host}:{self.endpoint.port}"
+        sock = None
         try:
             sock = gevent.socket.create_connection((self.endpoint.host, self.endpoint.port),
                                                    timeout=self.connect_timeout)
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            self.kernel_stamps = _KERNEL_STAMPS and not self.endpoint.ssl
+            if self.kernel_stamps:
+                try:
+                    sock.setsockopt(socket.SOL_SOCKET, _SO_TIMESTAMPNS, 1)
+                except OSError:
+                    self.kernel_stamps = False
+            if self.endpoint.ssl:  # the handshake is still under the connect timeout
+                context = gevent.ssl.create_default_context()
+                sock = context.wrap_socket(sock, server_hostname=self.endpoint.host)
         except TimeoutError:
-            raise StreamFailure("timeout_connect", f"{self.endpoint.host}:{self.endpoint.port}") from None
+            _close_quietly(sock)
+            raise StreamFailure("timeout_connect", where) from None
         except OSError as e:
+            _close_quietly(sock)
             raise StreamFailure("connect", e.strerror or type(e).__name__) from None
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self.kernel_stamps = _KERNEL_STAMPS and not self.endpoint.ssl
-        if self.kernel_stamps:
-            try:
-                sock.setsockopt(socket.SOL_SOCKET, _SO_TIMESTAMPNS, 1)
-            except OSError:
-                self.kernel_stamps = False
-        if self.endpoint.ssl:
-            sock = gevent.ssl.create_default_context().wrap_socket(sock, server_hostname=self.endpoint.host)
+        sock.settimeout(None)  # reads wait without a timer each: the Watchdog times them
         self.sock = sock
 
     def close(self) -> None:
@@ -143,21 +192,23 @@ class Connection:
             finally:
                 self.sock = None
 
-    def stream(self, request: bytes, arrivals: Arrivals, first_token_timeout: float, idle_timeout: float
-               ) -> tuple[int, bytes]:
+    def stream(self, request: bytes, arrivals: Arrivals, first_token_timeout: float, idle_timeout: float,
+               max_line: int = MAX_LINE_BYTES, max_body: int = MAX_RESPONSE_BYTES) -> tuple[int, bytes]:
         """Send `request`, read the response into `arrivals` as it comes.
 
-        Returns (HTTP status, body of a non-200 answer). `start`/`start_unix` hold the clock taken just
-        before the bytes went out, also after a failure. The caller owns `arrivals`, so what arrived
-        before a failure is kept. Raises StreamFailure.
+        Returns (HTTP status, body of a non-200 answer, at most ERROR_BODY_BYTES). `start`/`start_unix` hold
+        the clock taken just before the bytes went out, also after a failure. The caller owns `arrivals`,
+        so what arrived before a failure is kept. Raises StreamFailure; `too_large` when a line of the body
+        exceeds `max_line` bytes or the body `max_body` (what arrived up to the last whole line is kept).
         """
         # a failed (re)connect is stamped when it was tried, with no clock: no request went out
         self.start_unix, self.start = time.time(), 0.0
         self.connect()
         sock = self.sock
+        dog = self._watchdog
         phase = "timeout_first_token"
         try:
-            sock.settimeout(first_token_timeout)
+            dog.arm(first_token_timeout)
             self.start_unix = time.time()
             self.start = time.perf_counter()
             sock.sendall(request)
@@ -167,22 +218,42 @@ class Connection:
             response = HTTPSocketResponse(sock, block_size=65536, method="POST", pre_buffered=first)
             status = response.status_code
             if status != 200:
-                body = response.read()
+                body = response.read(ERROR_BODY_BYTES)
                 if response.should_close():
                     self.close()
                 return status, body
             # geventhttpclient de-chunks what `feed` is given into this buffer; reading it directly (not
             # readline) leaves the read loop one recv, one clock and one C-parser call per read.
             body = arrivals.body = response._body_buffer
-            marks = arrivals.marks
-            if body:
-                # the body bytes that came with the head were in the first read, unless the head took more
-                marks.append((first_t if b"\r\n\r\n" in first else clock(), len(body)))
+            times, ends = arrivals.times, arrivals.ends
+            line_start = 0  # where the line being received starts; lines before it were checked
+            seen = 0  # body length at the previous read
             recv, feed = sock.recv, response.feed
-            while not response.message_complete:
-                if phase == "timeout_first_token" and _has_token_or_done(body):
-                    phase = "timeout_idle"
-                    sock.settimeout(idle_timeout)
+            # the body bytes that came with the head were in the first read, unless the head took more
+            t = first_t if b"\r\n\r\n" in first else clock()
+            while True:
+                size = len(body)
+                if size > seen:
+                    times.append(t)
+                    ends.append(size)
+                    dog.last = t
+                    # Limits and the first token are checked on the new bytes only (linear in the body):
+                    # the last newline of this read closes every line before it.
+                    cut = body.rfind(b"\n", seen)
+                    if cut >= 0:
+                        if cut - line_start > max_line and body.find(b"\n", seen) - line_start > max_line:
+                            raise _too_large(body, line_start, f"a line over {max_line} bytes")
+                        if phase == "timeout_first_token" and _has_token_or_done(body[line_start:cut]):
+                            phase = "timeout_idle"
+                            dog.arm(idle_timeout)
+                        line_start = cut + 1
+                    if size - line_start > max_line:
+                        raise _too_large(body, line_start, f"a line over {max_line} bytes")
+                    if size > max_body:
+                        raise _too_large(body, line_start, f"a response over {max_body} bytes")
+                    seen = size
+                if response.message_complete:
+                    break
                 if read is not None:
                     data, t = read()
                 else:
@@ -193,7 +264,6 @@ class Connection:
                     if response.message_complete:
                         break
                     raise StreamFailure("reset", "connection closed mid-response")
-                marks.append((t, len(body)))
             if response.should_close():
                 self.close()
             return status, b""
@@ -206,16 +276,32 @@ class Connection:
         except BaseException:
             self.close()
             raise
-
+        finally:
+            dog.disarm()
 
     def _stamped_reader(self, clock):
         """A read returning (bytes, perf_counter time of the kernel's receive stamp, else of the return)."""
-        recvmsg, unpack, space = self.sock.recvmsg, _TIMESPEC.unpack, _CMSG_SPACE
+        sock, unpack, space = self.sock, _TIMESPEC.unpack, _CMSG_SPACE
         # the wall-clock stamp is put on perf_counter's scale through a pair taken together, per request
         offset = time.time() - clock()
+        # gevent's recvmsg tries the socket first and waits when it raises EAGAIN: a chunk stream is
+        # nearly always waited for, so the failed call and its exception came with every chunk. Here the
+        # read waits for readability first, on the socket's own watcher (gevent's socket internals: where
+        # they differ, gevent's recvmsg is used as is).
+        raw, ready, wait = (getattr(sock, "_sock", None), getattr(sock, "_read_event", None),
+                            getattr(getattr(sock, "hub", None), "wait", None))
+        waits_first = raw is not None and ready is not None and wait is not None
+        recvmsg = raw.recvmsg if waits_first else sock.recvmsg
 
         def read() -> tuple[bytes, float]:
-            data, ancillary, _, _ = recvmsg(65536, space)
+            while True:
+                if waits_first:
+                    wait(ready)
+                try:
+                    data, ancillary, _, _ = recvmsg(65536, space)
+                    break
+                except BlockingIOError:  # woken without data after all
+                    continue
             for level, kind, value in ancillary:
                 if level == socket.SOL_SOCKET and kind == _SO_TIMESTAMPNS and len(value) == _TIMESPEC.size:
                     sec, nsec = unpack(value)
@@ -223,6 +309,97 @@ class Connection:
             return data, clock()
 
         return read
+
+
+class BodyRefused(Exception):
+    """Raised from inside the SDK's body stream (`--client openai`): the body broke a limit or came
+    compressed; `kind` and `detail` become the request's StreamFailure."""
+
+    def __init__(self, kind: str, detail: str) -> None:
+        super().__init__(f"{kind}: {detail}")
+        self.kind = kind
+        self.detail = detail
+
+
+_SDK_DONE = (b"\ndata: [DONE]", b"\ndata:[DONE]")
+
+
+def _sync_byte_stream() -> type:
+    """The byte-stream base class of the HTTP library the installed openai SDK uses (httpx, or its fork
+    httpx2 in later SDKs): a response's stream must be one for the SDK to read and close it."""
+    import openai
+
+    client = next(c for c in openai.DefaultHttpxClient.__mro__ if c.__name__ == "Client")
+    return importlib.import_module(client.__module__.split(".")[0]).SyncByteStream
+
+
+def sdk_client_options(max_line: int, max_body: int) -> dict:
+    """Keyword arguments for `openai.OpenAI`: ask for an uncompressed body and read it through the same
+    limits as the fast path, noting whether the `data: [DONE]` line went by (the SDK swallows it, and
+    ends silently when a stream stops without it)."""
+    import openai
+
+    base = _sync_byte_stream()
+
+    class GuardedBody(base):
+        """The raw body as the SDK reads it, counted on the way through."""
+
+        def __init__(self, inner, encoding: str) -> None:
+            self.inner = inner
+            self.encoding = encoding
+            self.done = False
+
+        def __iter__(self):
+            if self.encoding not in ("", "identity"):
+                # asked for identity: a compressed body could inflate past every limit (a gzip bomb)
+                raise BodyRefused("malformed_sse", f"body sent with content-encoding {self.encoding[:20]}")
+            size, line = 0, 0
+            tail = b"\n"  # the bytes before this read that a [DONE] line could start in
+            for data in self.inner:
+                size += len(data)
+                cut = data.rfind(b"\n")
+                if cut < 0:
+                    line += len(data)
+                else:
+                    if line + data.find(b"\n") > max_line:
+                        raise BodyRefused("too_large", f"a line over {max_line} bytes")
+                    line = len(data) - cut - 1
+                if line > max_line:
+                    raise BodyRefused("too_large", f"a line over {max_line} bytes")
+                if size > max_body:
+                    raise BodyRefused("too_large", f"a response over {max_body} bytes")
+                window = tail + data[:16]
+                if any(m in window or m in data for m in _SDK_DONE):
+                    self.done = True
+                tail = data[-16:]
+                yield data
+
+        def close(self) -> None:
+            self.inner.close()
+
+    def guard(response) -> None:
+        response.stream = GuardedBody(response.stream, response.headers.get("content-encoding", "").lower())
+
+    return {"default_headers": {"Accept-Encoding": "identity"},
+            "http_client": openai.DefaultHttpxClient(event_hooks={"response": [guard]})}
+
+
+def sdk_saw_done(stream) -> bool:
+    """Whether the SDK stream's body carried the `data: [DONE]` line."""
+    return bool(getattr(getattr(stream, "response", None), "stream", None) and
+                getattr(stream.response.stream, "done", False))
+
+
+def _close_quietly(sock) -> None:
+    if sock is not None:
+        with contextlib.suppress(OSError):
+            sock.close()
+
+
+def _too_large(body: bytearray, keep: int, detail: str) -> StreamFailure:
+    """Drop the partial line past `keep` (its bytes are what overflowed) and name the failure."""
+    del body[keep:]
+    return StreamFailure("too_large", detail)
 
 
 def with_timeout(seconds: float):

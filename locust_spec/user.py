@@ -15,11 +15,13 @@ from locust_spec import plugin
 from locust_spec.prompts import Prompt
 from locust_spec.transport import (
     Arrivals,
+    BodyRefused,
     Connection,
     Endpoint,
     RequestTimeout,
     StreamFailure,
     request_bytes,
+    sdk_saw_done,
     with_timeout,
 )
 
@@ -119,7 +121,7 @@ class ChatCompletionUser(User):
             started.arrivals = Arrivals()
             try:
                 status, error_body = self._conn.stream(request, started.arrivals, s.first_token_timeout,
-                                                       s.idle_timeout)
+                                                       s.idle_timeout, s.max_line_bytes, s.max_response_bytes)
             finally:
                 started.start_unix, started.start = self._conn.start_unix, self._conn.start
             if status == 200:
@@ -144,13 +146,19 @@ class ChatCompletionUser(User):
             stream = self._sdk.chat.completions.create(stream=True, extra_body=extra, **body)
             for chunk in stream:
                 started.objects.append((time.perf_counter(), chunk))
+        except BodyRefused as e:
+            raise StreamFailure(e.kind, e.detail) from None
         except openai.APIStatusError as e:
             raise StreamFailure(f"http_{e.status_code}", _short(str(e.message).encode())) from None
         except openai.APITimeoutError:
             raise StreamFailure("timeout_idle" if started.objects else "timeout_first_token") from None
         except openai.APIConnectionError as e:
             raise StreamFailure("reset", str(e)) from None
-        started.sdk_done = True
+        except openai.APIError as e:  # an error object in the stream
+            raise StreamFailure("server_error", _short(str(e.message).encode())) from None
+        except (ValueError, TypeError, AttributeError, KeyError) as e:  # the SDK could not read a chunk
+            raise StreamFailure("malformed_sse", f"the SDK failed on a chunk ({type(e).__name__})") from None
+        started.sdk_done = sdk_saw_done(stream)
 
 
 def _short(body: bytes, limit: int = 120) -> str:

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
+import gzip
 import itertools
 import json
 import socket
@@ -16,7 +18,14 @@ from pathlib import Path
 
 CAPTURES = Path(__file__).resolve().parent / "data" / "captures" / "vllm-0.32-cpu"
 MODELS = b'{"object":"list","data":[{"id":"tiny-llama","object":"model"}]}'
-FAULTS = ("ok", "500", "reset", "malformed", "stall", "nodone")
+FAULTS = ("ok", "500", "reset", "malformed", "stall", "nodone", "badtype", "bigline", "gzip")
+BIG_LINE_BYTES = 2 << 20  # "bigline": one line past the client's default 1 MiB limit, then the rest
+
+
+@functools.cache
+def gzip_bomb() -> bytes:
+    """For "gzip": 64 MiB of newlines in ~64 kB, sent compressed though nobody asked."""
+    return gzip.compress(b"\n" * (64 << 20), 9)
 
 
 @dataclass(frozen=True)
@@ -94,17 +103,25 @@ class Replay:
         n = next(self.counter)
         fault = next(self.faults)
         entry = {"request": n, "t_recv_unix": t_recv, "fault": fault,
-                 "authorization": headers.get("authorization", ""), "body": request, "writes": []}
+                 "authorization": headers.get("authorization", ""), "body": request, "writes": [],
+                 "accept_encoding": headers.get("accept-encoding")}
         if fault == "500":
             await self.plain(writer, 500, b'{"error":{"message":"boom"}}')
             entry["status"] = 500
             self.write_log(entry)
             return True
-        writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream; charset=utf-8\r\n"
-                     b"transfer-encoding: chunked\r\n\r\n")
+        encoding = b"content-encoding: gzip\r\n" if fault == "gzip" else b""
+        writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream; charset=utf-8\r\n%s"
+                     b"transfer-encoding: chunked\r\n\r\n" % encoding)
         await writer.drain()
         reads = list(self.capture.reads)
         cut = len(reads) // 2
+        if fault == "gzip":
+            reads = [(0.0, gzip_bomb())]
+        if fault == "badtype":  # valid JSON, a wrong type where a value is read
+            reads.insert(cut, (reads[cut][0], b'data: {"choices":[{"delta":"x"}]}\n\n'))
+        if fault == "bigline":
+            reads[cut:cut] = [(reads[cut][0], b"data: " + b"y" * (64 << 10))] * (BIG_LINE_BYTES >> 16)
         if fault == "malformed":
             reads.insert(cut, (reads[cut][0], b"data: {this is not json\n\n"))
         if fault == "nodone":
@@ -124,7 +141,11 @@ class Replay:
             if delay > 0:
                 await asyncio.sleep(delay)
             writer.write(b"%x\r\n%s\r\n" % (len(data), data))
-            await writer.drain()
+            try:
+                await writer.drain()
+            except ConnectionError:  # the client gave up on this response (a limit, a timeout)
+                self.write_log(entry)
+                return False
             entry["writes"].append([time.time(), len(data), data.count(b"\n\n")])
         writer.write(b"0\r\n\r\n")
         await writer.drain()

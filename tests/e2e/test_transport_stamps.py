@@ -9,6 +9,7 @@ import time
 import gevent
 import pytest
 
+from locust_spec.sse import DONE
 from locust_spec.transport import Arrivals, Connection, Endpoint, request_bytes
 from tests.support import PY, free_port
 
@@ -52,12 +53,12 @@ def test_a_read_delayed_by_a_busy_client_keeps_the_time_its_bytes_arrived():
                                 5.0)
         assert status == 200
         blocker.join()
-        times = [t for t, _ in arrivals.marks]
+        times = list(arrivals.times)
         assert times == sorted(times)
         # every byte arrived ~0.3 s after the request, long before the client stopped being busy
         assert times[-1] < busy_until[0] - 0.4
-        lines = [line for _, line in arrivals.timed() if line.startswith(b"data:")]
-        assert lines[-1].startswith(b"data: [DONE]")
+        events = arrivals.events()
+        assert len(events) == 3 and events[-1][1] is DONE
     finally:
         server.kill()
         server.wait()

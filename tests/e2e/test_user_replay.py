@@ -90,6 +90,9 @@ def test_every_request_has_one_row_matching_what_the_server_sent(tmp_path, repla
     assert latency["metrics"]["e2e"]["code"]["count"] + latency["metrics"]["e2e"]["chat"]["count"] == len(ok)
     assert latency["metrics"]["itl"]["all"]["count"] == 199 * len(ok)
     assert latency["levels"]["4"]["ttft"]["all"]["p50"] >= first_token_s * SCALE * 1000 - 1.0
+    spent = json.loads((tmp_path / "out" / "run_summary.json").read_text())["client"]["generators"]
+    level = spent["budget_by_level"]["4"]
+    assert level["chunks"] >= chunks * len(ok) and level["wall_s"] > 0 and 0 <= level["cpu_headroom"] <= 1
     stats = (tmp_path / "out" / "run_stats.csv").read_text()
     assert "TTFT,code" in stats and "TPOT,chat" in stats and "E2E,code" in stats
     assert all(e["authorization"] == f"Bearer {SECRET}" for e in complete)
@@ -122,3 +125,21 @@ def test_server_rejecting_continuous_usage_is_retried_once_without_it(tmp_path, 
     assert served and all("continuous_usage_stats" not in e["body"]["stream_options"] for e in served)
     assert sum(1 for r in rows if not r["error"]) >= 2
     assert "continuous_usage_stats" in result.stderr
+
+
+@pytest.mark.parametrize("client", ["fast", "openai"])
+def test_hostile_bodies_get_named_rows_and_good_requests_stay_exact(tmp_path, replay, client):
+    url, log = replay("--capture", "stream_spec_off", "--faults", "ok,badtype,bigline,gzip,nodone")
+    result, rows = locust(tmp_path, url, "--client", client, users=2, seconds=8)
+    assert "Traceback" not in result.stderr, result.stderr[-3000:]
+    kinds = {r["error"].split(":")[0] for r in rows}
+    assert {"", "malformed_sse", "too_large", "no_done"} <= kinds <= {
+        "", "malformed_sse", "too_large", "no_done", "interrupted"}, kinds
+    assert any(r["error"].startswith("too_large: a line over") for r in rows)
+    ok = [r for r in rows if not r["error"]]
+    assert ok and all(int(r["output_tokens"]) == 200 and r["finish_reason"] == "length" for r in ok)
+    served = {e["fault"] for e in sent(log)}
+    assert served >= {"ok", "badtype", "bigline", "gzip", "nodone"}
+    if client == "openai":
+        encodings = {e.get("accept_encoding") for e in sent(log)}
+        assert encodings == {"identity"}, encodings

@@ -79,6 +79,7 @@ def test_one_url_without_the_other_is_refused_in_one_line(tmp_path):
 
 def test_bad_ladder_options_are_refused_before_anything_starts(tmp_path):
     for args in (["--levels", "1,x"], ["--stage-time", "0s"], ["--warmup", "soon"], ["--processes", "0"],
+                 ["--processes", "many"],
                  ["--speculative-config", "{nope"]):
         result = CliRunner().invoke(ab.main, [*args, "--out", str(tmp_path / "run")])
         assert result.exit_code == 2, (args, result.output)
@@ -121,3 +122,9 @@ def test_a_level_where_an_arm_failed_most_requests_makes_the_run_bad():
         diagnoses=(), warnings=())
     assert ab.failed_levels(verdict) == ["baseline failed 21 of 40 requests at 4 users",
                                          "candidate failed 30 of 30 requests at 16 users"]
+
+
+def test_processes_auto_plans_from_the_top_level_and_says_why():
+    assert ab.auto_processes("1,4,16,64", simulated=True) == (1, ab.budget.processes_for(64, 1)[1])
+    count, reason = ab.auto_processes("1,512", simulated=True)
+    assert count == 1 and "capped at the cores available (1)" in reason and "51,200 chunks/s" in reason

@@ -2,11 +2,22 @@
 
 from __future__ import annotations
 
+import json
+
 import orjson
 from hypothesis import given
 from hypothesis import strategies as st
 
-from locust_spec.sse import DONE, Chunk, EventSplitter, Malformed, parse_lines, parse_payload
+from locust_spec.sse import (
+    DONE,
+    MAX_TOKEN_COUNT,
+    Chunk,
+    EventSplitter,
+    Malformed,
+    parse_lines,
+    parse_object,
+    parse_payload,
+)
 from tests.replay import CAPTURES, load_capture
 
 
@@ -87,3 +98,54 @@ def test_each_event_is_stamped_with_its_data_line_arrival():
 def test_capture_reads_cover_the_bytes():
     capture = load_capture("stream_ngram")
     assert capture.data == (CAPTURES / "stream_ngram.sse").read_bytes()
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers(min_value=-(10**30), max_value=10**30) | st.floats()
+    | st.text(max_size=20),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3),
+    max_leaves=8)
+FIELDS = ("choices", "delta", "content", "reasoning_content", "reasoning", "tool_calls", "function", "name",
+          "arguments", "finish_reason", "usage", "completion_tokens", "prompt_tokens", "metrics",
+          "speculative_decoding", "num_accepted_draft_tokens", "num_draft_tokens", "error", "message")
+
+
+@given(st.recursive(json_values, lambda inner: st.dictionaries(st.sampled_from(FIELDS), inner, max_size=4)
+                    | st.lists(inner, max_size=3), max_leaves=12))
+def test_any_json_value_in_any_field_is_an_event_never_an_exception(obj):
+    for event in (parse_payload(json.dumps(obj).encode()), parse_object(obj)):
+        assert isinstance(event, (Chunk, Malformed)) or event is DONE
+        if isinstance(event, Chunk):
+            assert all(v is None or 0 <= v <= MAX_TOKEN_COUNT for v in
+                       (event.completion_tokens, event.prompt_tokens, event.spec_draft_tokens))
+            assert all(v is None or v.isprintable() for v in (event.finish_reason, event.error))
+
+
+@given(st.binary(max_size=300))
+def test_any_bytes_are_an_event_never_an_exception(data):
+    event = parse_payload(data)
+    assert isinstance(event, (Chunk, Malformed)) or event is DONE
+
+
+def test_wrong_types_where_values_are_read_are_malformed_with_the_path():
+    for payload, where in ((b'{"choices":[{"delta":"x"}]}', "$.choices[0].delta"),
+                           (b'{"choices":[{"delta":{"content":5}}]}', "$.choices[0].delta.content"),
+                           (b'{"choices":[],"usage":{"completion_tokens":99999999999999999999999}}',
+                            "$.usage.completion_tokens"),
+                           (b'{"choices":[{"finish_reason":["stop"]}]}', "$.choices[0].finish_reason")):
+        event = parse_payload(payload)
+        assert isinstance(event, Malformed) and where in event.reason, (payload, event)
+
+
+def test_a_finish_reason_or_error_with_control_characters_becomes_one_printable_line():
+    event = parse_payload(b'{"choices":[{"finish_reason":"stop\\n\\u0000=1"}]}')
+    assert event.finish_reason == "stop  =1"
+    assert isinstance(parse_payload(b'{"choices":[{"finish_reason":"\\ud800"}]}'), Malformed)
+    assert parse_payload(b'{"error":{"message":"a\\r\\nb"}}').error == "a  b"
+
+
+def test_splitting_a_body_without_newlines_stays_one_partial_line():
+    splitter = EventSplitter()
+    for _ in range(1000):
+        assert splitter.feed(b"x" * 100) == []
+    assert splitter.pending() is None  # a line that is not `data:` carries nothing

@@ -1,0 +1,119 @@
+"""The load generator's own budget per ladder level: token chunks it handled per second and the share of a
+core it used doing so, so that a reader of PREFIX_summary.json sees whether the client had headroom (the
+numbers it reports were not capped by it) or was the bottleneck; and how many processes a load needs.
+
+The measured cost (benchmarks/hotpath.py, benchmarks/fidelity.py) is ~10-16 us of CPU per chunk on one core,
+everything included; a process is given half a core's worth of chunks so that its event loop stays free to
+stamp arrivals on time (a loop busy more than half the time makes late stamps the rule, not the exception).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Mapping, Sequence
+
+import gevent
+
+# Chunks per second one process is planned for: half of a core at 16 us per chunk.
+CHUNKS_PER_PROCESS = 30_000
+# A stream's chunk rate when nothing better is known: one token chunk per 10 ms decode step, about what a
+# current GPU gives a small model with hundreds of streams (a slower server only makes the plan roomier).
+STREAM_CHUNKS_PER_S = 100.0
+SAMPLE_S = 1.0
+MAX_LEVELS = 64  # as the lag monitor: a ladder has a handful of levels
+
+
+def processes_for(max_users: int, cores: int, stream_chunks_per_s: float = STREAM_CHUNKS_PER_S,
+                  per_process: int = CHUNKS_PER_PROCESS) -> tuple[int, str]:
+    """(process count, the reason in one line) for a load of `max_users` streams on `cores` cores."""
+    rate = max_users * stream_chunks_per_s
+    wanted = max(1, math.ceil(rate / per_process))
+    chosen = min(wanted, max(cores, 1))
+    reason = (f"{chosen} load-generating process{'es' if chosen > 1 else ''}: up to {max_users} streams x "
+              f"{stream_chunks_per_s:g} chunks/s = {rate:,.0f} chunks/s, {per_process:,} per process")
+    if chosen < wanted:
+        reason += f" would want {wanted}, capped at the cores available ({cores})"
+    return chosen, reason
+
+
+class LevelBudget:
+    __slots__ = ("chunks", "cpu_s", "wall_s")
+
+    def __init__(self) -> None:
+        self.chunks = 0
+        self.cpu_s = 0.0
+        self.wall_s = 0.0
+
+    def summary(self) -> dict:
+        share = self.cpu_s / self.wall_s if self.wall_s else 0.0
+        return {"chunks": self.chunks, "wall_s": round(self.wall_s, 3),
+                "chunks_per_s": round(self.chunks / self.wall_s, 1) if self.wall_s else 0.0,
+                "cpu_share": round(share, 4), "cpu_headroom": round(max(0.0, 1.0 - share), 4),
+                "cpu_us_per_chunk": round(self.cpu_s / self.chunks * 1e6, 2) if self.chunks else None}
+
+
+class ClientBudget:
+    """Chunks handled (counted as each request is processed) and this process's CPU time (sampled every
+    `sample_s` while `active()`), both per ladder level (`level()` users at that moment)."""
+
+    def __init__(self, active: Callable[[], bool] = lambda: True, level: Callable[[], int] = lambda: 0,
+                 sample_s: float = SAMPLE_S) -> None:
+        self.active = active
+        self.level = level
+        self.sample_s = sample_s
+        self.by_level: dict[int, LevelBudget] = {}
+        self._greenlet: gevent.Greenlet | None = None
+
+    def _at(self, users: int) -> LevelBudget | None:
+        found = self.by_level.get(users)
+        if found is None and len(self.by_level) < MAX_LEVELS:
+            found = self.by_level[users] = LevelBudget()
+        return found
+
+    def add_chunks(self, users: int, chunks: int) -> None:
+        at = self._at(users)
+        if at is not None:
+            at.chunks += chunks
+
+    def add_time(self, users: int, cpu_s: float, wall_s: float) -> None:
+        at = self._at(users)
+        if at is not None:
+            at.cpu_s += cpu_s
+            at.wall_s += wall_s
+
+    def start(self) -> None:
+        if self._greenlet is None:
+            self._greenlet = gevent.spawn(self._run)
+
+    def stop(self) -> None:
+        if self._greenlet is not None:
+            self._greenlet.kill(block=False)
+            self._greenlet = None
+
+    def _run(self) -> None:
+        cpu, wall = time.process_time(), time.perf_counter()
+        while True:
+            was_active = self.active()
+            gevent.sleep(self.sample_s)
+            cpu1, wall1 = time.process_time(), time.perf_counter()
+            if was_active and self.active():
+                self.add_time(self.level(), cpu1 - cpu, wall1 - wall)
+            cpu, wall = cpu1, wall1
+
+    def summary(self) -> dict:
+        return {str(users): b.summary() for users, b in sorted(self.by_level.items())}
+
+
+def combine(parts: Sequence[Mapping[str, dict]]) -> dict:
+    """Per level over every process: the busiest process's share and chunk rate (it is the one whose
+    stamps a lack of headroom would delay), and the chunks of all."""
+    out: dict[str, dict] = {}
+    for by_level in parts:
+        for users, b in by_level.items():
+            seen = out.get(str(users))
+            total = int(b.get("chunks") or 0) + (seen["chunks_all_processes"] if seen else 0)
+            if seen is None or float(b.get("cpu_share") or 0.0) > seen["cpu_share"]:
+                seen = out[str(users)] = {**b, "cpu_share": float(b.get("cpu_share") or 0.0)}
+            seen["chunks_all_processes"] = total
+    return dict(sorted(out.items(), key=lambda kv: int(kv[0])))
