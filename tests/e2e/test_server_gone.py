@@ -39,7 +39,7 @@ def test_no_server_and_no_model_is_one_error_line_and_exit_2_without_a_hang(tmp_
 
 
 def test_no_server_with_a_model_is_named_connect_failures_until_the_end(tmp_path, closed_url):
-    run = chat(tmp_path, closed_url, "--model", "sim-8b", users=2, seconds=1, timeout=BOUND_S)
+    run = chat(tmp_path, closed_url, "--model", "sim-8b", users=2, seconds=3, timeout=BOUND_S)
     assert run.proc.returncode == 1
     rows = assert_reconciles(run)
     assert rows and all(r["error"] == "connect: Connection refused" for r in rows)
