@@ -50,9 +50,9 @@ class Ladder:
     def metrics_interval_s(self) -> float:
         """Seconds between /metrics scrapes: several inside every level's measured window, since analysis
         reads acceptance from the counters' increase between scrapes within it; never above the
-        scraper's default of 5 s."""
+        scraper's default of 1 s."""
         measured_s = parse_stage_time(self.stage_time) - parse_duration(self.warmup)
-        return min(5.0, max(0.5, math.floor(measured_s / 6 * 10) / 10))
+        return min(1.0, max(0.5, math.floor(measured_s / 6 * 10) / 10))
 
     def check(self) -> None:
         """Raise ValueError, with the reason, if Locust would refuse these options."""

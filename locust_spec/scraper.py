@@ -20,6 +20,7 @@ from gevent.lock import Semaphore
 from locust import events
 from locust.runners import WorkerRunner
 
+from locust_spec import level as ladder
 from locust_spec.counters import Snapshot, SpecWindow, WindowAccumulator, parse_exposition_checked
 from locust_spec.exposition import CSV_COLUMNS, rows_from_snapshot
 
@@ -29,6 +30,8 @@ TOKEN_ENV = "LOCUST_SPEC_METRICS_TOKEN"
 MAX_BODY_BYTES = 32 * 1024 * 1024
 # Short enough that a dead server costs little, long enough for a busy one's /metrics (seen >1 s under load).
 SCRAPE_TIMEOUT_S = 3.0
+# Short enough to sample the running/waiting gauges (the batch the server ran) several times per level.
+DEFAULT_INTERVAL_S = 1.0
 CSV_SUFFIX = "_server_metrics.csv"
 
 Fetch = Callable[[str], str]
@@ -146,9 +149,17 @@ class Scraper:
         while not self._stopped.wait(self.interval_s):
             self.scrape()
 
-    def level_changed(self, users: int) -> None:
-        """The ladder reached a new level: scrape at once so acceptance is known per level."""
+    def level_changed(self, users: int, warmup_until_unix_s: float = 0.0) -> None:
+        """The ladder reached a new level: scrape at once, and again when its warm-up ends, so the level's
+        measured counters are bracketed by scrapes at its boundaries."""
         gevent.spawn(self.scrape, users)
+        wait = warmup_until_unix_s - time.time()
+        if wait > 0:
+            gevent.spawn_later(wait, self._scrape_unless_stopped)
+
+    def _scrape_unless_stopped(self) -> None:
+        if not self._stopped.is_set():
+            self.scrape()
 
     def stop(self) -> None:
         """The final scrape; the CSV stays open for a later test in the same process."""
@@ -249,8 +260,9 @@ def _add_options(parser) -> None:
         help="The server's Prometheus /metrics URL (repeat for replicas); default HOST/metrics; off: none",
     )
     parser.add_argument(
-        "--metrics-interval", type=float, default=5.0,
-        help="Seconds between /metrics scrapes (also scraped at start, each ladder level and stop)",
+        "--metrics-interval", type=float, default=DEFAULT_INTERVAL_S,
+        help="Seconds between /metrics scrapes (also scraped at start, at each ladder level, at its "
+             "warm-up end and at stop)",
     )
     parser.add_argument(
         "--metrics-token", default=None, include_in_web_ui=False,
@@ -271,7 +283,7 @@ def _scraper_for_test(environment) -> Scraper | None:
     urls = metrics_urls(getattr(opts, "metrics_url", None), host)
     if not urls:
         return None
-    interval = max(0.1, float(getattr(opts, "metrics_interval", 5.0) or 5.0))
+    interval = max(0.1, float(getattr(opts, "metrics_interval", None) or DEFAULT_INTERVAL_S))
     token = getattr(opts, "metrics_token", None) or os.environ.get(TOKEN_ENV) or None
     prefix = getattr(opts, "csv_prefix", None)
     csv_path = Path(prefix + CSV_SUFFIX) if prefix else None
@@ -294,7 +306,7 @@ def _on_spawning_complete(user_count: int, **_kw) -> None:
     # Scrapers exist only on the master or local runner, so a worker's event finds none running.
     for scraper in list(_scrapers.values()):
         if scraper.running:
-            scraper.level_changed(int(user_count))
+            scraper.level_changed(int(user_count), ladder.current().warmup_until_unix_s)
 
 
 @events.test_stop.add_listener
