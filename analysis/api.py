@@ -6,7 +6,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from locust_spec.analysis import levels as lv
-from locust_spec.analysis.model import LevelInput, PlotData, Verdict, worst_lag
+from locust_spec.analysis.model import LevelInput, PlotData, Slo, Verdict, worst_lag
 from locust_spec.analysis.runs import InputError, RunData, discover, read_run
 from locust_spec.analysis.verdict import Thresholds, build_verdict
 
@@ -29,17 +29,19 @@ def verdict_for(
     candidate: Sequence[Path | str],
     *,
     serving_concurrency: int | None = None,
+    slo: Slo | None = None,
     **thresholds: float,
 ) -> Verdict:
     """Read both arms (prefixes or folders; several = repeats) and judge every level they share.
 
     Keyword thresholds are `locust_spec.analysis.verdict.Thresholds` fields (e.g. ship_acceptance=0.7).
+    With an SLO, goodput (tokens of requests meeting it, per second) is the throughput judged.
     Raises InputError (one line) on bad input.
     """
     th = Thresholds(**{k: v for k, v in thresholds.items() if v is not None})
     base_runs, cand_runs = load_arm(baseline, "baseline"), load_arm(candidate, "candidate")
-    base_levels = [lv.run_levels(r) for r in base_runs]
-    cand_levels = [lv.run_levels(r) for r in cand_runs]
+    base_levels = [lv.run_levels(r, slo) for r in base_runs]
+    cand_levels = [lv.run_levels(r, slo) for r in cand_runs]
     base_users = set().union(*base_levels)
     cand_users = set().union(*cand_levels)
     common = sorted(base_users & cand_users)
@@ -48,18 +50,28 @@ def verdict_for(
                          f"{_levels_text(base_users)}; candidate: {_levels_text(cand_users)})")
     inputs, notes, cdf = [], [], {}
     for users in common:
-        base_at = [levels[users] for levels in base_levels if users in levels]
-        cand_at = [(run, levels[users]) for run, levels in zip(cand_runs, cand_levels, strict=True)
-                   if users in levels]
-        spec = [s for run, level in cand_at if (s := lv.spec_stats(run, level)) is not None]
+        base_pairs = [(run, levels[users]) for run, levels in zip(base_runs, base_levels, strict=True)
+                      if users in levels]
+        cand_pairs = [(run, levels[users]) for run, levels in zip(cand_runs, cand_levels, strict=True)
+                      if users in levels]
+        base_at = [level for _, level in base_pairs]
+        cand_at = [level for _, level in cand_pairs]
+        spec = lv.combine_spec([s for run, level in cand_pairs
+                                if (s := lv.spec_stats(run, level)) is not None])
+        base_m, cand_m = lv.combine(base_at), lv.combine(cand_at)
         inputs.append(LevelInput(
             users=users,
-            baseline=lv.combine(base_at),
-            candidate=lv.combine([level for _, level in cand_at]),
-            spec=lv.combine_spec(spec),
-            rows_show_speculation=any(level.rows_show_speculation for _, level in cand_at),
+            baseline=base_m,
+            candidate=cand_m,
+            spec=spec,
+            rows_show_speculation=any(level.rows_show_speculation for level in cand_at),
             baseline_lag=worst_lag([run.client_lag[users] for run in base_runs if users in run.client_lag]),
             candidate_lag=worst_lag([run.client_lag[users] for run in cand_runs if users in run.client_lag]),
+            changes=lv.change_intervals(base_at, cand_at, base_m, cand_m),
+            acceptance_ci=(lv.acceptance_ci([r for r, _ in cand_pairs], cand_at, spec.acceptance)
+                           if spec is not None and spec.acceptance is not None else None),
+            baseline_batch=lv.arm_batch(base_pairs),
+            candidate_batch=lv.arm_batch(cand_pairs),
         ))
         cdf[users] = {"baseline": lv.merged_itl_cdf(base_runs, users),
                       "candidate": lv.merged_itl_cdf(cand_runs, users)}
@@ -70,7 +82,7 @@ def verdict_for(
     return build_verdict(inputs, th, serving=serving_concurrency,
                          class_stats=lv.class_stats(base_runs, cand_runs),
                          run_warnings=warnings, crosscheck=disagreements, notes=notes,
-                         plots=PlotData(itl_cdf=cdf))
+                         plots=PlotData(itl_cdf=cdf), slo=slo)
 
 
 def latency_notes(base_runs: Sequence[RunData], cand_runs: Sequence[RunData],

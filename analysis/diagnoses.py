@@ -4,18 +4,15 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from locust_spec.analysis.model import ArmMetrics, ClassStats, Diagnosis, LevelInput, SpecStats
+from locust_spec.analysis.model import ClassStats, Diagnosis, LevelInput, SpecStats
+from locust_spec.analysis.stats import BETTER, WORSE, Interval, change_pct, classify
 
 from locust_spec.crosscheck import CANDIDATE_METRICS_OPTIONS
 
 # Tokens per chunk above this (and above the baseline's by as much) mean the target verified drafts.
 SPECULATING_TOKENS_PER_CHUNK = 1.1
-
-
-def _pct(base: float | None, cand: float | None) -> float | None:
-    if base is None or cand is None or base <= 0:
-        return None
-    return (cand - base) / base * 100.0
+# vLLM's dynamic speculation schedule: a per-batch-size number of speculative tokens, 0 above some batch.
+DYNAMIC_SCHEDULE = "num_speculative_tokens_per_batch_size"
 
 
 def proposal_length(
@@ -43,15 +40,19 @@ def proposal_length(
     )
 
 
-def speculation_inactive(level: LevelInput) -> Diagnosis | None:
-    """The candidate completed requests but the draft counters did not move: say the likely cause."""
+def speculation_inactive(level: LevelInput, speculating_levels: Sequence[int] = ()) -> Diagnosis | None:
+    """The candidate completed requests but the draft counters did not move: say the likely cause, and
+    name every known one when the evidence does not single one out."""
     spec, cand = level.spec, level.candidate
     completed = cand.requests - cand.failures
     if spec is None or completed <= 0 or spec.drafts > 0 or spec.draft_tokens > 0:
         return None
+    elsewhere = sorted(u for u in speculating_levels if u != level.users)
+    batch = level.candidate_batch.running_p50 if level.candidate_batch is not None else None
     evidence = {"completed_requests": completed, "drafts": spec.drafts, "draft_tokens": spec.draft_tokens,
                 "server_generation_tokens": spec.generation_tokens, "server_kind": spec.server_kind,
-                "families_seen": list(spec.families_seen)}
+                "families_seen": list(spec.families_seen), "speculating_levels": elsewhere,
+                "batch_p50": batch}
     has_spec_family = any("spec" in f or "draft" in f for f in spec.families_seen)
     wrong_url = f"the candidate's metrics URL points at another server ({CANDIDATE_METRICS_OPTIONS})"
     base_tpc = level.baseline.tokens_per_chunk
@@ -67,9 +68,18 @@ def speculation_inactive(level: LevelInput) -> Diagnosis | None:
     elif not has_spec_family:
         cause = ("the server exposes no speculative-decoding counters: speculation is disabled "
                  "(no --speculative-config) or the metrics URL is wrong")
+    elif elsewhere:
+        at = f" (batch ~{batch:.0f})" if batch is not None else ""
+        cause = (f"the same server drafted at {', '.join(map(str, elsewhere))} users but not here{at}: a "
+                 f"speculation schedule by batch size turned it off (vLLM's {DYNAMIC_SCHEDULE} with 0 "
+                 "tokens at this batch, or a draft disabled above a batch size); otherwise structured "
+                 "output with a grammar at this level")
     else:
-        cause = ("speculation is configured but never drafted: e.g. structured output with a grammar "
-                 "makes the server fall back to plain decoding")
+        cause = ("speculation is configured but never drafted; known causes: structured output with a "
+                 "grammar (the server falls back to plain decoding), a dynamic schedule "
+                 f"({DYNAMIC_SCHEDULE}) giving 0 speculative tokens at this batch, an n-gram drafter "
+                 "whose prompts never repeat (no match, no proposal), or prompts too long for the "
+                 "draft's context")
     return Diagnosis("speculation_inactive",
                      f"speculation inactive at {level.users} users: {completed} requests completed but "
                      f"the draft counters did not move; {cause}", evidence)
@@ -90,38 +100,56 @@ def draft_disagrees(spec: SpecStats | None, disagree_acceptance: float) -> Diagn
     )
 
 
-def draft_cost(base: ArmMetrics, cand: ArmMetrics, band_pct: float) -> Diagnosis | None:
-    """Step time (chunk gap) rising more than tokens per chunk: the draft eats more than it earns."""
-    gap = _pct(base.chunk_gap_p50_ms, cand.chunk_gap_p50_ms)
-    tpc = _pct(base.tokens_per_chunk, cand.tokens_per_chunk)
-    if gap is None or tpc is None or gap <= band_pct:
+def _evidence(ci: Interval) -> list[float | None]:
+    return [ci.estimate, ci.lo, ci.hi]
+
+
+def draft_cost(level: LevelInput, band_pct: float) -> Diagnosis | None:
+    """The draft eats more than it earns: the candidate did produce more tokens per chunk (it drafted),
+    yet its step time rose and its TPOT got worse, each beyond the noise band by its interval.
+
+    Without a measured rise in tokens per chunk nothing was drafted to pay for, and a slower step is
+    not the draft's cost (speculation_inactive says why instead)."""
+    tpc = level.changes.get("tokens_per_chunk")
+    step = level.changes.get("step_ms")
+    tpot = level.changes.get("tpot_p50_ms")
+    if tpc is None or step is None or tpot is None:
         return None
-    gap_ratio = cand.chunk_gap_p50_ms / base.chunk_gap_p50_ms
-    tpc_ratio = cand.tokens_per_chunk / base.tokens_per_chunk
-    if gap_ratio <= tpc_ratio * (1 + band_pct / 100):
+    if classify(tpc, band_pct, lower_is_better=False) != BETTER:
         return None
+    if classify(step, band_pct, lower_is_better=True) != WORSE:
+        return None
+    if classify(tpot, band_pct, lower_is_better=True) != WORSE:
+        return None
+    base, cand = level.baseline, level.candidate
     return Diagnosis(
         "draft_cost",
-        f"step time (chunk gap p50) rose {gap:+.0f}% ({base.chunk_gap_p50_ms:.1f} -> "
-        f"{cand.chunk_gap_p50_ms:.1f} ms) while tokens per chunk rose only {tpc:+.0f}% "
-        f"({base.tokens_per_chunk:.2f} -> {cand.tokens_per_chunk:.2f}): the draft eats more than it earns",
-        {"chunk_gap_p50_ms": [base.chunk_gap_p50_ms, cand.chunk_gap_p50_ms],
-         "tokens_per_chunk": [base.tokens_per_chunk, cand.tokens_per_chunk],
-         "chunk_gap_change_pct": gap, "tokens_per_chunk_change_pct": tpc},
+        f"each step got slower by {step.estimate:+.0f}% [{step.lo:+.0f}, {step.hi:+.0f}] while tokens per "
+        f"chunk rose only {tpc.estimate:+.0f}% ({base.tokens_per_chunk:.2f} -> {cand.tokens_per_chunk:.2f}), "
+        f"so TPOT p50 rose {tpot.estimate:+.1f}% [{tpot.lo:+.1f}, {tpot.hi:+.1f}]: the draft eats more "
+        "than it earns",
+        {"tokens_per_chunk": [base.tokens_per_chunk, cand.tokens_per_chunk],
+         "step_change_pct": _evidence(step), "tokens_per_chunk_change_pct": _evidence(tpc),
+         "tpot_p50_change_pct": _evidence(tpot)},
     )
 
 
-def ttft_change(base: ArmMetrics, cand: ArmMetrics, band_pct: float) -> Diagnosis | None:
-    """Report a TTFT p50 change beyond the noise band (speculation can raise TTFT)."""
-    change = _pct(base.ttft_p50_ms, cand.ttft_p50_ms)
-    if change is None or abs(change) <= band_pct:
+def ttft_change(level: LevelInput, word: str) -> Diagnosis | None:
+    """A TTFT p50 change whose interval clears the noise band (speculation can raise TTFT)."""
+    base, cand = level.baseline, level.candidate
+    change = change_pct(base.ttft_p50_ms, cand.ttft_p50_ms)
+    if change is None or word not in (BETTER, WORSE):
         return None
-    word = "rose" if change > 0 else "fell"
-    why = ": the draft adds work to the first step" if change > 0 else ""
+    ci = level.changes.get("ttft_p50_ms")
+    shown = f"{change:+.1f}%" + (f" [{ci.lo:+.1f}, {ci.hi:+.1f}]" if ci is not None and ci.measured else "")
+    rose = word == WORSE
+    why = ": the draft adds work to the first step" if rose else ""
     return Diagnosis(
         "ttft_change",
-        f"TTFT p50 {word} {change:+.1f}% ({base.ttft_p50_ms:.1f} -> {cand.ttft_p50_ms:.1f} ms){why}",
-        {"ttft_p50_ms": [base.ttft_p50_ms, cand.ttft_p50_ms], "change_pct": change},
+        f"TTFT p50 {'rose' if rose else 'fell'} {shown} ({base.ttft_p50_ms:.1f} -> {cand.ttft_p50_ms:.1f} "
+        f"ms){why}",
+        {"ttft_p50_ms": [base.ttft_p50_ms, cand.ttft_p50_ms], "change_pct": change,
+         "ci95_pct": ci.as_list() if ci is not None else None},
     )
 
 

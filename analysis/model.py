@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from locust_spec.analysis.stats import Interval
+
 METRIC_KEYS = (
     "requests",
     "failures",
@@ -12,9 +14,13 @@ METRIC_KEYS = (
     "itl_p50_ms",
     "itl_p95_ms",
     "tpot_p50_ms",
+    "tpot_p90_ms",
     "chunk_gap_p50_ms",
+    "chunk_gap_p99_ms",
     "output_tok_s",
     "tokens_per_chunk",
+    "slo_share",
+    "goodput_tok_s",
 )
 
 
@@ -31,6 +37,10 @@ class ArmMetrics:
     chunk_gap_p50_ms: float | None
     output_tok_s: float | None
     tokens_per_chunk: float | None
+    tpot_p90_ms: float | None = None
+    chunk_gap_p99_ms: float | None = None
+    slo_share: float | None = None
+    goodput_tok_s: float | None = None
     output_tokens: int = 0
     runs: int = 1
     itl_source: str = "hdr"
@@ -77,6 +87,32 @@ def worst_lag(lags: Sequence[ClientLag]) -> ClientLag | None:
 
 
 @dataclass(frozen=True)
+class Batch:
+    """The batch the server really ran over a level: its running and waiting gauges, time-weighted."""
+
+    running_p50: float
+    running_max: float
+    waiting_p50: float
+    waiting_max: float
+    samples: int
+
+    def as_dict(self) -> dict:
+        return {"running_p50": self.running_p50, "running_max": self.running_max,
+                "waiting_p50": self.waiting_p50, "waiting_max": self.waiting_max, "samples": self.samples}
+
+
+@dataclass(frozen=True)
+class Slo:
+    """A latency objective a request must meet to count as good (None: not part of it)."""
+
+    ttft_ms: float | None = None
+    tpot_ms: float | None = None
+
+    def as_dict(self) -> dict:
+        return {"ttft_ms": self.ttft_ms, "tpot_ms": self.tpot_ms}
+
+
+@dataclass(frozen=True)
 class ClassStats:
     """Per prompt class: acceptance from per-request stats, and latency for both arms."""
 
@@ -99,6 +135,10 @@ class LevelInput:
     rows_show_speculation: bool = False
     baseline_lag: ClientLag | None = None
     candidate_lag: ClientLag | None = None
+    changes: dict[str, Interval] = field(default_factory=dict)
+    acceptance_ci: Interval | None = None
+    baseline_batch: Batch | None = None
+    candidate_batch: Batch | None = None
 
 
 @dataclass(frozen=True)
@@ -120,9 +160,17 @@ class LevelVerdict:
     per_position: tuple[float, ...]
     baseline: ArmMetrics
     candidate: ArmMetrics
-    change_pct: dict[str, float | None]
+    changes: dict[str, Interval]
     reasons: tuple[str, ...]
     diagnoses: tuple[Diagnosis, ...]
+    brief: str = ""
+    acceptance_ci: Interval | None = None
+    baseline_batch: Batch | None = None
+    candidate_batch: Batch | None = None
+
+    @property
+    def change_pct(self) -> dict[str, float | None]:
+        return {k: i.estimate for k, i in self.changes.items()}
 
 
 @dataclass(frozen=True)
@@ -130,6 +178,23 @@ class PlotData:
     """Series only the HTML report draws: per-token latency CDFs per level and arm, per-class acceptance."""
 
     itl_cdf: dict[int, dict[str, tuple[tuple[float, float], ...]]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class CrossPoint:
+    """Where one gain (TPOT or throughput, candidate vs baseline) stops paying along the ladder."""
+
+    metric: str
+    users: float | None
+    users_ci95: tuple[float | None, float | None]
+    between_users: tuple[float, float] | None
+    batch: float | None
+    note: str
+
+    def as_dict(self) -> dict:
+        return {"metric": self.metric, "users": self.users, "users_ci95": list(self.users_ci95),
+                "between_users": list(self.between_users) if self.between_users else None,
+                "batch": self.batch, "note": self.note}
 
 
 @dataclass(frozen=True)
@@ -141,3 +206,5 @@ class Verdict:
     warnings: tuple[str, ...]
     serving_concurrency: int | None = None
     plots: PlotData = field(default_factory=PlotData)
+    crossover: tuple[CrossPoint, ...] = ()
+    slo: Slo | None = None

@@ -41,9 +41,16 @@ MEAN = "mean"
 Statistic = float | str
 
 __all__ = [
-    "CONFIDENCE", "MEAN", "RESAMPLES", "Interval", "change_ci", "classify", "crossing", "quantile",
-    "quantile_ci", "rate_change_ci", "ratio_ci",
+    "CONFIDENCE", "MEAN", "RESAMPLES", "Interval", "change_ci", "change_pct", "classify", "crossing",
+    "quantile", "quantile_ci", "rate_change_ci", "ratio_ci",
 ]
+
+
+def change_pct(base: float | None, cand: float | None) -> float | None:
+    """The candidate relative to the baseline in percent; None when either is missing or base <= 0."""
+    if base is None or cand is None or base <= 0:
+        return None
+    return (cand - base) / base * 100.0
 
 
 @dataclass(frozen=True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -9,39 +10,52 @@ from locust_spec.analysis import diagnoses
 from locust_spec.analysis.model import (
     ArmMetrics,
     ClassStats,
+    CrossPoint,
     Diagnosis,
     LevelInput,
     LevelVerdict,
     PlotData,
+    Slo,
     Verdict,
 )
+from locust_spec.analysis.stats import (
+    BETTER,
+    SAME,
+    UNKNOWN_DIRECTION,
+    WORSE,
+    Interval,
+    change_pct,
+    classify,
+    crossing,
+)
+from locust_spec.analysis.stats import INCONCLUSIVE as INCONCLUSIVE_DIR
 
 SHIP, OFF, TRADEOFF, INCONCLUSIVE = "ship", "off", "tradeoff", "inconclusive"
 VERDICTS = (SHIP, OFF, TRADEOFF, INCONCLUSIVE)
-CHANGE_KEYS = ("ttft_p50_ms", "itl_p50_ms", "itl_p95_ms", "tpot_p50_ms", "chunk_gap_p50_ms",
-               "output_tok_s", "tokens_per_chunk")
+CHANGE_KEYS = ("tpot_p50_ms", "tpot_p90_ms", "output_tok_s", "goodput_tok_s", "ttft_p50_ms", "itl_p50_ms",
+               "itl_p95_ms", "chunk_gap_p50_ms", "chunk_gap_p99_ms", "tokens_per_chunk", "slo_share")
+# The per-token latency a reader of the stream experiences: time per output token of each request.
+LATENCY_KEYS = ("tpot_p50_ms", "tpot_p90_ms")
+MIXED = "mixed"
 _EPS = 1e-12
 
 
 @dataclass(frozen=True)
 class Thresholds:
-    """The rule of thumb's numbers; every one is a command-line option."""
+    """The rule of thumb's numbers; every one is a command-line option.
+
+    The request and token minimums are floors under the intervals, not the evidence test: a level is
+    judged when its deciding intervals clear or stay inside the noise band."""
 
     ship_acceptance: float = 2 / 3
     off_acceptance: float = 0.5
     noise_pct: float = 2.0
     max_failure_rate: float = 0.05
-    min_requests: int = 10
-    min_output_tokens: int = 1000
+    min_requests: int = 5
+    min_output_tokens: int = 100
     disagree_acceptance: float = 0.1
     position_acceptance: float = 0.5
     max_client_late_share: float = 0.05
-
-
-def change_pct(base: float | None, cand: float | None) -> float | None:
-    if base is None or cand is None or base <= 0:
-        return None
-    return (cand - base) / base * 100.0
 
 
 def noise_band(key: str, base: ArmMetrics, cand: ArmMetrics, noise_pct: float) -> float:
@@ -55,18 +69,76 @@ def noise_band(key: str, base: ArmMetrics, cand: ArmMetrics, noise_pct: float) -
     return band
 
 
-def direction(change: float | None, band: float, lower_is_better: bool) -> str:
-    """better / worse beyond the band, same inside it, unknown when not measured."""
-    if change is None:
-        return "unknown"
-    if abs(change) <= band:
-        return "same"
-    improved = change < 0 if lower_is_better else change > 0
-    return "better" if improved else "worse"
+def interval(level: LevelInput, key: str) -> Interval:
+    """The change of `key` with its interval; a hand-built level without rows has its point only."""
+    found = level.changes.get(key)
+    if found is not None:
+        return found
+    return Interval.point(change_pct(getattr(level.baseline, key, None), getattr(level.candidate, key, None)))
 
 
-def _fmt_change(label: str, unit: str, base: float, cand: float, change: float, word: str) -> str:
-    return f"{label} {base:.1f} -> {cand:.1f} {unit} ({change:+.1f}%, {word})"
+def band_for(level: LevelInput, key: str, noise_pct: float) -> float:
+    """A bootstrapped interval already holds the repeats' spread; a bare point is widened to it."""
+    found = level.changes.get(key)
+    if found is not None and found.measured and found.lo != found.hi:
+        return noise_pct
+    return noise_band(key, level.baseline, level.candidate, noise_pct)
+
+
+def direction(level: LevelInput, key: str, noise_pct: float, lower_is_better: bool) -> str:
+    """better / worse / same / inconclusive / unknown: the change's interval against the noise band."""
+    return classify(interval(level, key), band_for(level, key, noise_pct), lower_is_better=lower_is_better)
+
+
+def latency_direction(p50: str, p90: str) -> str:
+    """TPOT p50 and p90 together: opposite moves are mixed; a tail that got worse is worse."""
+    dirs = {p50, p90}
+    if BETTER in dirs and WORSE in dirs:
+        return MIXED
+    if WORSE in dirs:
+        return WORSE
+    if p50 == BETTER:
+        return BETTER
+    if p50 in (INCONCLUSIVE_DIR, UNKNOWN_DIRECTION) or p90 == INCONCLUSIVE_DIR:
+        return INCONCLUSIVE_DIR if p50 != UNKNOWN_DIRECTION else UNKNOWN_DIRECTION
+    return BETTER if p90 == BETTER else SAME
+
+
+def _signed(x: float) -> str:
+    return f"{x:+.1f}"
+
+
+def fmt_change(ci: Interval) -> str:
+    """'+1.4% [-0.5, +3.2]' (the 95% interval), or '+1.4%' without one."""
+    if ci.estimate is None:
+        return "n/a"
+    text = f"{ci.estimate:+.1f}%"
+    if ci.measured and ci.lo != ci.hi:
+        text += f" [{_signed(ci.lo)}, {_signed(ci.hi)}]"
+    return text
+
+
+LABELS = {"tpot_p50_ms": ("TPOT p50", "ms"), "tpot_p90_ms": ("TPOT p90", "ms"),
+          "output_tok_s": ("output", "tok/s"), "goodput_tok_s": ("goodput", "tok/s"),
+          "ttft_p50_ms": ("TTFT p50", "ms")}
+
+
+def _numbers(level: LevelInput, keys: Sequence[str], words: dict[str, str]) -> str:
+    parts = []
+    for key in keys:
+        base, cand = getattr(level.baseline, key), getattr(level.candidate, key)
+        if base is None or cand is None:
+            continue
+        label, unit = LABELS[key]
+        parts.append(f"{label} {base:.1f} -> {cand:.1f} {unit} ({fmt_change(interval(level, key))}, "
+                     f"{words[key]})")
+    return "; ".join(parts)
+
+
+def _brief(level: LevelInput, keys: Sequence[str]) -> str:
+    """The deciding changes with their intervals, short enough for the one-line summary."""
+    return ", ".join(f"{LABELS[k][0]} {fmt_change(interval(level, k))}" for k in keys
+                     if interval(level, k).estimate is not None)
 
 
 def _evidence_gaps(level: LevelInput, th: Thresholds) -> list[str]:
@@ -84,8 +156,8 @@ def _evidence_gaps(level: LevelInput, th: Thresholds) -> list[str]:
             gaps.append(f"{name} has only {arm.requests} requests (needs {th.min_requests})")
         if arm.output_tokens < th.min_output_tokens:
             gaps.append(f"{name} has only {arm.output_tokens} output tokens (needs {th.min_output_tokens})")
-        if arm.itl_p50_ms is None or arm.output_tok_s is None:
-            gaps.append(f"{name} has no completed streams to measure ITL and throughput")
+        if arm.tpot_p50_ms is None or arm.output_tok_s is None:
+            gaps.append(f"{name} has no completed streams to measure TPOT and throughput")
     for name, lag in (("baseline", level.baseline_lag), ("candidate", level.candidate_lag)):
         # A client that falls behind sends less load than asked and stamps arrivals late, and it favours
         # the arm that sends fewer chunks (speculation): its numbers cannot judge the server.
@@ -101,78 +173,107 @@ def _evidence_gaps(level: LevelInput, th: Thresholds) -> list[str]:
     return gaps
 
 
-def _decide(acceptance: float, itl: str, tput: str, numbers: str, th: Thresholds) -> tuple[str, str]:
+def acceptance_band(acceptance: float, ci: Interval | None, th: Thresholds) -> str:
+    """ship / off / middle: by the whole interval when there is one (an interval across a threshold leaves
+    the measurements to decide), else by the point."""
+    lo, hi = (ci.lo, ci.hi) if ci is not None and ci.measured else (acceptance, acceptance)
+    if lo >= th.ship_acceptance - _EPS:
+        return SHIP
+    if hi < th.off_acceptance:
+        return OFF
+    return "middle"
+
+
+def _acc_text(acceptance: float, ci: Interval | None) -> str:
+    text = f"acceptance {acceptance:.2f}"
+    if ci is not None and ci.measured and ci.lo != ci.hi:
+        text += f" [{ci.lo:.2f}, {ci.hi:.2f}]"
+    return text
+
+
+def _decide(acc: str, band: str, lat: str, tput: str, numbers: str, th: Thresholds,
+            acceptance: float) -> tuple[str, str]:
     ship_at, off_at = th.ship_acceptance, th.off_acceptance
-    if acceptance >= ship_at - _EPS:
-        head = f"acceptance {acceptance:.2f} >= {ship_at:.2f}"
-        if tput == "worse":
-            if itl == "better":
-                return TRADEOFF, (f"{head}, but throughput fell beyond the noise band while "
-                                  "per-token latency improved: you have a decision to make, "
-                                  f"not a result ({numbers})")
-            return OFF, (f"{head}, yet throughput fell and per-token latency did not improve: "
+    open_ = (INCONCLUSIVE_DIR, UNKNOWN_DIRECTION)
+    if band == SHIP:
+        head = f"{acc} >= {ship_at:.2f}"
+        if tput == WORSE:
+            if lat == BETTER:
+                return TRADEOFF, (f"{head}, but throughput fell beyond the noise band while per-token "
+                                  "latency (TPOT) improved: you have a decision to make, not a result "
+                                  f"({numbers})")
+            return OFF, (f"{head}, yet throughput fell and per-token latency (TPOT) did not improve: "
                          f"here the draft costs more than it wins ({numbers})")
-        if itl == "worse":
-            return TRADEOFF, (f"{head}, but per-token latency got worse while throughput held: "
+        if tput in open_:
+            return INCONCLUSIVE, (f"{head}, but the throughput interval straddles the noise band: a fall "
+                                  f"cannot be ruled out; measure longer or repeat ({numbers})")
+        if lat in (WORSE, MIXED):
+            return TRADEOFF, (f"{head}, but per-token latency (TPOT) got worse while throughput held: "
                               f"you have a decision to make, not a result ({numbers})")
         return SHIP, f"{head}: worth it ({numbers})"
-    if acceptance < off_at:
-        if itl == "better" and tput == "better":
+    if band == OFF:
+        if lat == BETTER and tput == BETTER:
             # Seen on real vLLM with n-gram: the rule of thumb prices in a draft's cost, and a nearly free
             # drafter can pay below it. The rule stands, but the user must see that the measurements disagree.
-            return OFF, (f"acceptance {acceptance:.2f} < {off_at:.2f}: off by the rule of thumb, although "
-                         f"both per-token latency and throughput improved here ({numbers}); a nearly free "
-                         "drafter (n-gram) can pay below the rule: re-judge on the measurements with "
+            return OFF, (f"{acc} < {off_at:.2f}: off by the rule of thumb, although both per-token "
+                         f"latency and throughput improved here ({numbers}); a nearly free drafter (n-gram) "
+                         "can pay below the rule: re-judge on the measurements with "
                          f"spec-verdict --off-acceptance {max(acceptance - 0.05, 0.0):.2f}")
-        return OFF, f"acceptance {acceptance:.2f} < {off_at:.2f}: switch it off ({numbers})"
-    head = (f"acceptance {acceptance:.2f} is between {off_at:.2f} and {ship_at:.2f}, "
-            "so the measurements decide")
-    dirs = (itl, tput)
-    better, worse = dirs.count("better"), dirs.count("worse")
-    if better == 0 and worse == 0:
-        return INCONCLUSIVE, (f"{head}, and per-token latency and throughput differ by less than the noise "
-                              f"band ({numbers})")
-    if better and not worse:
+        return OFF, f"{acc} < {off_at:.2f}: switch it off ({numbers})"
+    head = f"{acc} is not clearly above {ship_at:.2f} nor below {off_at:.2f}, so the measurements decide"
+    if lat in open_ or tput in open_:
+        return INCONCLUSIVE, (f"{head}, and the interval of per-token latency (TPOT) or throughput "
+                              f"straddles the noise band ({numbers})")
+    dirs = (lat, tput)
+    if lat == MIXED or (BETTER in dirs and WORSE in dirs):
+        return TRADEOFF, (f"{head}: per-token latency and throughput moved in opposite directions (or "
+                          f"TPOT p50 and p90 did), you have a decision to make, not a result ({numbers})")
+    if BETTER in dirs:
         return SHIP, f"{head}: per-token latency and throughput did not get worse and improved ({numbers})"
-    if better and worse:
-        return TRADEOFF, (f"{head}: per-token latency and throughput moved in opposite directions, you have "
-                          f"a decision to make, not a result ({numbers})")
-    return OFF, f"{head}: neither per-token latency nor throughput improved ({numbers})"
+    if WORSE in dirs:
+        return OFF, f"{head}: neither per-token latency nor throughput improved ({numbers})"
+    return INCONCLUSIVE, (f"{head}, and per-token latency and throughput differ by less than the noise "
+                          f"band ({numbers})")
 
 
-def judge_level(level: LevelInput, th: Thresholds) -> LevelVerdict:
-    """Apply the rules to one concurrency level."""
+def judge_level(level: LevelInput, th: Thresholds, *, throughput_key: str = "output_tok_s",
+                speculating_levels: Sequence[int] = ()) -> LevelVerdict:
+    """Apply the rules to one concurrency level: per-token latency is TPOT (p50 and p90) per request,
+    throughput is output (or, with an SLO, goodput) tokens per second, each judged by its interval."""
     base, cand, spec = level.baseline, level.candidate, level.spec
-    changes = {k: change_pct(getattr(base, k), getattr(cand, k)) for k in CHANGE_KEYS}
-    itl_band = noise_band("itl_p50_ms", base, cand, th.noise_pct)
-    tput_band = noise_band("output_tok_s", base, cand, th.noise_pct)
-    itl = direction(changes["itl_p50_ms"], itl_band, lower_is_better=True)
-    tput = direction(changes["output_tok_s"], tput_band, lower_is_better=False)
+    changes = {k: interval(level, k) for k in (*CHANGE_KEYS, "step_ms") if k in level.changes or
+               k in CHANGE_KEYS}
+    words = {k: direction(level, k, th.noise_pct, lower_is_better=k != throughput_key)
+             for k in (*LATENCY_KEYS, throughput_key, "ttft_p50_ms")}
+    lat = latency_direction(words["tpot_p50_ms"], words["tpot_p90_ms"])
+    tput = words[throughput_key]
+    deciding = (*LATENCY_KEYS, throughput_key)
     found = [
-        diagnoses.speculation_inactive(level),
+        diagnoses.speculation_inactive(level, speculating_levels),
         diagnoses.draft_disagrees(spec, th.disagree_acceptance),
         diagnoses.proposal_length(spec.per_position, th.position_acceptance) if spec else None,
-        diagnoses.draft_cost(base, cand, noise_band("chunk_gap_p50_ms", base, cand, th.noise_pct)),
-        diagnoses.ttft_change(base, cand, noise_band("ttft_p50_ms", base, cand, th.noise_pct)),
+        diagnoses.draft_cost(level, th.noise_pct),
+        diagnoses.ttft_change(level, words["ttft_p50_ms"]),
     ]
     gaps = _evidence_gaps(level, th)
     if gaps:
-        verdict, reasons = INCONCLUSIVE, gaps
+        verdict, reasons, brief = INCONCLUSIVE, gaps, gaps[0]
     else:
-        numbers = "; ".join([
-            _fmt_change("ITL p50", "ms", base.itl_p50_ms, cand.itl_p50_ms, changes["itl_p50_ms"], itl),
-            _fmt_change("output", "tok/s", base.output_tok_s, cand.output_tok_s,
-                        changes["output_tok_s"], tput),
-        ])
-        verdict, reason = _decide(spec.acceptance, itl, tput, numbers, th)
+        numbers = _numbers(level, deciding, words)
+        band = acceptance_band(spec.acceptance, level.acceptance_ci, th)
+        verdict, reason = _decide(_acc_text(spec.acceptance, level.acceptance_ci), band, lat, tput, numbers,
+                                  th, spec.acceptance)
         reasons = [reason]
+        brief = _brief(level, deciding)
     return LevelVerdict(
         users=level.users, verdict=verdict,
         acceptance=spec.acceptance if spec else None,
         mean_acceptance_length=spec.mean_acceptance_length if spec else None,
         per_position=spec.per_position if spec else (),
-        baseline=base, candidate=cand, change_pct=changes, reasons=tuple(reasons),
-        diagnoses=tuple(d for d in found if d is not None),
+        baseline=base, candidate=cand, changes=changes, reasons=tuple(reasons),
+        diagnoses=tuple(d for d in found if d is not None), brief=brief,
+        acceptance_ci=level.acceptance_ci, baseline_batch=level.baseline_batch,
+        candidate_batch=level.candidate_batch,
     )
 
 
@@ -180,30 +281,49 @@ def _users(n: int) -> str:
     return f"{n} concurrent user" + ("" if n == 1 else "s")
 
 
+def _batch(lv: LevelVerdict) -> float | None:
+    return lv.candidate_batch.running_p50 if lv.candidate_batch is not None else None
+
+
+def _batch_text(run: Sequence[LevelVerdict]) -> str:
+    """' (batch ~3)' or ' (batch ~3 to ~12)': the candidate server's time-weighted running requests."""
+    ends = [b for b in (_batch(run[0]), _batch(run[-1])) if b is not None]
+    if not ends:
+        return ""
+    if len(run) == 1 or len(ends) == 1 or round(ends[0]) == round(ends[-1]):
+        return f" (batch ~{ends[-1]:.0f})"
+    return f" (batch ~{ends[0]:.0f} to ~{ends[-1]:.0f})"
+
+
 def ladder_summary(levels: Sequence[LevelVerdict]) -> str:
-    """Runs of equal verdicts along the ladder: 'ship up to 4 concurrent users; off from 16 ...'."""
+    """Runs of equal verdicts along the ladder with the batch the server ran, and, for every run that did
+    not ship, why: 'ship up to 4 concurrent users (batch ~4); inconclusive at 16 ... (batch ~15): ...'."""
     runs: list[list[LevelVerdict]] = []
     for lv in sorted(levels, key=lambda x: x.users):
         if runs and runs[-1][0].verdict == lv.verdict:
             runs[-1].append(lv)
         else:
             runs.append([lv])
-    if len(runs) == 1:
-        only = runs[0]
-        if len(only) == 1:
-            return f"{only[0].verdict} at {_users(only[0].users)}"
-        return f"{only[0].verdict} at every measured level ({only[0].users} to {_users(only[-1].users)})"
     parts = []
     for i, run in enumerate(runs):
         lo, hi, v = run[0].users, run[-1].users, run[0].verdict
-        if i == 0:
-            parts.append(f"{v} up to {_users(hi)}" if lo != hi or lo > 1 else f"{v} at {_users(lo)}")
-        elif i == len(runs) - 1:
-            parts.append(f"{v} from {_users(lo)}")
+        if len(runs) == 1:
+            where = (f"at {_users(lo)}" if lo == hi else
+                     f"at every measured level ({lo} to {_users(hi)})")
+        elif i == 0:
+            where = f"up to {_users(hi)}" if lo != hi or lo > 1 else f"at {_users(lo)}"
         elif lo == hi:
-            parts.append(f"{v} at {_users(lo)}")
+            where = f"at {_users(lo)}"
+        elif i == len(runs) - 1:
+            where = f"from {_users(lo)}"
         else:
-            parts.append(f"{v} from {lo} to {_users(hi)}")
+            where = f"from {lo} to {_users(hi)}"
+        text = f"{v} {where}{_batch_text(run)}"
+        if v != SHIP:
+            whys = [f"at {lv.users}: {lv.brief}" if len(run) > 1 else lv.brief for lv in run if lv.brief]
+            if whys:
+                text += ": " + "; ".join(whys)
+        parts.append(text)
     return "; ".join(parts)
 
 
@@ -213,21 +333,72 @@ def serving_level(levels: Sequence[LevelVerdict], serving: int) -> LevelVerdict:
 
 
 def overall(levels: Sequence[LevelVerdict], serving: int | None) -> tuple[str, str]:
-    """The overall verdict and its one-sentence summary."""
+    """The overall verdict and its one-sentence summary, which names every level's verdict.
+
+    Without a serving concurrency: one verdict when every level agrees; tradeoff when judged levels
+    differ (it depends on your concurrency); inconclusive when the judged levels agree but another level
+    could not be judged (the ladder does not support one word)."""
     ladder = ladder_summary(levels)
     if serving is not None:
         lv = serving_level(levels, serving)
         where = (f"at your serving concurrency ({_users(serving)})" if lv.users == serving else
                  f"at {_users(lv.users)}, the measured level nearest your serving concurrency ({serving})")
         return lv.verdict, f"Speculative decoding: {lv.verdict} {where}; across the ladder: {ladder}."
-    judged = {lv.verdict for lv in levels} - {INCONCLUSIVE}
-    if not judged:
-        verdict = INCONCLUSIVE
-    elif len(judged) == 1:
-        verdict = judged.pop()
-    else:
+    verdicts = {lv.verdict for lv in levels}
+    judged = verdicts - {INCONCLUSIVE}
+    if len(judged) > 1:
         verdict = TRADEOFF
+    elif len(verdicts) == 1:
+        verdict = verdicts.pop()
+    else:
+        verdict = INCONCLUSIVE
     return verdict, f"Speculative decoding: {ladder}."
+
+
+def _gain(ci: Interval, lower_is_better: bool) -> Interval:
+    """A change as a gain (positive = speculation pays), its interval flipped for lower-is-better."""
+    if not lower_is_better or ci.estimate is None:
+        return ci
+    return Interval(-ci.estimate, None if ci.hi is None else -ci.hi, None if ci.lo is None else -ci.lo,
+                    ci.confidence, ci.method, ci.units)
+
+
+def _batch_at(levels: Sequence[LevelVerdict], users: float | None) -> float | None:
+    """The candidate's batch at an interpolated concurrency (linear in log users, like the crossing)."""
+    if users is None:
+        return None
+    for a, b in zip(levels, levels[1:], strict=False):
+        ba, bb = _batch(a), _batch(b)
+        if a.users <= users <= b.users and ba is not None and bb is not None:
+            t = math.log(users / a.users) / math.log(b.users / a.users)
+            return ba + t * (bb - ba)
+    return None
+
+
+def crossover(levels: Sequence[LevelVerdict], throughput_key: str) -> tuple[CrossPoint, ...]:
+    """Where speculation stops paying along the ladder, on TPOT p50 and on throughput: the concurrency
+    where the gain crosses zero, interpolated in log users between the two levels around it, with the
+    range where its interval's bounds cross (None: beyond the measured levels on that side)."""
+    ordered = sorted(levels, key=lambda lv: lv.users)
+    if len(ordered) < 2:
+        return ()
+    users = [lv.users for lv in ordered]
+    out = []
+    for key, lower in (("tpot_p50_ms", True), (throughput_key, False)):
+        gains = [_gain(lv.changes.get(key, Interval.point(None)), lower) for lv in ordered]
+        found = crossing(users, gains, 0.0)
+        if found.x is not None:
+            note = (f"{LABELS[key][0]}: speculation stops paying at about {found.x:.1f} concurrent users, "
+                    f"between {found.between[0]:.0f} and {found.between[1]:.0f}")
+        elif all(g.estimate is not None and g.estimate >= 0 for g in gains):
+            note = f"{LABELS[key][0]}: speculation pays at every measured level"
+        elif gains[0].estimate is not None and gains[0].estimate < 0:
+            note = f"{LABELS[key][0]}: speculation does not pay even at the lowest level"
+        else:
+            note = f"{LABELS[key][0]}: no single crossing along the ladder"
+        out.append(CrossPoint(key, found.x, (found.lo, found.hi), found.between, _batch_at(ordered, found.x),
+                              note))
+    return tuple(out)
 
 
 def build_verdict(
@@ -240,13 +411,18 @@ def build_verdict(
     crosscheck: Sequence[tuple[str, str]] = (),
     notes: Sequence[str] = (),
     plots: PlotData | None = None,
+    slo: Slo | None = None,
 ) -> Verdict:
     """Judge every common level, then summarise; run-level diagnoses and warnings ride along.
 
     `run_warnings` are every (arm, line) of the runs' summaries; `crosscheck` the subset where the client's
-    totals disagreed with the server's counters, which become `cross_check` diagnoses.
+    totals disagreed with the server's counters, which become `cross_check` diagnoses. With an SLO,
+    goodput is the throughput the rules judge.
     """
-    judged = tuple(judge_level(lv, th) for lv in sorted(levels, key=lambda x: x.users))
+    throughput_key = "goodput_tok_s" if slo is not None else "output_tok_s"
+    speculating = tuple(lv.users for lv in levels if lv.spec is not None and lv.spec.draft_tokens > 0)
+    judged = tuple(judge_level(lv, th, throughput_key=throughput_key, speculating_levels=speculating)
+                   for lv in sorted(levels, key=lambda x: x.users))
     verdict, summary = overall(judged, serving)
     top: list[Diagnosis] = []
     by_class = diagnoses.per_class(class_stats, th.ship_acceptance, th.off_acceptance)
@@ -255,4 +431,5 @@ def build_verdict(
     top.extend(diagnoses.cross_check(crosscheck))
     warnings = tuple(f"{arm}: {text}" for arm, text in run_warnings) + tuple(notes)
     return Verdict(verdict=verdict, summary=summary, levels=judged, diagnoses=tuple(top), warnings=warnings,
-                   serving_concurrency=serving, plots=plots or PlotData())
+                   serving_concurrency=serving, plots=plots or PlotData(),
+                   crossover=crossover(judged, throughput_key), slo=slo)
