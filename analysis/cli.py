@@ -6,12 +6,34 @@ import sys
 from pathlib import Path
 
 import click
+from locust_spec.analysis.model import Slo
 from locust_spec.analysis.runs import InputError
 from locust_spec.analysis.verdict import INCONCLUSIVE, OFF, TRADEOFF, Thresholds
 
 DEFAULTS = Thresholds()
 EXIT_BAD_INPUT = 2
 FORMATS = ("text", "json", "markdown", "html")
+
+
+SLO_KEYS = ("ttft_ms", "tpot_ms")
+
+
+def parse_slo(text: str) -> Slo:
+    """'ttft_ms=500,tpot_ms=50' (either or both) -> Slo; InputError naming what is wrong."""
+    bounds: dict[str, float] = {}
+    for part in text.split(","):
+        key, sep, value = part.strip().partition("=")
+        if not sep or key not in SLO_KEYS:
+            wanted = ", ".join(k + "=X" for k in SLO_KEYS)
+            raise InputError(f"--slo: {part.strip()[:40]!r} is not one of {wanted}")
+        try:
+            bound = float(value)
+        except ValueError:
+            raise InputError(f"--slo: {key} is not a number: {value[:20]!r}") from None
+        if not bound > 0 or bound == float("inf"):
+            raise InputError(f"--slo: {key} must be a positive number of milliseconds")
+        bounds[key] = bound
+    return Slo(**bounds)
 
 
 class DefaultCompareGroup(click.Group):
@@ -72,16 +94,22 @@ def cli() -> None:
               default=DEFAULTS.max_client_late_share, show_default=True,
               help="An arm whose load generator was behind more than this share of the time at a level "
                    "makes it inconclusive (from its _summary.json).")
+@click.option("--slo", "slo_text", metavar="ttft_ms=X,tpot_ms=Y",
+              help="A latency objective: per arm and level, the share of requests meeting it and the goodput "
+                   "(their tokens per second), which becomes the throughput the verdict judges.")
 @click.option("--fail-on", multiple=True, type=click.Choice((OFF, TRADEOFF, INCONCLUSIVE)),
               help="Exit 1 when the overall verdict is this (repeatable), for CI.")
 def compare(baseline: Path, candidate: Path, fmt: str, outputs: tuple[Path, ...],
-            serving_concurrency: int | None, fail_on: tuple[str, ...], **thresholds: float) -> int:
+            serving_concurrency: int | None, slo_text: str | None, fail_on: tuple[str, ...],
+            **thresholds: float) -> int:
     """Compare BASELINE (speculation off) with CANDIDATE (speculation on) and print the verdict."""
     from locust_spec.analysis.api import format_for, render, verdict_for, write_outputs
 
     for path in outputs:
         format_for(path)
-    verdict = verdict_for([baseline], [candidate], serving_concurrency=serving_concurrency, **thresholds)
+    slo = parse_slo(slo_text) if slo_text else None
+    verdict = verdict_for([baseline], [candidate], serving_concurrency=serving_concurrency, slo=slo,
+                          **thresholds)
     write_outputs(verdict, outputs)
     click.echo(render(verdict, fmt), nl=False)
     return 1 if verdict.verdict in fail_on else 0

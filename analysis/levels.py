@@ -105,7 +105,7 @@ def _slo_good(frame: pd.DataFrame, slo: Slo | None) -> np.ndarray | None:
     """Per row: the request met the SLO (failed rows never do; a missing latency never meets a bound)."""
     if slo is None:
         return None
-    good = frame["error"].isna().to_numpy()
+    good = frame["error"].isna().to_numpy().copy()
     for column, bound in (("ttft_ms", slo.ttft_ms), ("tpot_ms", slo.tpot_ms)):
         if bound is not None:
             good &= (frame[column] <= bound).to_numpy()
@@ -379,7 +379,7 @@ def acceptance_ci(runs: Sequence[RunData], levels: Sequence[RunLevel], point: fl
                 return stats.Interval(point, max(0.0, ci.lo * scale), min(1.0, ci.hi * scale),
                                       method="bootstrap, requests", units=ci.units)
             if ci.measured and point is not None and not ci.estimate and not point:
-                return ci
+                return stats.Interval(point, ci.lo, ci.hi, method="bootstrap, requests", units=ci.units)
     units = [interval_units(bracket(run.snapshots, lv)) for run, lv in zip(runs, levels, strict=True)
              if run.snapshots]
     if not units:

@@ -7,7 +7,14 @@ from html import escape
 
 from locust_spec.analysis.model import Verdict
 from locust_spec.analysis.report.plots import FIGURES, Omitted, class_acceptance
-from locust_spec.analysis.report.table import HEADER, acceptance_line, rows, runs_line, users_label
+from locust_spec.analysis.report.table import (
+    HEADER,
+    acceptance_line,
+    crossover_lines,
+    rows,
+    runs_line,
+    users_label,
+)
 
 STYLE = """
 body{font-family:system-ui,sans-serif;margin:2em;max-width:1100px;color:#222}
@@ -59,6 +66,8 @@ def render(verdict: Verdict) -> str:
         body = "".join("<tr>" + "".join(f"<td>{escape(c)}</td>" for c in r) + "</tr>" for r in rows(lv))
         parts.append(f"<table><tr>{head}</tr>{body}</table>")
         parts.append(_list([escape(r) for r in lv.reasons] + [_diag(d) for d in lv.diagnoses]))
+    if verdict.crossover:
+        parts += ["<h2>Crossover</h2>", _list([escape(line) for line in crossover_lines(verdict.crossover)])]
     if verdict.diagnoses:
         parts += ["<h2>Diagnoses</h2>", _list([_diag(d) for d in verdict.diagnoses])]
     if verdict.warnings:

@@ -5,7 +5,14 @@ from __future__ import annotations
 import re
 
 from locust_spec.analysis.model import Verdict
-from locust_spec.analysis.report.table import HEADER, acceptance_line, rows, runs_line, users_label
+from locust_spec.analysis.report.table import (
+    HEADER,
+    acceptance_line,
+    crossover_lines,
+    rows,
+    runs_line,
+    users_label,
+)
 
 # Markdown's own escape is a backslash before ASCII punctuation (CommonMark). Escaped anywhere: what can open
 # code, emphasis, a link or image, inline HTML, an entity, a table cell, strikethrough or (GitHub) math.
@@ -38,6 +45,9 @@ def render(verdict: Verdict) -> str:
         out.append("")
         out += [f"- {_escape(r)}" for r in lv.reasons]
         out += [f"- *{d.kind}*: {_escape(d.message)}" for d in lv.diagnoses]
+        out.append("")
+    if verdict.crossover:
+        out += ["### Crossover", ""] + [f"- {_escape(line)}" for line in crossover_lines(verdict.crossover)]
         out.append("")
     if verdict.diagnoses:
         out += ["### Diagnoses", ""]

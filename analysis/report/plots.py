@@ -24,7 +24,7 @@ ARMS = (("baseline", "speculation off", "--"), ("candidate", "speculation on", "
 NEAR_ZERO_MS = 0.01
 CDF_TAIL = 0.005
 # The measures the verdict decides on (verdict._decide): per-token latency and throughput.
-DECIDING = (("itl_p50_ms", "ITL p50", "lower is better"),
+DECIDING = (("tpot_p50_ms", "TPOT p50", "lower is better"),
             ("output_tok_s", "output tok/s", "higher is better"))
 RULE = Thresholds()  # the rule of thumb's lines on the acceptance plots
 
@@ -98,7 +98,7 @@ def ratios(verdict: Verdict) -> bytes | Omitted:
     levels = [lv for lv in verdict.levels
               if any(_ratio(getattr(lv.baseline, k), getattr(lv.candidate, k)) for k, *_ in DECIDING)]
     if not levels:
-        return Omitted("no level has both arms' ITL p50 or output tokens/s")
+        return Omitted("no level has both arms' TPOT p50 or output tokens/s")
     fig, ax = plt.subplots(figsize=(8, 4.2))
     width = 0.8 / len(DECIDING)
     values = [1.0]
@@ -197,8 +197,49 @@ def per_class(verdict: Verdict) -> bytes | Omitted:
     return _png(fig)
 
 
+def _change_ratio(change_pct: float | None) -> float:
+    return float("nan") if change_pct is None else 1.0 + change_pct / 100.0
+
+
+def ratio_bands(verdict: Verdict) -> bytes | Omitted:
+    """Candidate / baseline against concurrency for TPOT p50 and throughput, each with its 95% band; the
+    crossover where speculation stops paying is marked."""
+    levels = sorted(verdict.levels, key=lambda lv: lv.users)
+    tput = "goodput_tok_s" if verdict.slo is not None else "output_tok_s"
+    candidates = (("tpot_p50_ms", "TPOT p50 (lower is better)", "C0"),
+                  (tput, "throughput (higher is better)", "C1"))
+    series = [(key, label, colour) for key, label, colour in candidates
+              if any(lv.change_pct.get(key) is not None for lv in levels)]
+    if not series:
+        return Omitted("no level has both arms' TPOT or throughput")
+    fig, ax = plt.subplots(figsize=(7, 4))
+    users = [lv.users for lv in levels]
+    for key, label, colour in series:
+        cis = [lv.changes.get(key) for lv in levels]
+        ax.plot(users, [_change_ratio(ci.estimate if ci else None) for ci in cis], marker="o", color=colour,
+                label=label)
+        ax.fill_between(users, [_change_ratio(ci.lo if ci else None) for ci in cis],
+                        [_change_ratio(ci.hi if ci else None) for ci in cis], color=colour, alpha=0.2)
+    for point in verdict.crossover:
+        if point.users is not None:
+            ax.axvline(point.users, color="C0" if point.metric == "tpot_p50_ms" else "C1", linestyle=":",
+                       alpha=0.8)
+    ax.axhline(1.0, color="#444", linewidth=1)
+    if len(levels) > 1:
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(users, [str(u) for u in users])  # the ladder's levels, not powers of two
+        ax.minorticks_off()
+    ax.set_xlabel("concurrent users")
+    ax.set_ylabel("speculation on / off")
+    ax.set_title("Ratio against concurrency (95% intervals; dotted: crossover)")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize="small")
+    return _png(fig)
+
+
 FIGURES = (
     ("Speculation on vs off per level", ratios),
+    ("Speculation on / off against concurrency, with 95% intervals", ratio_bands),
     ("Acceptance per prompt class", per_class),
     ("Per-token latency CDF, off vs on", itl_cdf),
     ("Throughput and ITL against concurrency", against_concurrency),

@@ -1,23 +1,36 @@
-"""verdict.json: the Verdict as design.md's documented JSON document (schema 1)."""
+"""verdict.json: the Verdict as the documented JSON document (schema 2, docs/contracts.md)."""
 
 from __future__ import annotations
 
 import orjson
 from locust_spec.analysis.model import LevelVerdict, Verdict
+from locust_spec.analysis.verdict import CHANGE_KEYS
 
-SCHEMA = 1
+SCHEMA = 2
+
+
+def metric_dict(lv: LevelVerdict, key: str) -> dict:
+    change = lv.changes.get(key)
+    return {"baseline": getattr(lv.baseline, key), "candidate": getattr(lv.candidate, key),
+            "change_pct": None if change is None else change.estimate,
+            "ci95_pct": None if change is None or change.lo == change.hi else change.as_list()}
 
 
 def level_dict(lv: LevelVerdict) -> dict:
+    ci = lv.acceptance_ci
     return {
         "users": lv.users,
         "verdict": lv.verdict,
+        "batch": {"baseline": lv.baseline_batch.as_dict() if lv.baseline_batch else None,
+                  "candidate": lv.candidate_batch.as_dict() if lv.candidate_batch else None},
         "acceptance": lv.acceptance,
+        "acceptance_ci95": ci.as_list() if ci is not None else None,
         "mean_acceptance_length": lv.mean_acceptance_length,
         "per_position": list(lv.per_position),
-        "baseline": lv.baseline.as_m(),
-        "candidate": lv.candidate.as_m(),
-        "change_pct": dict(lv.change_pct),
+        "requests": {"baseline": lv.baseline.requests, "candidate": lv.candidate.requests},
+        "failures": {"baseline": lv.baseline.failures, "candidate": lv.candidate.failures},
+        "metrics": {key: metric_dict(lv, key) for key in CHANGE_KEYS
+                    if getattr(lv.baseline, key) is not None or getattr(lv.candidate, key) is not None},
         "reasons": list(lv.reasons),
         "diagnoses": [d.as_dict() for d in lv.diagnoses],
     }
@@ -28,7 +41,9 @@ def to_dict(verdict: Verdict) -> dict:
         "schema": SCHEMA,
         "verdict": verdict.verdict,
         "summary": verdict.summary,
+        "slo": verdict.slo.as_dict() if verdict.slo else None,
         "levels": [level_dict(lv) for lv in verdict.levels],
+        "crossover": {p.metric: p.as_dict() for p in verdict.crossover},
         "diagnoses": [d.as_dict() for d in verdict.diagnoses],
         "warnings": list(verdict.warnings),
     }

@@ -2,18 +2,25 @@
 
 from __future__ import annotations
 
-from locust_spec.analysis.model import ArmMetrics, LevelVerdict
+from locust_spec.analysis.model import ArmMetrics, Batch, CrossPoint, LevelVerdict
+from locust_spec.analysis.verdict import fmt_change
 
+# The deciding metrics first (TPOT per request, throughput), then context: token-weighted ITL and the
+# chunk gaps describe the stream's rhythm, not the time a reader waits per token.
 ROWS = (
-    ("ITL p50 (ms)", "itl_p50_ms", "{:.2f}"),
-    ("ITL p95 (ms)", "itl_p95_ms", "{:.2f}"),
     ("TPOT p50 (ms)", "tpot_p50_ms", "{:.2f}"),
-    ("TTFT p50 (ms)", "ttft_p50_ms", "{:.1f}"),
+    ("TPOT p90 (ms)", "tpot_p90_ms", "{:.2f}"),
     ("output tok/s", "output_tok_s", "{:.1f}"),
+    ("goodput tok/s (SLO)", "goodput_tok_s", "{:.1f}"),
+    ("requests meeting SLO", "slo_share", "{:.1%}"),
+    ("TTFT p50 (ms)", "ttft_p50_ms", "{:.1f}"),
+    ("ITL p50, token-weighted (ms)", "itl_p50_ms", "{:.2f}"),
+    ("ITL p95, token-weighted (ms)", "itl_p95_ms", "{:.2f}"),
     ("chunk gap p50 (ms)", "chunk_gap_p50_ms", "{:.2f}"),
+    ("chunk gap p99, stall (ms)", "chunk_gap_p99_ms", "{:.2f}"),
     ("tokens per chunk", "tokens_per_chunk", "{:.2f}"),
 )
-HEADER = ("metric", "baseline", "candidate", "change")
+HEADER = ("metric", "baseline", "candidate", "change [95% CI]")
 
 
 def cell(arm: ArmMetrics, key: str, fmt: str) -> str:
@@ -28,14 +35,44 @@ def cell(arm: ArmMetrics, key: str, fmt: str) -> str:
 
 
 def rows(lv: LevelVerdict) -> list[tuple[str, str, str, str]]:
-    """(metric, baseline, candidate, change) rows; repeats show their spread as (min-max)."""
+    """(metric, baseline, candidate, change [95% CI]) rows; repeats show their spread as (min-max).
+    Rows neither arm measured (the SLO rows without --slo) are left out."""
     out = [("requests / failed",
             f"{lv.baseline.requests} / {lv.baseline.failures}",
             f"{lv.candidate.requests} / {lv.candidate.failures}", "")]
+    if lv.baseline_batch is not None or lv.candidate_batch is not None:
+        out.append(("server batch p50 / max", batch_cell(lv.baseline_batch), batch_cell(lv.candidate_batch),
+                    ""))
+        out.append(("server waiting p50 / max", batch_cell(lv.baseline_batch, waiting=True),
+                    batch_cell(lv.candidate_batch, waiting=True), ""))
     for label, key, fmt in ROWS:
-        change = lv.change_pct.get(key)
+        if getattr(lv.baseline, key) is None and getattr(lv.candidate, key) is None:
+            continue
+        change = lv.changes.get(key)
         out.append((label, cell(lv.baseline, key, fmt), cell(lv.candidate, key, fmt),
-                    "" if change is None else f"{change:+.1f}%"))
+                    "" if change is None or change.estimate is None else fmt_change(change)))
+    return out
+
+
+def batch_cell(batch: Batch | None, waiting: bool = False) -> str:
+    if batch is None:
+        return "-"
+    p50, top = (batch.waiting_p50, batch.waiting_max) if waiting else (batch.running_p50, batch.running_max)
+    return f"{p50:.0f} / {top:.0f}"
+
+
+def crossover_lines(points: tuple[CrossPoint, ...]) -> list[str]:
+    """One line per crossing: where, with the interval's range and the batch there."""
+    out = []
+    for p in points:
+        text = p.note
+        if p.users is not None:
+            lo, hi = p.users_ci95
+            text += (f" (95% CI {'below the lowest level' if lo is None else f'{lo:.1f}'} to "
+                     f"{'above the highest level' if hi is None else f'{hi:.1f}'} users)")
+            if p.batch is not None:
+                text += f", at a batch of about {p.batch:.1f}"
+        out.append(text)
     return out
 
 
@@ -46,7 +83,9 @@ def users_label(users: int) -> str:
 def acceptance_line(lv: LevelVerdict) -> str:
     if lv.acceptance is None:
         return "acceptance: not measured"
-    parts = [f"acceptance {lv.acceptance:.2f}"]
+    ci = lv.acceptance_ci
+    parts = [f"acceptance {lv.acceptance:.2f}" + (f" [95% CI {ci.lo:.2f}, {ci.hi:.2f}, {ci.method}]"
+                                                  if ci is not None and ci.measured else "")]
     if lv.mean_acceptance_length is not None:
         parts.append(f"mean acceptance length {lv.mean_acceptance_length:.2f}")
     if lv.per_position:

@@ -5,7 +5,14 @@ from __future__ import annotations
 import re
 
 from locust_spec.analysis.model import Verdict
-from locust_spec.analysis.report.table import HEADER, acceptance_line, rows, runs_line, users_label
+from locust_spec.analysis.report.table import (
+    HEADER,
+    acceptance_line,
+    crossover_lines,
+    rows,
+    runs_line,
+    users_label,
+)
 
 
 def _table(lines: list[tuple[str, str, str, str]]) -> list[str]:
@@ -34,6 +41,9 @@ def render(verdict: Verdict) -> str:
         out.extend(f"  - {_plain(r)}" for r in lv.reasons)
         out.extend(f"  * {d.kind}: {_plain(d.message)}" for d in lv.diagnoses)
         out.append("")
+    if verdict.crossover:
+        out.append("Crossover:")
+        out.extend(f"  {line}" for line in crossover_lines(verdict.crossover))
     if verdict.diagnoses:
         out.append("Diagnoses:")
         out.extend(f"  * {d.kind}: {_plain(d.message)}" for d in verdict.diagnoses)

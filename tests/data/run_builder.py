@@ -14,6 +14,7 @@ from pathlib import Path
 
 import orjson
 
+from locust_spec.counters import RUNNING
 from locust_spec.exposition import Sample, Snapshot, parse_exposition, rows_from_snapshot
 from locust_spec.histograms import LatencyHistograms
 from locust_spec.records import COLUMNS
@@ -41,6 +42,11 @@ class ArmSpec:
     warnings: tuple[str, ...] = ()
     client_late_share: dict[int, float] | None = None
     seed: int = 1
+    # Every this many seconds from each level's start (the scraper's interval) instead of evenly spaced
+    # scrapes ending at the level's last request.
+    scrape_every_s: float | None = None
+    # A draft the target never accepts: one token per chunk, accepted counters frozen.
+    rejects_all: bool = False
 
 
 def step_ms(users: int, speculative: bool) -> float:
@@ -66,7 +72,7 @@ def _chunk_sizes(rng: random.Random, n: int, speculative: bool) -> list[int]:
 
 def _request(rng, start, users, arm, cls, warmup):
     step = step_ms(users, arm.speculative)
-    sizes = _chunk_sizes(rng, arm.output_tokens, arm.speculative)
+    sizes = _chunk_sizes(rng, arm.output_tokens, arm.speculative and not arm.rejects_all)
     gaps = [step * rng.uniform(0.95, 1.05) for _ in sizes[1:]]
     itl = [g / size for g, size in zip(gaps, sizes[1:], strict=True) for _ in range(size)]
     ttft = 40.0 + step * rng.uniform(0.95, 1.05)
@@ -74,7 +80,7 @@ def _request(rng, start, users, arm, cls, warmup):
     draft = accepted = None
     if arm.speculative and arm.per_request_stats:
         draft = len(sizes) * len(PER_POSITION)
-        accepted = arm.output_tokens - len(sizes)
+        accepted = 0 if arm.rejects_all else arm.output_tokens - len(sizes)
     row = {"start_unix_s": f"{start:.6f}", "level_users": users, "prompt_class": cls,
            "prompt_id": f"{cls}-{rng.randrange(50)}", "prompt_tokens": 120,
            "output_tokens": arm.output_tokens,
@@ -93,16 +99,20 @@ def _capture(name: str) -> list[Sample]:
 
 
 def _server_rows(arm: ArmSpec, requests: list[tuple[float, float, int]], scrape_times: list[float]):
-    """Scrapes interpolated between the real before/after captures by the share of tokens produced."""
+    """Scrapes interpolated between the real before/after captures by the share of tokens produced; the
+    running gauge is the number of requests in flight at the scrape."""
     stem = "metrics_ngram" if arm.speculative else "metrics_spec_off"
     before, after = _capture(f"{stem}_before.txt"), _capture(f"{stem}_after.txt")
-    final = {(s.metric, s.labels): s.value for s in after}
+    final = {(s.metric, s.labels): s.value for s in after
+             if not (arm.rejects_all and "accepted" in s.metric)}
     total = sum(tokens for _, _, tokens in requests)
     for t in scrape_times:
         done = sum(tokens * min(1.0, max(0.0, (t - s) / (e - s))) for s, e, tokens in requests) / total
+        running = float(sum(1 for s, e, _ in requests if s <= t < e))
         samples = tuple(
             Sample(s.metric, s.labels, s.value + (final.get((s.metric, s.labels), s.value) - s.value) * done)
-            if s.metric.endswith(COUNTER_SUFFIXES) else s
+            if s.metric.endswith(COUNTER_SUFFIXES)
+            else Sample(s.metric, s.labels, running) if s.metric == RUNNING else s
             for s in before
         )
         yield from rows_from_snapshot(Snapshot(t, "http://127.0.0.1:8000/metrics", samples))
@@ -129,7 +139,12 @@ def write_run(prefix: Path, arm: ArmSpec) -> Path:
                 spans.append((t, end, arm.output_tokens))
                 t = end + 0.001
                 level_end = max(level_end, end)
-        scrapes += [now + (level_end - now) * k / SCRAPES_PER_LEVEL for k in range(1, SCRAPES_PER_LEVEL + 1)]
+        if arm.scrape_every_s:
+            scrapes += [now + k * arm.scrape_every_s
+                        for k in range(1, int((level_end - now) / arm.scrape_every_s) + 1)]
+        else:
+            scrapes += [now + (level_end - now) * k / SCRAPES_PER_LEVEL
+                        for k in range(1, SCRAPES_PER_LEVEL + 1)]
         now = level_end + 0.2
     scrapes.append(now)
     rows.sort(key=lambda r: float(r["start_unix_s"]))

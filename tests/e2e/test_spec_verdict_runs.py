@@ -33,20 +33,33 @@ def test_ships_at_1_user_and_not_at_64(pair, tmp_path):
     assert by_users[64]["verdict"] != "ship"
     assert by_users[1]["acceptance"] == pytest.approx(2619 / 4128, abs=0.01)  # the real capture's acceptance
     assert by_users[1]["per_position"] == pytest.approx([0.794, 0.569, 0.424, 0.318], abs=0.01)
-    assert "ship at 1 concurrent user" in doc["summary"]
+    assert doc["summary"].startswith("Speculative decoding: ship at 1 concurrent user (batch ~1); off at 64 "
+                                     "concurrent users (batch ~")
+    assert by_users[1]["batch"]["candidate"]["running_p50"] == 1.0
     assert "SHIP" in result.stdout and "64 users" in result.stdout
 
 
 def test_json_follows_the_documented_schema(pair):
     doc = json.loads(spec_verdict(*pair, "--format", "json").stdout)
-    assert doc["schema"] == 1 and doc["verdict"] in {"ship", "off", "tradeoff", "inconclusive"}
-    assert set(doc) == {"schema", "verdict", "summary", "levels", "diagnoses", "warnings"}
+    assert doc["schema"] == 2 and doc["verdict"] in {"ship", "off", "tradeoff", "inconclusive"}
+    assert set(doc) == {"schema", "verdict", "summary", "slo", "levels", "crossover", "diagnoses", "warnings"}
     level = doc["levels"][0]
-    assert set(level) == {"users", "verdict", "acceptance", "mean_acceptance_length", "per_position",
-                          "baseline", "candidate", "change_pct", "reasons", "diagnoses"}
-    assert set(level["baseline"]) == {"requests", "failures", "ttft_p50_ms", "itl_p50_ms", "itl_p95_ms",
-                                      "tpot_p50_ms", "chunk_gap_p50_ms", "output_tok_s", "tokens_per_chunk"}
-    assert level["baseline"]["requests"] == 39  # 40 started, the first one in warm-up
+    assert set(level) == {"users", "verdict", "batch", "acceptance", "acceptance_ci95",
+                          "mean_acceptance_length", "per_position", "requests", "failures", "metrics",
+                          "reasons", "diagnoses"}
+    assert set(level["metrics"]) == {"tpot_p50_ms", "tpot_p90_ms", "output_tok_s", "ttft_p50_ms",
+                                     "itl_p50_ms", "itl_p95_ms", "chunk_gap_p50_ms", "chunk_gap_p99_ms",
+                                     "tokens_per_chunk"}
+    for metric in level["metrics"].values():
+        assert set(metric) == {"baseline", "candidate", "change_pct", "ci95_pct"}
+    assert set(level["batch"]["baseline"]) == {"running_p50", "running_max", "waiting_p50", "waiting_max",
+                                               "samples"}
+    lo, hi = level["acceptance_ci95"]
+    assert lo <= level["acceptance"] <= hi
+    assert level["requests"]["baseline"] == 39  # 40 started, the first one in warm-up
+    assert set(doc["crossover"]) == {"tpot_p50_ms", "output_tok_s"}
+    assert set(doc["crossover"]["tpot_p50_ms"]) == {"metric", "users", "users_ci95", "between_users", "batch",
+                                                    "note"}
     for d in doc["diagnoses"] + level["diagnoses"]:
         assert set(d) == {"kind", "message", "evidence"}
 
@@ -64,6 +77,7 @@ def test_markdown_and_html_outputs(pair, tmp_path):
     assert md.read_text().startswith("## Speculative decoding verdict")
     page = html.read_text()
     assert page.count("src='data:image/png;base64,") == len(FIGURES)  # every plot drawn, none omitted
+    assert "Crossover" in page
     assert "<script" not in page
 
 
@@ -104,3 +118,56 @@ def test_a_level_where_the_load_generator_fell_behind_is_inconclusive(tmp_path):
         "measure the client, not the server; add --processes or workers"]
     relaxed = json.loads(spec_verdict(base, cand, "--format", "json", "--max-client-lag-share", "0.5").stdout)
     assert {lv["users"]: lv["verdict"] for lv in relaxed["levels"]}[64] != "inconclusive"
+
+
+def test_the_64_user_burst_level_is_judged_on_tpot_and_throughput_not_the_token_weighted_itl(pair):
+    """The n-gram candidate at 64 users: chunks of ~3 tokens make the token-weighted ITL median fall while
+    TPOT and throughput get worse. In the middle acceptance band that is off, and the reasons say why."""
+    doc = json.loads(spec_verdict(*pair, "--format", "json").stdout)
+    level = {lv["users"]: lv for lv in doc["levels"]}[64]
+    metrics = level["metrics"]
+    assert metrics["itl_p50_ms"]["change_pct"] < -2  # looks better, token-weighted
+    assert metrics["tpot_p50_ms"]["ci95_pct"][0] > 2 and metrics["output_tok_s"]["ci95_pct"][1] < -2
+    assert 0.5 <= level["acceptance"] < 2 / 3
+    assert level["verdict"] == "off", level["reasons"]
+    reason = level["reasons"][0]
+    assert "TPOT p50" in reason and "output" in reason and "[" in reason
+
+
+def test_decisive_acceptance_with_few_requests_decides(tmp_path):
+    """6 measured requests whose draft tokens were all rejected: acceptance 0.00, and its interval too."""
+    base = write_run(tmp_path / "off" / "run", ArmSpec(speculative=False, levels=(1,)))
+    cand = write_run(tmp_path / "on" / "run", ArmSpec(speculative=True, levels=(1,), requests_per_user={1: 7},
+                                                        rejects_all=True))
+    doc = json.loads(spec_verdict(base, cand, "--format", "json").stdout)
+    level = doc["levels"][0]
+    assert level["requests"]["candidate"] == 6
+    assert level["acceptance"] == 0.0 and level["acceptance_ci95"] == [0.0, 0.0]
+    assert level["verdict"] == doc["verdict"] == "off", level["reasons"]
+    assert not any(d["kind"] == "draft_cost" for d in level["diagnoses"])  # tokens per chunk 1.00 -> 1.00
+
+
+def test_a_short_one_user_run_scraped_every_5s_gets_its_acceptance_measured(tmp_path):
+    """8 s at 1 user with a scrape every 5 s: one interval scrape falls inside the measured requests'
+    span, so only the scrapes bracketing the level (at its start and after its end) measure it."""
+    shape = {"levels": (1,), "requests_per_user": {1: 8}, "scrape_every_s": 5.0}
+    base = write_run(tmp_path / "off" / "run", ArmSpec(speculative=False, **shape))
+    cand = write_run(tmp_path / "on" / "run", ArmSpec(speculative=True, seed=2, **shape))
+    doc = json.loads(spec_verdict(base, cand, "--format", "json").stdout)
+    level = doc["levels"][0]
+    assert level["acceptance"] == pytest.approx(2619 / 4128, abs=0.01)  # the capture's, all of it
+    assert level["verdict"] == "ship", level["reasons"]
+
+
+def test_an_slo_makes_goodput_the_throughput_judged(pair):
+    doc = json.loads(spec_verdict(*pair, "--format", "json", "--slo", "ttft_ms=100,tpot_ms=20").stdout)
+    assert doc["slo"] == {"ttft_ms": 100.0, "tpot_ms": 20.0}
+    by_users = {lv["users"]: lv for lv in doc["levels"]}
+    one, many = by_users[1]["metrics"], by_users[64]["metrics"]
+    assert one["slo_share"]["baseline"] == one["slo_share"]["candidate"] == 1.0
+    assert one["goodput_tok_s"]["baseline"] == pytest.approx(one["output_tok_s"]["baseline"])
+    assert many["slo_share"]["candidate"] == 0.0 and many["goodput_tok_s"]["candidate"] == 0.0
+    assert "goodput" in by_users[1]["reasons"][0]
+    assert set(doc["crossover"]) == {"tpot_p50_ms", "goodput_tok_s"}
+    bad = spec_verdict(*pair, "--slo", "ttft=100")
+    assert bad.returncode == 2 and "--slo" in bad.stderr

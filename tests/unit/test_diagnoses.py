@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 from locust_spec.analysis import diagnoses
-from locust_spec.analysis.model import ClassStats, LevelInput
+from locust_spec.analysis.model import Batch, ClassStats, LevelInput
+from locust_spec.analysis.stats import Interval
 from locust_spec.analysis.verdict import Thresholds, judge_level
 
 from tests.unit.test_verdict_rules import arm, spec
@@ -51,6 +52,7 @@ def _inactive(spec_stats, rows_show=False):
         (spec(None, (), 0, 0, gen=5000, families=("vllm:generation_tokens",)), False,
          "exposes no speculative-decoding counters"),
         (spec(None, (), 0, 0, gen=5000), False, "grammar"),
+        (spec(None, (), 0, 0, gen=5000), False, "num_speculative_tokens_per_batch_size"),
     ],
 )
 def test_speculation_inactive_says_which_cause(spec_stats, rows_show, cause):
@@ -58,6 +60,15 @@ def test_speculation_inactive_says_which_cause(spec_stats, rows_show, cause):
     assert found is not None and found.kind == "speculation_inactive"
     assert cause in found.message
     assert found.evidence["completed_requests"] == 50
+
+
+def test_speculation_inactive_at_one_level_of_a_drafting_ladder_blames_a_batch_size_schedule():
+    level = LevelInput(4, arm(), arm(), spec(None, (), 0, 0, gen=5000),
+                       candidate_batch=Batch(4.0, 4.0, 0.0, 0.0, 30))
+    found = diagnoses.speculation_inactive(level, speculating_levels=(1, 4))
+    assert "drafted at 1 users but not here (batch ~4)" in found.message
+    assert "num_speculative_tokens_per_batch_size" in found.message
+    assert found.evidence["speculating_levels"] == [1] and found.evidence["batch_p50"] == 4.0
 
 
 def test_speculation_inactive_quiet_when_drafts_moved_or_no_counters():
@@ -74,30 +85,45 @@ def test_draft_disagrees_on_near_zero_acceptance(acceptance, fires):
         assert found.evidence["acceptance"] == acceptance
 
 
+def _changes(tpc, step, tpot, ttft=(0.0, -1.0, 1.0)) -> dict[str, Interval]:
+    return {"tokens_per_chunk": Interval(*tpc), "step_ms": Interval(*step), "tpot_p50_ms": Interval(*tpot),
+            "ttft_p50_ms": Interval(*ttft)}
+
+
 @pytest.mark.parametrize(
-    ("cand_gap", "cand_tpc", "fires"),
+    ("tpc", "step", "tpot", "fires"),
     [
-        (40.0, 1.5, True),  # step time doubled, tokens per chunk +50%
-        (40.0, 2.5, False),  # step time doubled, tokens per chunk +150%: earns its cost
-        (20.2, 1.0, False),  # inside the noise band
-        (30.0, 1.5, False),  # equal ratios
+        ((50, 40, 60), (100, 90, 110), (33, 25, 40), True),  # step time doubled, tokens per chunk +50%
+        ((150, 140, 160), (100, 90, 110), (-20, -25, -15), False),  # earns its cost: TPOT fell
+        # real vLLM: tokens per chunk 1.00 -> 1.00 (nothing drafted); a slower step is not a draft's cost
+        ((0.0, -0.4, 0.4), (10, 6, 14), (10, 6, 14), False),
+        ((50, 40, 60), (5, -1, 11), (3, -2, 8), False),  # the step's rise is not outside the noise
     ],
 )
-def test_draft_cost_when_step_time_rises_more_than_tokens_per_chunk(cand_gap, cand_tpc, fires):
-    found = diagnoses.draft_cost(arm(gap=20.0, tpc=1.0), arm(gap=cand_gap, tpc=cand_tpc), 2.0)
+def test_draft_cost_needs_drafting_a_slower_step_and_worse_tpot_outside_the_noise(tpc, step, tpot, fires):
+    level = LevelInput(4, arm(gap=20.0, tpc=1.0), arm(gap=40.0, tpc=1.5), spec(0.6),
+                       changes=_changes(tpc, step, tpot))
+    found = diagnoses.draft_cost(level, 2.0)
     assert (found is not None) == fires
     if fires:
         assert "eats more than it earns" in found.message
-        assert found.evidence["chunk_gap_p50_ms"] == [20.0, cand_gap]
+        assert found.evidence["step_change_pct"] == list(step)
 
 
-@pytest.mark.parametrize(("cand_ttft", "word"), [(60.0, "rose"), (40.0, "fell"), (50.5, None)])
-def test_ttft_change_reported_beyond_the_band(cand_ttft, word):
-    found = diagnoses.ttft_change(arm(ttft=50.0), arm(ttft=cand_ttft), 2.0)
+@pytest.mark.parametrize(
+    ("ttft", "word"),
+    [((20.0, 15.0, 25.0), "rose"), ((-20.0, -25.0, -15.0), "fell"),
+     ((2.7, -1.0, 6.4), None)],  # real vLLM: +2.7% whose interval straddles the band is not a finding
+)
+def test_ttft_change_needs_its_interval_outside_the_band(ttft, word):
+    cand = arm(ttft=50.0 * (1 + ttft[0] / 100))
+    level = LevelInput(1, arm(ttft=50.0), cand, spec(0.8), changes={"ttft_p50_ms": Interval(*ttft)})
+    found = judge_level(level, Thresholds())
+    found = [d for d in found.diagnoses if d.kind == "ttft_change"]
     if word is None:
-        assert found is None
+        assert not found
     else:
-        assert word in found.message and found.evidence["ttft_p50_ms"] == [50.0, cand_ttft]
+        assert word in found[0].message and found[0].evidence["ci95_pct"] == [ttft[1], ttft[2]]
 
 
 def test_per_class_names_where_it_pays():
@@ -123,6 +149,7 @@ def test_cross_check_one_diagnosis_per_warning():
 
 def test_level_verdict_collects_its_diagnoses():
     lv = LevelInput(1, arm(gap=20.0, tpc=1.0, ttft=50.0), arm(itl=15, gap=45.0, tpc=1.5, ttft=70.0),
-                    spec(0.05, (0.1, 0.01, 0.0)))
+                    spec(0.05, (0.1, 0.01, 0.0)),
+                    changes=_changes((50, 40, 60), (125, 110, 140), (50, 40, 60), (40, 35, 45)))
     kinds = {d.kind for d in judge_level(lv, Thresholds()).diagnoses}
     assert kinds == {"draft_disagrees", "proposal_length", "draft_cost", "ttft_change"}

@@ -38,21 +38,31 @@ def test_html_escapes_input_strings_and_embeds_every_plot_or_says_why_not(evil_v
 def test_markdown_escapes_input_strings(evil_verdict):
     md = render(evil_verdict, "markdown")
     assert not re.search(r"(?<!\\)<", md) and "\\<script>alert(1)\\</script>" in md
-    assert "| metric | baseline | candidate | change |" in md
+    assert "| metric | baseline | candidate | change [95% CI] |" in md
 
 
 def test_text_table_has_both_arms_and_change(evil_verdict):
     text = render(evil_verdict, "text")
     assert text.startswith(f"VERDICT: {evil_verdict.verdict.upper()}")
-    row = next(line for line in text.splitlines() if "ITL p50 (ms)" in line)
-    assert len(row.split()) == 6  # label (3 words), baseline, candidate, change
-    assert row.split()[-1].endswith("%")
+    row = next(line for line in text.splitlines() if "TPOT p50 (ms)" in line)
+    label, cells = row[:30].strip(), row[30:].split()
+    assert label == "TPOT p50 (ms)"
+    float(cells[0]), float(cells[1])  # baseline, candidate
+    assert re.fullmatch(r"[+-]\d+\.\d%", cells[2]) and cells[3].startswith("[")  # change [95% CI]
+    assert re.search(r"acceptance \d\.\d\d \[95% CI \d\.\d\d, \d\.\d\d", text)
 
 
 def test_json_round_trips_the_verdict(evil_verdict):
     doc = json.loads(render(evil_verdict, "json"))
     assert doc["verdict"] == evil_verdict.verdict
-    assert doc["levels"][0]["baseline"]["requests"] == evil_verdict.levels[0].baseline.requests
+    assert doc["schema"] == 2
+    level = doc["levels"][0]
+    assert level["requests"]["baseline"] == evil_verdict.levels[0].baseline.requests
+    tpot = level["metrics"]["tpot_p50_ms"]
+    assert tpot["baseline"] == evil_verdict.levels[0].baseline.tpot_p50_ms
+    assert tpot["ci95_pct"][0] <= tpot["change_pct"] <= tpot["ci95_pct"][1]
+    assert level["metrics"]["itl_p50_ms"]["ci95_pct"] is None  # context, token-weighted: no interval
+    assert level["batch"]["candidate"]["running_p50"] == 1.0
     assert doc["warnings"] == [f"candidate: model {EVIL}"]  # JSON carries the text as data
 
 

@@ -89,7 +89,51 @@ def test_acceptance_comes_from_the_counters_inside_the_level_window(tmp_path):
     stats = levels.spec_stats(run, levels.run_levels(run)[2])
     assert stats.acceptance == pytest.approx(60 / 80)
     assert stats.draft_tokens == 80
-    assert levels.spec_stats(run, levels.run_levels(run)[4]) is None  # fewer than two scrapes inside
+    # level 4's one request runs 5.0-6.0 s: bracketed by the scrapes at 3.0 s and 6.0 s, where the counters
+    # restarted: the increase counts from zero again
+    four = levels.spec_stats(run, levels.run_levels(run)[4])
+    assert four.draft_tokens == 999 and any("reset" in n for n in four.notes)
+
+
+def _level(start, end, next_level=None):
+    metrics = levels.ArmMetrics(1, 0, None, None, None, None, None, None, None)
+    return levels.RunLevel(1, metrics, T0 + start, T0 + end, False, None,
+                           None if next_level is None else T0 + next_level)
+
+
+def test_a_level_is_bracketed_by_the_scrapes_at_its_boundaries():
+    scrapes = [_snap(t, 0, 0, 0) for t in (0.0, 1.0, 5.0, 6.5, 9.0)]
+    times = lambda lv: [round(s.timestamp_unix_s - T0, 1) for s in levels.bracket(scrapes, lv)]  # noqa: E731
+    # measured 1.2-6.0 s: from the last scrape at or before its first request to the first after its end
+    assert times(_level(1.2, 6.0)) == [1.0, 5.0, 6.5]
+    # the next level started at 6.2 s, before that scrape: the level change's scrape (5.0 s) closes it
+    assert times(_level(1.2, 6.0, next_level=6.2)) == [1.0, 5.0]
+    # a scrape exactly at the boundary belongs to the bracket
+    assert times(_level(1.0, 5.0)) == [1.0, 5.0]
+
+
+def test_counters_that_move_only_in_the_first_seconds_are_measured(tmp_path):
+    """A 6 s level at 1 user, scraped every 5 s: the draft counters moved before the first interval scrape.
+    The scrape at the level change (before its first measured request) opens its window."""
+    rows = [row(0.2, 1, warmup=1)] + [row(1.0 + i, 1, drafted=40) for i in range(6)]
+    run = read_run(write(tmp_path / "r", rows))
+    scrapes = [_snap(0.1, 0, 0, 0), _snap(0.9, 5, 20, 15), _snap(5.1, 60, 240, 180),
+               _snap(5.9, 60, 240, 180), _snap(7.2, 60, 240, 180)]
+    run = replace(run, snapshots=scrapes)
+    spec = levels.spec_stats(run, levels.run_levels(run)[1])
+    assert spec is not None and spec.draft_tokens == 220 and spec.acceptance == pytest.approx(165 / 220)
+
+
+def test_batch_is_time_weighted_over_the_bracket():
+    def snap(t, running, waiting):
+        return Snapshot(T0 + t, "http://s/metrics", (
+            Sample("vllm:num_requests_running", (("engine", "0"),), running),
+            Sample("vllm:num_requests_waiting", (("engine", "0"),), waiting)))
+
+    # 8 running for 9 s, 30 running (12 waiting) for 1 s: the p50 is the level's batch, the max its peak
+    batch = levels.server_batch([snap(0, 8, 0), snap(9, 30, 12), snap(10, 30, 12)])
+    assert (batch.running_p50, batch.running_max, batch.waiting_p50, batch.waiting_max) == (8, 30, 0, 12)
+    assert levels.server_batch([_snap(0, 1, 1, 1), _snap(1, 2, 2, 2)]) is None  # no gauges exposed
 
 
 def test_repeats_combine_to_medians_with_spread_and_summed_counts():

@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
+import numpy as np
 import pytest
-from locust_spec.analysis.model import ArmMetrics, ClientLag, LevelInput, SpecStats
+from locust_spec.analysis import stats
+from locust_spec.analysis.model import ArmMetrics, Batch, ClientLag, LevelInput, SpecStats
+from locust_spec.analysis.stats import Interval
 from locust_spec.analysis.verdict import (
     INCONCLUSIVE,
     OFF,
@@ -77,7 +82,7 @@ def test_level_rule_table(acceptance, itl_change, tput_change, expected):
 def test_tradeoff_reason_states_both_numbers_and_directions():
     result = judge_level(level(0.6, -30, -10), TH)
     reason = result.reasons[0]
-    assert "ITL p50 20.0 -> 14.0 ms (-30.0%, better)" in reason
+    assert "TPOT p50 20.0 -> 14.0 ms (-30.0%, better)" in reason
     assert "output 100.0 -> 90.0 tok/s (-10.0%, worse)" in reason
     assert "decision to make, not a result" in reason
 
@@ -86,8 +91,8 @@ def test_tradeoff_reason_states_both_numbers_and_directions():
     ("kwargs", "reason_part"),
     [
         ({"baseline": arm(requests=50, failures=3)}, "baseline failed 3 of 50"),
-        ({"candidate": arm(requests=5)}, "candidate has only 5 requests"),
-        ({"candidate": arm(tokens=500)}, "candidate has only 500 output tokens"),
+        ({"candidate": arm(requests=4)}, "candidate has only 4 requests"),
+        ({"candidate": arm(tokens=50)}, "candidate has only 50 output tokens"),
         ({"baseline": arm(requests=0)}, "baseline has no requests"),
         ({"spec": None}, "no server counters on the candidate"),
         ({"spec": spec(acceptance=None, drafts=0, draft_tokens=0)}, "draft counters did not move"),
@@ -111,7 +116,7 @@ def test_thresholds_are_parameters():
 
 
 def test_repeats_spread_widens_the_noise_band():
-    base = arm(spread={"itl_p50_ms": (18.0, 22.0), "output_tok_s": (90.0, 110.0)})
+    base = arm(spread={"tpot_p50_ms": (18.0, 22.0), "output_tok_s": (90.0, 110.0)})
     cand = arm(itl=19.0, tput=105.0)
     result = judge_level(LevelInput(1, base, cand, spec(0.6)), TH)
     assert result.verdict == INCONCLUSIVE  # a 5% move inside a 20% spread is noise
@@ -119,7 +124,7 @@ def test_repeats_spread_widens_the_noise_band():
 
 def test_change_pct_is_candidate_relative_to_baseline():
     result = judge_level(level(0.9, -25, +50), TH)
-    assert result.change_pct["itl_p50_ms"] == pytest.approx(-25)
+    assert result.change_pct["tpot_p50_ms"] == pytest.approx(-25)
     assert result.change_pct["output_tok_s"] == pytest.approx(50)
     assert result.acceptance == 0.9
 
@@ -135,14 +140,17 @@ SHIPS, OFFS, TRADES = (0.9, -30, 20), (0.3, 10, -10), (0.6, -30, -10)
     ("pairs", "expected"),
     [
         ([(1, SHIPS), (4, SHIPS), (16, OFFS), (64, OFFS)],
-         "ship up to 4 concurrent users; off from 16 concurrent users"),
+         "ship up to 4 concurrent users; off from 16 concurrent users: "
+         "at 16: TPOT p50 +10.0%, output -10.0%; at 64: TPOT p50 +10.0%, output -10.0%"),
         ([(1, SHIPS), (8, TRADES), (64, OFFS)],
-         "ship at 1 concurrent user; tradeoff at 8 concurrent users; off from 64 concurrent users"),
+         "ship at 1 concurrent user; tradeoff at 8 concurrent users: TPOT p50 -30.0%, output -10.0%; "
+         "off at 64 concurrent users: TPOT p50 +10.0%, output -10.0%"),
         ([(1, SHIPS), (8, SHIPS)], "ship at every measured level (1 to 8 concurrent users)"),
-        ([(4, OFFS)], "off at 4 concurrent users"),
+        ([(4, OFFS)], "off at 4 concurrent users: TPOT p50 +10.0%, output -10.0%"),
         ([(2, SHIPS), (8, TRADES), (16, TRADES), (32, OFFS)],
-         "ship up to 2 concurrent users; tradeoff from 8 to 16 concurrent users; "
-         "off from 32 concurrent users"),
+         "ship up to 2 concurrent users; tradeoff from 8 to 16 concurrent users: "
+         "at 8: TPOT p50 -30.0%, output -10.0%; at 16: TPOT p50 -30.0%, output -10.0%; "
+         "off at 32 concurrent users: TPOT p50 +10.0%, output -10.0%"),
     ],
 )
 def test_ladder_summary_names_the_crossover(pairs, expected):
@@ -165,7 +173,10 @@ def test_overall_without_serving_level():
     assert overall(_judged((1, OFFS), (64, OFFS)), None)[0] == OFF
     inconclusive = judge_level(level(0.6, 0, 0, users=8), TH)
     assert overall([inconclusive], None)[0] == INCONCLUSIVE
-    assert overall([inconclusive, *_judged((1, SHIPS))], None)[0] == SHIP
+    # one word cannot cover a ladder with a level that could not be judged; the summary names both
+    verdict, summary = overall([inconclusive, *_judged((1, SHIPS))], None)
+    assert verdict == INCONCLUSIVE
+    assert summary.startswith("Speculative decoding: ship at 1 concurrent user; inconclusive at 8 ")
 
 
 def test_build_verdict_carries_run_warnings_as_warnings_and_disagreements_as_cross_check_diagnoses():
@@ -224,4 +235,92 @@ def test_only_the_lagging_level_of_a_ladder_is_inconclusive():
               level(0.9, -30, +20, users=64, candidate_lag=lag(0.3))]
     result = build_verdict(levels, TH)
     assert [lv.verdict for lv in result.levels] == [SHIP, INCONCLUSIVE]
-    assert result.verdict == SHIP
+    assert result.verdict == INCONCLUSIVE
+    assert result.summary.startswith("Speculative decoding: ship at 1 concurrent user; inconclusive at 64 "
+                                     "concurrent users: candidate: the load generator was behind 30.0%")
+
+
+def _with(acc, changes: dict, acceptance_ci=None, **arms) -> LevelInput:
+    base, cand = arms.get("baseline", arm()), arms.get("candidate", arm())
+    return LevelInput(users=4, baseline=base, candidate=cand, spec=spec(acc),
+                      changes={k: Interval(*v) for k, v in changes.items()}, acceptance_ci=acceptance_ci)
+
+
+def test_a_2pct_change_inside_its_interval_is_inconclusive():
+    # Per-request TPOT and durations of two arms 2% apart, with the spread real requests have.
+    rng = np.random.default_rng(11)
+    base_tpot = rng.lognormal(np.log(20), 0.3, 60)
+    cand_tpot = rng.lognormal(np.log(20 * 0.98), 0.3, 60)
+    tpot = stats.change_ci(base_tpot, cand_tpot, 0.5)
+    tpot90 = stats.change_ci(base_tpot, cand_tpot, 0.9)
+    tokens = np.full(60, 100.0)
+    tput = stats.rate_change_ci(tokens, base_tpot * 0.1, tokens, cand_tpot * 0.1, point_change=2.1)
+    assert tput.lo < 2.0 < tput.hi and tpot.lo < -2.0 < tpot.hi  # each straddles the band
+    measured = LevelInput(4, arm(), arm(itl=20 * 0.98, tput=102.1), spec(0.6),
+                          changes={"tpot_p50_ms": tpot, "tpot_p90_ms": tpot90, "output_tok_s": tput})
+    result = judge_level(measured, TH)
+    assert result.verdict == INCONCLUSIVE, result.reasons
+    assert "straddles the noise band" in result.reasons[0]
+    # the same +2.1% throughput as a bare point (the previous rule) would have counted as better
+    assert judge_level(level(0.6, -2.0, +2.1), TH).verdict == SHIP
+
+
+def test_burst_pattern_better_token_weighted_itl_but_worse_tpot_and_throughput_is_off():
+    # The README demo at 64 users: bursts of tokens make the token-weighted ITL median fall while every
+    # reader waits longer per token and the server delivers fewer tokens per second.
+    base = arm(itl=11.18, tput=2132.0)
+    cand = replace(arm(itl=7.03, tput=1427.0), tpot_p50_ms=11.34 * 1.3)
+    changes = {"tpot_p50_ms": (30.0, 25.0, 35.0), "tpot_p90_ms": (31.0, 28.0, 36.0),
+               "output_tok_s": (-33.1, -34.4, -31.8), "itl_p50_ms": (-37.1, None, None)}
+    result = judge_level(_with(0.6, changes, baseline=base, candidate=cand), TH)
+    assert result.verdict == OFF, result.reasons
+    assert result.changes["itl_p50_ms"].estimate < 0  # ITL "improved", and it did not decide
+    assert "TPOT p50" in result.reasons[0] and "-33.1% [-34.4, -31.8]" in result.reasons[0]
+    assert "ITL" not in result.reasons[0]
+
+
+def test_acceptance_interval_across_the_ship_threshold_leaves_the_measurements_to_decide():
+    changes = {"tpot_p50_ms": (-1.0, -1.5, -0.5), "tpot_p90_ms": (-1.0, -1.5, -0.5),
+               "output_tok_s": (-10.0, -12.0, -8.0)}
+    sure = _with(0.75, changes, acceptance_ci=Interval(0.75, 0.70, 0.80))
+    unsure = _with(0.75, changes, acceptance_ci=Interval(0.75, 0.55, 0.90))
+    assert judge_level(sure, TH).verdict == OFF  # ship band: throughput fell, latency did not improve
+    assert judge_level(unsure, TH).verdict == OFF
+    assert "is not clearly above" in judge_level(unsure, TH).reasons[0]
+    low = _with(0.0, changes, acceptance_ci=Interval(0.0, 0.0, 0.0))
+    assert judge_level(low, TH).verdict == OFF
+
+
+@pytest.mark.parametrize(
+    ("changes", "expected"),
+    [
+        # TPOT p50 better but its tail worse: a tradeoff, not a ship
+        ({"tpot_p50_ms": (-20, -25, -15), "tpot_p90_ms": (15, 10, 20), "output_tok_s": (10, 5, 15)},
+         TRADEOFF),
+        # high acceptance but a throughput interval across the band: a fall cannot be ruled out
+        ({"tpot_p50_ms": (-20, -25, -15), "tpot_p90_ms": (-20, -25, -15), "output_tok_s": (-1, -6, 4)},
+         INCONCLUSIVE),
+        ({"tpot_p50_ms": (-20, -25, -15), "tpot_p90_ms": (-20, -25, -15), "output_tok_s": (10, 5, 15)}, SHIP),
+    ],
+)
+def test_high_acceptance_judged_by_intervals(changes, expected):
+    result = judge_level(_with(0.9, changes, acceptance_ci=Interval(0.9, 0.85, 0.95)), TH)
+    assert result.verdict == expected, result.reasons
+
+
+def test_crossover_interpolates_where_speculation_stops_paying_with_the_batch_there():
+    def lv(users, tpot, tput, batch):
+        level = _with(0.6, {"tpot_p50_ms": tpot, "tpot_p90_ms": tpot, "output_tok_s": tput})
+        return replace(level, users=users, candidate_batch=Batch(batch, batch, 0.0, 0.0, 10))
+
+    result = build_verdict([lv(1, (-40, -45, -35), (60, 50, 70), 1.0),
+                            lv(4, (-10, -14, -6), (20, 14, 26), 4.0),
+                            lv(16, (10, 6, 14), (-20, -26, -14), 15.0)], TH)
+    tpot, tput = result.crossover
+    assert tpot.metric == "tpot_p50_ms" and tput.metric == "output_tok_s"
+    assert tpot.between_users == (4, 16) and 4 < tpot.users < 16
+    assert tpot.users_ci95[0] < tpot.users < tpot.users_ci95[1]
+    assert 4.0 < tpot.batch < 15.0
+    assert "stops paying at about" in tpot.note
+    assert "ship up to 4 concurrent users (batch ~1 to ~4); off at 16 concurrent users (batch ~15): " \
+           "TPOT p50 +10.0% [+6.0, +14.0]" in result.summary
