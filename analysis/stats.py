@@ -38,6 +38,7 @@ SEED = 0
 # drawing n indices per resample; below it the draw is exact and costs at most EXACT_MAX_UNITS * RESAMPLES.
 EXACT_MAX_UNITS = 2000
 MEAN = "mean"
+POINT = "point"
 Statistic = float | str
 
 __all__ = [
@@ -75,9 +76,9 @@ class Interval:
         return [self.lo, self.hi] if self.measured else None
 
     @staticmethod
-    def point(estimate: float | None, method: str = "point") -> Interval:
+    def point(estimate: float | None) -> Interval:
         """An estimate without spread (a hand-built comparison): the interval is the point itself."""
-        return Interval(estimate, estimate, estimate, method=method)
+        return Interval(estimate, estimate, estimate, method=POINT)
 
 
 UNKNOWN = Interval(None, None, None, method="not measured")

@@ -20,6 +20,7 @@ from locust_spec.analysis.model import (
 )
 from locust_spec.analysis.stats import (
     BETTER,
+    POINT,
     SAME,
     UNKNOWN_DIRECTION,
     WORSE,
@@ -80,7 +81,7 @@ def interval(level: LevelInput, key: str) -> Interval:
 def band_for(level: LevelInput, key: str, noise_pct: float) -> float:
     """A bootstrapped interval already holds the repeats' spread; a bare point is widened to it."""
     found = level.changes.get(key)
-    if found is not None and found.measured and found.lo != found.hi:
+    if found is not None and found.measured:
         return noise_pct
     return noise_band(key, level.baseline, level.candidate, noise_pct)
 
@@ -113,7 +114,7 @@ def fmt_change(ci: Interval) -> str:
     if ci.estimate is None:
         return "n/a"
     text = f"{ci.estimate:+.1f}%"
-    if ci.measured and ci.lo != ci.hi:
+    if ci.measured and ci.method != POINT:
         text += f" [{_signed(ci.lo)}, {_signed(ci.hi)}]"
     return text
 
@@ -186,7 +187,7 @@ def acceptance_band(acceptance: float, ci: Interval | None, th: Thresholds) -> s
 
 def _acc_text(acceptance: float, ci: Interval | None) -> str:
     text = f"acceptance {acceptance:.2f}"
-    if ci is not None and ci.measured and ci.lo != ci.hi:
+    if ci is not None and ci.measured and ci.method != POINT:
         text += f" [{ci.lo:.2f}, {ci.hi:.2f}]"
     return text
 

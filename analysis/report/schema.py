@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import orjson
 from locust_spec.analysis.model import LevelVerdict, Verdict
+from locust_spec.analysis.stats import POINT
 from locust_spec.analysis.verdict import CHANGE_KEYS
 
 SCHEMA = 2
@@ -13,7 +14,7 @@ def metric_dict(lv: LevelVerdict, key: str) -> dict:
     change = lv.changes.get(key)
     return {"baseline": getattr(lv.baseline, key), "candidate": getattr(lv.candidate, key),
             "change_pct": None if change is None else change.estimate,
-            "ci95_pct": None if change is None or change.lo == change.hi else change.as_list()}
+            "ci95_pct": None if change is None or change.method == POINT else change.as_list()}
 
 
 def level_dict(lv: LevelVerdict) -> dict:
