@@ -105,32 +105,32 @@ def _evidence(ci: Interval) -> list[float | None]:
 
 
 def draft_cost(level: LevelInput, band_pct: float) -> Diagnosis | None:
-    """The draft eats more than it earns: the candidate did produce more tokens per chunk (it drafted),
-    yet its step time rose and its TPOT got worse, each beyond the noise band by its interval.
+    """The draft eats more than it earns: the candidate did deliver more tokens per chunk (it drafted), yet
+    each step got slower by more than that, beyond the noise band: the low end of the step's rise clears
+    the high end of the tokens-per-chunk rise. Per token, the stream is then slower than without the draft.
 
     Without a measured rise in tokens per chunk nothing was drafted to pay for, and a slower step is
     not the draft's cost (speculation_inactive says why instead)."""
     tpc = level.changes.get("tokens_per_chunk")
     step = level.changes.get("step_ms")
-    tpot = level.changes.get("tpot_p50_ms")
-    if tpc is None or step is None or tpot is None:
+    if tpc is None or step is None or not (tpc.measured and step.measured):
         return None
     if classify(tpc, band_pct, lower_is_better=False) != BETTER:
         return None
     if classify(step, band_pct, lower_is_better=True) != WORSE:
         return None
-    if classify(tpot, band_pct, lower_is_better=True) != WORSE:
+    if 1 + step.lo / 100 <= (1 + tpc.hi / 100) * (1 + band_pct / 100):
         return None
     base, cand = level.baseline, level.candidate
+    tpot = level.changes.get("tpot_p50_ms")
     return Diagnosis(
         "draft_cost",
         f"each step got slower by {step.estimate:+.0f}% [{step.lo:+.0f}, {step.hi:+.0f}] while tokens per "
-        f"chunk rose only {tpc.estimate:+.0f}% ({base.tokens_per_chunk:.2f} -> {cand.tokens_per_chunk:.2f}), "
-        f"so TPOT p50 rose {tpot.estimate:+.1f}% [{tpot.lo:+.1f}, {tpot.hi:+.1f}]: the draft eats more "
-        "than it earns",
+        f"chunk rose only {tpc.estimate:+.0f}% [{tpc.lo:+.0f}, {tpc.hi:+.0f}] "
+        f"({base.tokens_per_chunk:.2f} -> {cand.tokens_per_chunk:.2f}): the draft eats more than it earns",
         {"tokens_per_chunk": [base.tokens_per_chunk, cand.tokens_per_chunk],
          "step_change_pct": _evidence(step), "tokens_per_chunk_change_pct": _evidence(tpc),
-         "tpot_p50_change_pct": _evidence(tpot)},
+         "tpot_p50_change_pct": _evidence(tpot) if tpot is not None else None},
     )
 
 

@@ -68,8 +68,8 @@ def crossover_lines(points: tuple[CrossPoint, ...]) -> list[str]:
         text = p.note
         if p.users is not None:
             lo, hi = p.users_ci95
-            text += (f" (95% CI {'below the lowest level' if lo is None else f'{lo:.1f}'} to "
-                     f"{'above the highest level' if hi is None else f'{hi:.1f}'} users)")
+            text += (f" (95% CI {'below the lowest level' if lo is None else f'{lo:.1f} users'} to "
+                     f"{'beyond the highest level' if hi is None else f'{hi:.1f} users'})")
             if p.batch is not None:
                 text += f", at a batch of about {p.batch:.1f}"
         out.append(text)

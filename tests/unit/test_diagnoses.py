@@ -98,9 +98,10 @@ def _changes(tpc, step, tpot, ttft=(0.0, -1.0, 1.0)) -> dict[str, Interval]:
         # real vLLM: tokens per chunk 1.00 -> 1.00 (nothing drafted); a slower step is not a draft's cost
         ((0.0, -0.4, 0.4), (10, 6, 14), (10, 6, 14), False),
         ((50, 40, 60), (5, -1, 11), (3, -2, 8), False),  # the step's rise is not outside the noise
+        ((50, 30, 70), (60, 45, 75), (7, -3, 17), False),  # the two rises' intervals overlap
     ],
 )
-def test_draft_cost_needs_drafting_a_slower_step_and_worse_tpot_outside_the_noise(tpc, step, tpot, fires):
+def test_draft_cost_needs_drafting_and_a_step_slower_than_that_outside_the_noise(tpc, step, tpot, fires):
     level = LevelInput(4, arm(gap=20.0, tpc=1.0), arm(gap=40.0, tpc=1.5), spec(0.6),
                        changes=_changes(tpc, step, tpot))
     found = diagnoses.draft_cost(level, 2.0)
