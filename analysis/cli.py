@@ -83,9 +83,9 @@ def cli() -> None:
 @click.option("--max-failure-rate", type=float, default=DEFAULTS.max_failure_rate, show_default=True,
               help="An arm failing more than this fraction of requests at a level makes it inconclusive.")
 @click.option("--min-requests", type=int, default=DEFAULTS.min_requests, show_default=True,
-              help="Fewest measured requests per arm and level.")
+              help="Floor: fewest measured requests per arm and level (the intervals decide above it).")
 @click.option("--min-tokens", "min_output_tokens", type=int, default=DEFAULTS.min_output_tokens,
-              show_default=True, help="Fewest output tokens per arm and level.")
+              show_default=True, help="Floor: fewest output tokens per arm and level.")
 @click.option("--disagree-acceptance", type=float, default=DEFAULTS.disagree_acceptance, show_default=True,
               help="Acceptance below which draft and target are said to disagree.")
 @click.option("--position-acceptance", type=float, default=DEFAULTS.position_acceptance, show_default=True,
