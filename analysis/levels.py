@@ -345,11 +345,20 @@ def spec_stats(run: RunData, level: RunLevel) -> SpecStats | None:
     return _spec(window)
 
 
+# The counters an acceptance unit needs (drafts names the server's schema), and their `_created` series
+# (restart detection).
+UNIT_COUNTERS = frozenset(f"{prefix}:{name}" for prefix in counters.V1_SCHEMA
+                          for name in (counters.DRAFTS, counters.DRAFT_TOKENS, counters.ACCEPTED))
+UNIT_SERIES = UNIT_COUNTERS | {counters.created_name(m) for m in UNIT_COUNTERS}
+
+
 def interval_units(snapshots: Sequence[Snapshot]) -> tuple[np.ndarray, np.ndarray]:
-    """(accepted, drafted) token increases per scrape interval, every URL's intervals in turn."""
+    """(accepted, drafted) token increases per scrape interval, every URL's intervals in turn. Only the two
+    counters are kept from each scrape, so a long run's thousands of intervals stay cheap."""
     by_url: dict[str, list[Snapshot]] = {}
     for snap in snapshots:
-        by_url.setdefault(snap.url, []).append(snap)
+        kept = tuple(s for s in snap.samples if s.metric in UNIT_SERIES)
+        by_url.setdefault(snap.url, []).append(Snapshot(snap.timestamp_unix_s, snap.url, kept))
     accepted, drafted = [], []
     for snaps in by_url.values():
         snaps.sort(key=lambda s: s.timestamp_unix_s)

@@ -6,6 +6,7 @@ import csv
 from dataclasses import replace
 from pathlib import Path
 
+import numpy as np
 import orjson
 import pytest
 from locust_spec.analysis import levels
@@ -122,6 +123,18 @@ def test_counters_that_move_only_in_the_first_seconds_are_measured(tmp_path):
     run = replace(run, snapshots=scrapes)
     spec = levels.spec_stats(run, levels.run_levels(run)[1])
     assert spec is not None and spec.draft_tokens == 220 and spec.acceptance == pytest.approx(165 / 220)
+
+
+def test_acceptance_units_are_the_scrape_intervals_and_add_up_to_the_window(tmp_path):
+    scrapes = [_snap(0.0, 0, 0, 0), _snap(1.0, 10, 40, 30), _snap(2.0, 20, 80, 30), _snap(3.0, 30, 120, 70)]
+    accepted, drafted = levels.interval_units(scrapes)
+    assert list(accepted) == [30, 0, 40] and list(drafted) == [40, 40, 40]
+    run = replace(read_run(write(tmp_path / "r", [row(0.5, 1), row(1.0, 1, e2e=1500)])), snapshots=scrapes)
+    level = levels.run_levels(run)[1]
+    level = replace(level, samples=replace(level.samples, drafted=level.samples.drafted * np.nan))
+    ci = levels.acceptance_ci([run], [level], 70 / 120)
+    assert ci.method == "bootstrap, scrape intervals" and ci.units == 3
+    assert ci.lo < 70 / 120 < ci.hi
 
 
 def test_batch_is_time_weighted_over_the_bracket():
