@@ -392,7 +392,14 @@ def crossover(levels: Sequence[LevelVerdict], throughput_key: str) -> tuple[Cros
             note = (f"{LABELS[key][0]}: speculation stops paying at about {found.x:.1f} concurrent users, "
                     f"between {found.between[0]:.0f} and {found.between[1]:.0f}")
         elif all(g.estimate is not None and g.estimate >= 0 for g in gains):
-            note = f"{LABELS[key][0]}: speculation pays at every measured level"
+            last = gains[-1]
+            if last.measured and last.lo < 0:
+                # never worse by the estimates, but the top level's gain is not clear of zero
+                change = fmt_change(ordered[-1].changes[key])
+                note = (f"{LABELS[key][0]}: no level is worse, but at {users[-1]} concurrent users the gain "
+                        f"is not clear of zero ({change})")
+            else:
+                note = f"{LABELS[key][0]}: speculation pays at every measured level"
         elif gains[0].estimate is not None and gains[0].estimate < 0:
             note = f"{LABELS[key][0]}: speculation does not pay even at the lowest level"
         else:

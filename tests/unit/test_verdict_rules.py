@@ -324,3 +324,15 @@ def test_crossover_interpolates_where_speculation_stops_paying_with_the_batch_th
     assert "stops paying at about" in tpot.note
     assert "ship up to 4 concurrent users (batch ~1 to ~4); off at 16 concurrent users (batch ~15): " \
            "TPOT p50 +10.0% [+6.0, +14.0]" in result.summary
+
+
+def test_crossover_says_when_the_top_level_gain_is_not_clear_of_zero():
+    def lv(users, tpot):
+        return replace(_with(0.6, {"tpot_p50_ms": tpot, "tpot_p90_ms": tpot, "output_tok_s": (10, 5, 15)}),
+                       users=users)
+
+    tpot, tput = build_verdict([lv(1, (-60, -65, -55)), lv(64, (0.0, -4.8, 3.8))], TH).crossover
+    assert tpot.users is None
+    assert tpot.note == ("TPOT p50: no level is worse, but at 64 concurrent users the gain is not clear of "
+                         "zero (+0.0% [-4.8, +3.8])")
+    assert tput.note == "output: speculation pays at every measured level"
