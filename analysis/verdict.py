@@ -206,8 +206,10 @@ def _decide(acc: str, band: str, lat: str, tput: str, numbers: str, th: Threshol
             return OFF, (f"{head}, yet throughput fell and per-token latency (TPOT) did not improve: "
                          f"here the draft costs more than it wins ({numbers})")
         if tput in open_:
-            return INCONCLUSIVE, (f"{head}, but the throughput interval straddles the noise band: a fall "
-                                  f"cannot be ruled out; measure longer or repeat ({numbers})")
+            why = ("its interval straddles the noise band" if tput == INCONCLUSIVE_DIR else
+                   "its change could not be measured")
+            return INCONCLUSIVE, (f"{head}, but throughput {why}: a fall cannot be ruled out; measure "
+                                  f"longer or repeat ({numbers})")
         if lat in (WORSE, MIXED):
             return TRADEOFF, (f"{head}, but per-token latency (TPOT) got worse while throughput held: "
                               f"you have a decision to make, not a result ({numbers})")
@@ -223,8 +225,10 @@ def _decide(acc: str, band: str, lat: str, tput: str, numbers: str, th: Threshol
         return OFF, f"{acc} < {off_at:.2f}: switch it off ({numbers})"
     head = f"{acc} is not clearly above {ship_at:.2f} nor below {off_at:.2f}, so the measurements decide"
     if lat in open_ or tput in open_:
-        return INCONCLUSIVE, (f"{head}, and the interval of per-token latency (TPOT) or throughput "
-                              f"straddles the noise band ({numbers})")
+        why = ("the interval of per-token latency (TPOT) or throughput straddles the noise band"
+               if INCONCLUSIVE_DIR in (lat, tput) else "per-token latency (TPOT) or throughput could not be "
+               "measured")
+        return INCONCLUSIVE, f"{head}, and {why} ({numbers})"
     dirs = (lat, tput)
     if lat == MIXED or (BETTER in dirs and WORSE in dirs):
         return TRADEOFF, (f"{head}: per-token latency and throughput moved in opposite directions (or "
@@ -246,6 +250,8 @@ def judge_level(level: LevelInput, th: Thresholds, *, throughput_key: str = "out
                k in CHANGE_KEYS}
     words = {k: direction(level, k, th.noise_pct, lower_is_better=k != throughput_key)
              for k in (*LATENCY_KEYS, throughput_key, "ttft_p50_ms")}
+    if throughput_key == "goodput_tok_s" and base.goodput_tok_s == 0 and cand.goodput_tok_s == 0:
+        words[throughput_key] = SAME  # neither arm served a request within the SLO: no change to measure
     lat = latency_direction(words["tpot_p50_ms"], words["tpot_p90_ms"])
     tput = words[throughput_key]
     deciding = (*LATENCY_KEYS, throughput_key)

@@ -167,6 +167,8 @@ def test_an_slo_makes_goodput_the_throughput_judged(pair):
     assert one["slo_share"]["baseline"] == one["slo_share"]["candidate"] == 1.0
     assert one["goodput_tok_s"]["baseline"] == pytest.approx(one["output_tok_s"]["baseline"])
     assert many["slo_share"]["candidate"] == 0.0 and many["goodput_tok_s"]["candidate"] == 0.0
+    # neither arm meets the SLO at 64 users: no goodput to gain, and TPOT got worse
+    assert by_users[64]["verdict"] == "off", by_users[64]["reasons"]
     assert "goodput" in by_users[1]["reasons"][0]
     assert set(doc["crossover"]) == {"tpot_p50_ms", "goodput_tok_s"}
     bad = spec_verdict(*pair, "--slo", "ttft=100")
