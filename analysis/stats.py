@@ -42,7 +42,8 @@ POINT = "point"
 Statistic = float | str
 
 __all__ = [
-    "CONFIDENCE", "MEAN", "RESAMPLES", "Interval", "change_ci", "change_pct", "classify", "crossing",
+    "BETTER", "CONFIDENCE", "INCONCLUSIVE", "MEAN", "POINT", "RESAMPLES", "SAME", "UNKNOWN",
+    "UNKNOWN_DIRECTION", "WORSE", "Crossing", "Interval", "change_ci", "change_pct", "classify", "crossing",
     "quantile", "quantile_ci", "rate_change_ci", "ratio_ci",
 ]
 
