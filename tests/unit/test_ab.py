@@ -112,7 +112,7 @@ def _level(users: int, base: tuple[int, int], cand: tuple[int, int]) -> LevelVer
         return ArmMetrics(requests, failures, *[None] * 7)
 
     return LevelVerdict(users=users, verdict="inconclusive", acceptance=None, mean_acceptance_length=None,
-                        per_position=(), baseline=arm(*base), candidate=arm(*cand), change_pct={},
+                        per_position=(), baseline=arm(*base), candidate=arm(*cand), changes={},
                         reasons=(), diagnoses=())
 
 
