@@ -9,7 +9,7 @@ import shutil
 import signal
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -85,14 +85,14 @@ class Run:
     prefix: Path
 
 
-def schedule(repeats: int, out: Path) -> list[Run]:
-    """Arms alternate ABBA...: baseline first in even repeats, candidate first in odd ones.
+def schedule(repeats: int, out: Path, arms: Sequence[str] = ARMS) -> list[Run]:
+    """Arms alternate ABBA...: in the given order in even repeats, reversed in odd ones (ABC CBA with more).
 
-    Alternating spreads slow drift of the machine (thermal, noisy neighbours) over both arms.
+    Alternating spreads slow drift of the machine (thermal, noisy neighbours) over every arm.
     """
     runs = []
     for repeat in range(repeats):
-        order = ARMS if repeat % 2 == 0 else ARMS[::-1]
+        order = tuple(arms) if repeat % 2 == 0 else tuple(arms)[::-1]
         runs += [Run(arm, repeat, out / arm / f"r{repeat}") for arm in order]
     return runs
 
@@ -232,7 +232,8 @@ def clear_previous(out: Path) -> None:
         (out / name).unlink(missing_ok=True)
 
 
-def _raise_interrupt(_signum, _frame) -> None:
+def raise_interrupt(_signum, _frame) -> None:
+    """SIGTERM handler: stop like Ctrl-C, so children are stopped in order and kept files listed."""
     raise KeyboardInterrupt
 
 
@@ -362,7 +363,7 @@ def main(baseline: str | None, candidate: str | None, levels: str | None, stage_
         display.say(f"spec-ab: --processes auto: {reason}")
     load = Load(prompts, max_tokens, ignore_eos, seed, model, processes)
     runs = schedule(repeats, out)
-    previous = signal.signal(signal.SIGTERM, _raise_interrupt)
+    previous = signal.signal(signal.SIGTERM, raise_interrupt)
     out.mkdir(parents=True, exist_ok=True)
     clear_previous(out)
     done: list[Run] = []

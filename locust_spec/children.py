@@ -49,7 +49,10 @@ def spawn(cmd: list[str], log: Path) -> subprocess.Popen:
                                 start_new_session=True, preexec_fn=_die_with_parent)
 
 
-def stop(proc: subprocess.Popen, sig: int = signal.SIGTERM, timeout: float = 15.0) -> None:
+def stop(proc: subprocess.Popen, sig: int = signal.SIGTERM, timeout: float = 15.0, group: bool = False) -> None:
+    """Signal the pid we started and wait; kill it when it lingers. `group`: afterwards also kill what is
+    left of its process group (a server's own workers, e.g. vLLM's engine core), since spawn gave the
+    child a session of its own."""
     if proc.poll() is None:
         proc.send_signal(sig)
         try:
@@ -57,6 +60,11 @@ def stop(proc: subprocess.Popen, sig: int = signal.SIGTERM, timeout: float = 15.
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait(5)
+    if group:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
 
 
 def log_reason(text: str) -> str:
@@ -78,18 +86,38 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def wait_ready(url: str, proc: subprocess.Popen, log: Path, timeout: float = 60.0) -> None:
+def wait_ready(url: str, proc: subprocess.Popen, log: Path, timeout: float = 60.0,
+               name: str = "spec-sim") -> None:
+    """Poll URL/health until it answers 200; ChildError (with the log's reason) if `proc` exits first."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            raise ChildError(f"spec-sim exited with {proc.returncode} at start: {reason(log)}")
+            raise ChildError(f"{name} exited with {proc.returncode} at start: {reason(log)}")
         try:
             with urllib.request.urlopen(url + "/health", timeout=1) as r:
                 if r.status == 200:
                     return
         except OSError:
             time.sleep(0.1)
-    raise ChildError(f"spec-sim at {url} not ready after {timeout:g}s; see {log}")
+    raise ChildError(f"{name} at {url} not ready after {timeout:g}s; see {log}")
+
+
+def start_sim(log: Path, time_scale: float, gpu: str, speculative_config: dict | None,
+              extra: tuple[str, ...] = ()) -> tuple[subprocess.Popen, str]:
+    """One spec-sim on a free loopback port, pinned to the server core and ready: (process, url)."""
+    port = free_port()
+    cmd = [sys.executable, "-m", "locust_spec.sim", "--host", "127.0.0.1", "--port", str(port),
+           "--time-scale", f"{time_scale:g}", "--gpu", gpu, *extra]
+    if speculative_config is not None:
+        cmd += ["--speculative-config", json.dumps(speculative_config)]
+    proc = spawn(pinned(cmd, SERVER_CPU), log)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_ready(url, proc, log)
+    except BaseException:
+        stop(proc)
+        raise
+    return proc, url
 
 
 @contextmanager
@@ -99,18 +127,12 @@ def simulators(out: Path, time_scale: float, gpu: str, speculative_config: dict)
     try:
         urls = {}
         for arm in ARMS:
-            port = free_port()
-            cmd = [sys.executable, "-m", "locust_spec.sim", "--host", "127.0.0.1", "--port", str(port),
-                   "--time-scale", f"{time_scale:g}", "--gpu", gpu]
-            if arm == "candidate":
-                # Per-request acceptance (as vLLM's option of that name) gives the verdict its per-class
-                # diagnosis: which prompts the speculation pays on.
-                cmd += ["--speculative-config", json.dumps(speculative_config),
-                        "--per-request-spec-decode-metrics", "detailed"]
-            log = out / f"sim-{arm}.log"
-            procs.append(spawn(pinned(cmd, SERVER_CPU), log))
-            urls[arm] = f"http://127.0.0.1:{port}"
-            wait_ready(urls[arm], procs[-1], log)
+            # Per-request acceptance (as vLLM's option of that name) gives the verdict its per-class
+            # diagnosis: which prompts the speculation pays on.
+            config, extra = ((speculative_config, ("--per-request-spec-decode-metrics", "detailed"))
+                             if arm == "candidate" else (None, ()))
+            proc, urls[arm] = start_sim(out / f"sim-{arm}.log", time_scale, gpu, config, extra)
+            procs.append(proc)
         yield urls
     finally:
         for proc in procs:
