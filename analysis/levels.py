@@ -139,13 +139,19 @@ def _next_starts(frame: pd.DataFrame, users_col: np.ndarray) -> dict[int, float 
     return {int(u): (float(times[i + 1]) if i + 1 < len(times) else None) for i, u in enumerate(levels)}
 
 
+def measured(frame: pd.DataFrame) -> np.ndarray:
+    """Rows a level's statistics use: past its warm-up and not cut off by the stop (ok or failed)."""
+    error = frame["error"].cat
+    interrupted = error.codes.isin(np.flatnonzero(error.categories.astype(str).str.startswith("interrupted")))
+    return (frame["warmup"] != 1).to_numpy() & ~interrupted.to_numpy()
+
+
 def run_levels(run: RunData, slo: Slo | None = None) -> dict[int, RunLevel]:
     """Per level users: requests, failures, exact latency percentiles, throughput over the level's window;
     with an SLO, the share of requests meeting it and the goodput (tokens of those requests per second)."""
     frame = run.requests
     error = frame["error"].cat
-    interrupted = error.codes.isin(np.flatnonzero(error.categories.astype(str).str.startswith("interrupted")))
-    used = (frame["warmup"] != 1).to_numpy() & ~interrupted.to_numpy()
+    used = measured(frame)
     failed = (error.codes >= 0).to_numpy()
     # Rows outside a group get key -1, so no filtered copy of a million-row frame is made.
     users_col = frame["level_users"].to_numpy().astype(np.int64)

@@ -3,6 +3,7 @@ two spec-sim servers of a demo, and the line of a child's log that says why it s
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -49,7 +50,8 @@ def spawn(cmd: list[str], log: Path) -> subprocess.Popen:
                                 start_new_session=True, preexec_fn=_die_with_parent)
 
 
-def stop(proc: subprocess.Popen, sig: int = signal.SIGTERM, timeout: float = 15.0, group: bool = False) -> None:
+def stop(proc: subprocess.Popen, sig: int = signal.SIGTERM, timeout: float = 15.0,
+         group: bool = False) -> None:
     """Signal the pid we started and wait; kill it when it lingers. `group`: afterwards also kill what is
     left of its process group (a server's own workers, e.g. vLLM's engine core), since spawn gave the
     child a session of its own."""
@@ -61,10 +63,8 @@ def stop(proc: subprocess.Popen, sig: int = signal.SIGTERM, timeout: float = 15.
             proc.kill()
             proc.wait(5)
     if group:
-        try:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(proc.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
 
 
 def log_reason(text: str) -> str:

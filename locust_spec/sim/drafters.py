@@ -7,6 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from locust_spec.sim.model import EOS
+from locust_spec.tune import schedule
 
 
 @dataclass(frozen=True)
@@ -20,6 +21,8 @@ class SpecConfig:
     draft_model: str = ""
     draft_acceptance: float = 0.8
     vocab_mismatch: bool = False
+    per_batch_size: tuple[schedule.Entry, ...] | None = None
+    """vLLM's `num_speculative_tokens_per_batch_size`: the k for each step's batch size."""
 
     @property
     def agreement(self) -> float:
@@ -32,18 +35,22 @@ def parse_spec_config(raw: dict) -> SpecConfig:
     k = raw.get("num_speculative_tokens")
     if not isinstance(k, int) or k < 1:
         raise ValueError("speculative config needs an integer num_speculative_tokens >= 1")
+    per_batch = raw.get(schedule.KEY)
+    # vLLM validates the schedule when its scheduler starts, with these messages.
+    entries = tuple(schedule.validate(per_batch)) if per_batch is not None else None
     if method in ("ngram", "[ngram]"):
         hi = int(raw.get("prompt_lookup_max", raw.get("prompt_lookup_min", 4)))
         lo = int(raw.get("prompt_lookup_min", min(2, hi)))
         if not 1 <= lo <= hi:
             raise ValueError("speculative config needs 1 <= prompt_lookup_min <= prompt_lookup_max")
-        return SpecConfig("ngram", k, hi, lo)
+        return SpecConfig("ngram", k, hi, lo, per_batch_size=entries)
     if method in ("draft_model", "eagle", "eagle3", "medusa", "mtp") or (method is None and raw.get("model")):
         p = float(raw.get("draft_acceptance", 0.8))
         if not 0.0 <= p <= 1.0:
             raise ValueError("draft_acceptance must be within 0..1")
         return SpecConfig("draft_model", k, draft_model=str(raw.get("model", "draft")),
-                          draft_acceptance=p, vocab_mismatch=bool(raw.get("vocab_mismatch", False)))
+                          draft_acceptance=p, vocab_mismatch=bool(raw.get("vocab_mismatch", False)),
+                          per_batch_size=entries)
     raise ValueError(f"unsupported speculative method {method!r} (use 'ngram' or 'draft_model')")
 
 

@@ -16,6 +16,7 @@ from locust_spec.sim.metrics import SimMetrics
 from locust_spec.sim.model import EOS, Target
 from locust_spec.sim.prefix_cache import BLOCK, PrefixCache
 from locust_spec.sim.tokenizer import Tokenizer
+from locust_spec.tune import schedule
 
 
 @dataclass
@@ -140,6 +141,15 @@ class Engine:
         self.schedule = ScheduleStats()
         self.prefix_cache = PrefixCache(cfg.gpu.kv_capacity_tokens(cfg.model) // BLOCK)
         self._loop: gevent.Greenlet | None = None
+        spec = cfg.spec
+        # vLLM builds the batch -> k table once, at start, up to max_num_seqs.
+        self._k_table = None
+        if spec is not None and spec.per_batch_size is not None:
+            self._k_table = schedule.dense(list(spec.per_batch_size), cfg.max_num_seqs,
+                                           spec.num_speculative_tokens)
+        # The k of the proposals verified in the next step: vLLM looks it up with the batch of the step
+        # after which the proposer drafts.
+        self.next_k = spec.num_speculative_tokens if spec is not None else 0
 
     def start(self) -> None:
         self._loop = gevent.spawn(self._run)
@@ -183,9 +193,9 @@ class Engine:
         active = self._admit(now)
         if not active:
             return 0.0
-        plan, load = self._plan(active)
+        plan, load, k = self._plan(active)
         self._emit(plan, now)
-        return self._step_seconds(load)
+        return self._step_seconds(load, k)
 
     def _run(self) -> None:
         deadline = time.perf_counter()
@@ -199,8 +209,8 @@ class Engine:
                 deadline = time.perf_counter()
                 continue
             cpu = time.thread_time()
-            plan, load = self._plan(active)
-            dur = self.cfg.fixed_step_s or self._step_seconds(load) * self.cfg.time_scale
+            plan, load, k = self._plan(active)
+            dur = self.cfg.fixed_step_s or self._step_seconds(load, k) * self.cfg.time_scale
             # The next step starts when the previous one ended on the modelled GPU, not after this loop
             # finished writing (vLLM sends outputs from another process while the GPU runs on); only a
             # loop more than a step behind gives up catching up and slips.
@@ -212,10 +222,11 @@ class Engine:
             self._emit(plan, emit_at)
             self._record_schedule(emit_at - deadline, dur, len(active), cpu + time.thread_time())
 
-    def _step_seconds(self, load: roofline.StepLoad) -> float:
+    def _step_seconds(self, load: roofline.StepLoad, k: int) -> float:
+        """`k`: the step's proposal length; at 0 (a schedule's off range) nothing is drafted or paid for."""
         spec = self.cfg.spec
-        return roofline.step_seconds(self.cfg.gpu, self.cfg.model, load, spec.method if spec else "",
-                                     self.cfg.draft, spec.num_speculative_tokens if spec else 0)
+        return roofline.step_seconds(self.cfg.gpu, self.cfg.model, load, spec.method if spec and k else "",
+                                     self.cfg.draft, k)
 
     def _record_schedule(self, late: float, dur: float, batch: int, busy: float) -> None:
         s = self.schedule
@@ -229,8 +240,13 @@ class Engine:
             if late > 0.2 * dur:
                 s.late_steps += 1
 
-    def _plan(self, active: list[Request]) -> tuple[list[Planned], roofline.StepLoad]:
-        """Decide every request's tokens for this step (proposals verified against the target)."""
+    def _plan(self, active: list[Request]) -> tuple[list[Planned], roofline.StepLoad, int]:
+        """Decide every request's tokens for this step (proposals verified against the target); the step's
+        proposal length comes last."""
+        step_k = self.next_k
+        if self._k_table is not None:
+            # Every request in the step counts, prefills included (vLLM: len(num_scheduled_tokens)).
+            self.next_k = schedule.k_at(self._k_table, len(active))
         query = kv = pairs = 0
         plan = []
         spec = self.cfg.spec
@@ -249,8 +265,10 @@ class Engine:
             room = r.max_tokens - r.generated - 1
             k = 0
             if r.spec is not None and room > 0:
-                k = min(spec.num_speculative_tokens, room)
-                if r.index is not None:
+                k = min(step_k, room)
+                if k <= 0:
+                    drafts = []
+                elif r.index is not None:
                     drafts = r.index.propose(k)
                 else:
                     drafts = draft_model_proposal(r.target.token, r.seed, r.generated, k, spec.agreement)
@@ -265,7 +283,7 @@ class Engine:
             kv += ctx
             pairs += positions * ctx
             plan.append((r, toks, len(drafts), accepted))
-        return plan, roofline.StepLoad(len(active), query, kv, pairs)
+        return plan, roofline.StepLoad(len(active), query, kv, pairs), step_k
 
     def _emit(self, plan: list[Planned], now: float) -> None:
         m = self.metrics

@@ -1,0 +1,299 @@
+"""spec-tune: measure each speculation length at each ladder level, write vLLM's per-batch-size schedule,
+serve it, and check it against the best fixed k and against off."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import signal
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import click
+
+from locust_spec import ab, children
+from locust_spec.ab import AbError, Ladder, Load, Progress, Run
+from locust_spec.analysis.runs import InputError
+from locust_spec.children import CLIENT_CPU, ChildError
+from locust_spec.shape import parse_duration, parse_stage_time
+from locust_spec.sim import roofline
+from locust_spec.tune import choose, confirm, measure, report, schedule, servers
+from locust_spec.tune.result import TuneResult
+
+DEFAULT_KS = "0,1,2,3,4,5"
+BASE_CONFIG = {k: v for k, v in ab.SIM_SPECULATIVE_CONFIG.items() if k != "num_speculative_tokens"}
+SWING_CYCLES = 3
+"""Each swing phase alternates its two levels this many times: six switches across the threshold."""
+OUTPUTS = ("schedule.json", "tune.json", "report.md", "report.html", "schedule.png")
+PHASES = ("tune", "confirm", "servers")
+
+
+@dataclass(frozen=True)
+class Settings:
+    ks: tuple[int, ...]
+    ladder: Ladder
+    repeats: int
+    load: Load
+    objective: str
+    slo: choose.Slo | None
+    base_config: dict
+    max_num_seqs: int
+    prime: bool
+    pin_client: bool
+    swing_stage_time: str
+    seed: int
+
+
+def parse_ks(text: str) -> tuple[int, ...]:
+    try:
+        ks = tuple(sorted({int(p) for p in text.split(",") if p.strip()}))
+    except ValueError:
+        raise ValueError(f"--k wants comma-separated speculation lengths, e.g. 0,2,4: {text!r}") from None
+    if not ks or any(k < 0 for k in ks):
+        raise ValueError(f"--k wants lengths >= 0 (0 = speculation off): {text!r}")
+    if len(ks) < 2:
+        raise ValueError("--k needs at least two lengths to choose between")
+    return ks
+
+
+def arm_config(base: dict, k: int) -> dict | None:
+    return None if k == 0 else {**base, "num_speculative_tokens": k}
+
+
+def sweep(runs: list[Run], urls: dict[str, str], ladder: Ladder, s: Settings, primed: set[str],
+          progress: Progress) -> None:
+    """Every run in order (the arms interleaved), each arm primed before its first run; ab's machinery."""
+    for position, run in enumerate(runs):
+        host = ab.base_url(urls[run.arm])
+        if s.prime and urls[run.arm] not in primed:
+            ab.prime_arm(run.arm, host, s.load, progress)
+            primed.add(urls[run.arm])
+        cmd = ab.locust_command(run, host, None, ladder, s.load)
+        # Pinned on the simulator's machine, as spec-ab: the load generator keeps its own core.
+        ab.run_sweep(position, runs, children.pinned(cmd, CLIENT_CPU) if s.pin_client else cmd, ladder,
+                     progress)
+
+
+def prefixes(runs: Sequence[Run], arm: str) -> list[Path]:
+    return [r.prefix for r in runs if r.arm == arm]
+
+
+def decide(runs: list[Run], s: Settings) -> tuple[tuple[choose.Decision, ...], list[str]]:
+    by_k = {k: measure.level_samples(prefixes(runs, f"k{k}"), k, s.objective, s.slo) for k in s.ks}
+    users = sorted(set().union(*by_k.values()))
+    decisions = tuple(choose.choose([by_k[k][u] for k in s.ks if u in by_k[k]], s.objective, s.seed)
+                      for u in users)
+    notes = [f"{d.users} users: {d.reason}" for d in decisions if d.k is None]
+    return decisions, notes
+
+
+def points(decisions: Sequence[choose.Decision], notes: list[str]) -> list[schedule.Point]:
+    out = []
+    for d in decisions:
+        if d.k is None:
+            continue
+        if d.batch is None:
+            notes.append(f"{d.users} users: the server exposed no vllm:num_requests_running; the schedule "
+                         "uses the user count as its batch")
+        out.append(schedule.Point(d.users, d.batch if d.batch is not None else float(d.users), d.k))
+    return out
+
+
+def swing_pairs(decisions: Sequence[choose.Decision],
+                built: schedule.Built) -> list[tuple[int, tuple[int, int]]]:
+    """For each threshold, the two measured levels on either side of it (by batch)."""
+    measured = sorted((d.batch if d.batch is not None else float(d.users), d.users) for d in decisions
+                      if d.k is not None)
+    pairs = []
+    for t in built.thresholds:
+        below = [u for b, u in measured if b < t]
+        above = [u for b, u in measured if b >= t]
+        if below and above:
+            pairs.append((t, (below[-1], above[0])))
+    return pairs
+
+
+def confirmation(out: Path, decisions: Sequence[choose.Decision], built: schedule.Built, config: dict,
+                 static_k: int, pool: servers.Servers, s: Settings, primed: set[str],
+                 progress: Progress) -> confirm.Confirmation:
+    keys = {"schedule": "schedule", "static": f"k{static_k}", "off": "k0"}
+    if static_k == 0:
+        del keys["static"]
+    for arm in list(pool.urls):
+        if arm not in keys.values() and pool.starts_servers:
+            pool.stop(arm)
+    urls = {arm: pool.start(key, config if arm == "schedule" else None) for arm, key in keys.items()}
+    arms = tuple(keys)
+    runs = ab.schedule(s.repeats, out / "confirm", arms)
+    progress.say(f"spec-tune: confirmation: {', '.join(arms)} on the ladder ({len(runs)} sweeps)")
+    sweep(runs, urls, s.ladder, s, primed, progress)
+    samples = {arm: measure.level_samples(prefixes(runs, arm), static_k if arm == "static" else 0,
+                                          s.objective, s.slo) for arm in arms}
+    checks = tuple(confirm.check_level(d, {a: samples[a].get(d.users) for a in arms}, s.objective, s.seed)
+                   for d in decisions)
+    swings = []
+    for t, (lo, hi) in swing_pairs(decisions, built):
+        ladder = Ladder(",".join([f"{lo},{hi}"] * SWING_CYCLES), s.swing_stage_time, "0s")
+        sruns = ab.schedule(s.repeats, out / f"swing-{t}", arms)
+        progress.say(f"spec-tune: swing {lo} <-> {hi} users across batch {t} ({len(sruns)} sweeps)")
+        sweep(sruns, urls, ladder, s, primed, progress)
+        whole = {a: measure.whole_sample(prefixes(sruns, a), 0, s.objective, s.slo) for a in arms}
+        swings.append(confirm.check_swing(t, (lo, hi), decisions, whole, s.objective, s.seed))
+    return confirm.Confirmation(static_k, checks, tuple(swings), confirm.summarize(checks, swings))
+
+
+def write_outputs(out: Path, result: TuneResult) -> None:
+    (out / "schedule.json").write_text(json.dumps(result.schedule_json(), indent=2) + "\n")
+    (out / "tune.json").write_text(report.render(result, "json"))
+    (out / "report.md").write_text(report.render(result, "markdown"))
+    png = report.plot(result)
+    (out / "schedule.png").write_bytes(png)
+    (out / "report.html").write_text(report.render_html(result, png))
+
+
+def clear_previous(out: Path) -> None:
+    """Remove only what an earlier spec-tune wrote into `out`, so runs never mix."""
+    for name in PHASES:
+        shutil.rmtree(out / name, ignore_errors=True)
+    for path in out.glob("swing-*"):
+        shutil.rmtree(path, ignore_errors=True)
+    for name in OUTPUTS:
+        (out / name).unlink(missing_ok=True)
+
+
+def run_tune(out: Path, s: Settings, pool: servers.Servers, do_confirm: bool,
+             progress: Progress) -> TuneResult:
+    arms = tuple(f"k{k}" for k in s.ks)
+    urls = {arm: pool.start(arm, arm_config(s.base_config, k)) for arm, k in zip(arms, s.ks, strict=True)}
+    runs = ab.schedule(s.repeats, out / "tune", arms)
+    progress.say(f"spec-tune: {len(runs)} sweeps of {s.ladder.seconds:g}s (k {','.join(map(str, s.ks))}, "
+                 f"levels {s.ladder.levels}, {s.ladder.stage_time} each) -> {out}")
+    primed: set[str] = set()
+    sweep(runs, urls, s.ladder, s, primed, progress)
+    decisions, notes = decide(runs, s)
+    pts = points(decisions, notes)
+    built = schedule.build(pts, s.max_num_seqs) if pts else None
+    config = schedule.speculative_config(s.base_config, built.entries) if built else None
+    static_k = choose.best_static(decisions, s.objective)
+    result = TuneResult(s.objective, s.slo, s.ks, tuple(d.users for d in decisions), s.max_num_seqs,
+                        decisions, built, config, static_k, None, tuple(notes))
+    write_outputs(out, result)
+    progress.say(f"spec-tune: schedule written to {out / 'schedule.json'}")
+    if not do_confirm:
+        return result
+    skip = None
+    if built is None or config is None or static_k is None:
+        skip = "no speculating schedule to confirm (every level chose k=0 or none was measured)"
+    elif not pool.starts_servers and "schedule" not in pool.urls:
+        skip = "confirmation skipped: serve schedule.json and give --server schedule=URL to run it"
+    if skip:
+        notes.append(skip)
+        result = replace(result, notes=tuple(notes))
+    else:
+        conf = confirmation(out, decisions, built, config, static_k, pool, s, primed, progress)
+        result = replace(result, confirmation=conf)
+    write_outputs(out, result)
+    return result
+
+
+@click.command(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
+@click.option("--k", "ks", default=DEFAULT_KS, show_default=True,
+              help="Speculation lengths to measure (num_speculative_tokens; 0 = off).")
+@click.option("--server-cmd", metavar="TEMPLATE",
+              help="Start each arm's server with this command: {port} and {speculative_config} (the JSON; "
+                   "with k=0 the word and the option before it are dropped) are filled in. spec-tune waits "
+                   "for /health, keeps the log in OUT/servers/, stops it by pid.")
+@click.option("--server", "server_urls", multiple=True, metavar="K=URL",
+              help="A running server for k (repeatable); schedule=URL for the confirmation pass.")
+@click.option("--levels", help=f"Users per ladder level (default {ab.REAL_LADDER.levels}; "
+              f"{ab.DEMO_LADDER.levels} on the simulator).")
+@click.option("--stage-time", help="Time per level (default 60s; 25s on the simulator).")
+@click.option("--warmup", help="Start of each level left out (default 5s; 3s on the simulator).")
+@click.option("--repeats", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Sweeps per k, arms interleaved (ABC CBA...).")
+@click.option("--objective", type=click.Choice(choose.OBJECTIVES), default="throughput", show_default=True)
+@click.option("--slo", help="Goodput's per-request limits, e.g. ttft=500,tpot=50 (ms).")
+@click.option("--speculative-config", "base_config", default=json.dumps(BASE_CONFIG), show_default=True,
+              help="The speculative config every arm shares; num_speculative_tokens is set per arm.")
+@click.option("--max-num-seqs", type=click.IntRange(min=1), default=256, show_default=True,
+              help="The server's max_num_seqs: the schedule's last range ends there.")
+@click.option("--confirm/--no-confirm", default=True, show_default=True,
+              help="Serve the schedule and run it against the best fixed k and off.")
+@click.option("--swing-stage-time", default="5s", show_default=True,
+              help="Time per level in the swing across each threshold.")
+@click.option("--prompts", multiple=True, help="Prompt set (NAME[:WEIGHT] or JSONL), repeatable.")
+@click.option("--max-tokens", type=click.IntRange(min=1), help="Per request, unless a prompt sets its own.")
+@click.option("--ignore-eos", is_flag=True, help="Generate max_tokens on every arm.")
+@click.option("--seed", type=int, default=1, show_default=True, help="Prompt order seed, every arm.")
+@click.option("--model", default="", help="Model name (default: the server's first model).")
+@click.option("--time-scale", type=click.FloatRange(min=0, min_open=True), default=ab.DEMO_TIME_SCALE,
+              show_default=True, help="Simulator only: spec-sim's --time-scale.")
+@click.option("--sim-gpu", type=click.Choice(sorted(roofline.GPUS)), default=ab.DEMO_GPU, show_default=True,
+              help="Simulator only: spec-sim's --gpu.")
+@click.option("--prime/--no-prime", default=True, show_default=True,
+              help="Send every prompt once to each server before its first sweep.")
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), required=True,
+              help="Run folder: schedule.json, tune.json, report.md, report.html, schedule.png, the runs.")
+def main(ks: str, server_cmd: str | None, server_urls: tuple[str, ...], levels: str | None,
+         stage_time: str | None, warmup: str | None, repeats: int, objective: str, slo: str | None,
+         base_config: str, max_num_seqs: int, confirm: bool, swing_stage_time: str,
+         prompts: tuple[str, ...], max_tokens: int | None, ignore_eos: bool, seed: int, model: str,
+         time_scale: float, sim_gpu: str, prime: bool, out: Path) -> None:
+    """Find the speculation length for each batch size, write vLLM's schedule, and prove it.
+
+    Every k runs the same ladder with the same prompts, seed and order, arms interleaved. Per level the k
+    with the best objective is chosen, or the smallest k statistically tied with it. Without --server-cmd
+    or --server, one spec-sim per k runs on this machine.
+    """
+    if server_cmd and server_urls:
+        raise click.UsageError("give --server-cmd or --server URLs, not both")
+    simulated = not server_cmd and not server_urls
+    default = ab.DEMO_LADDER if simulated else ab.REAL_LADDER
+    ladder = Ladder(levels or default.levels, stage_time or default.stage_time, warmup or default.warmup)
+    try:
+        ladder.check()
+        parse_stage_time(swing_stage_time)
+        if parse_duration(ladder.warmup) >= parse_stage_time(ladder.stage_time):
+            raise ValueError("--warmup must be shorter than --stage-time")
+        k_list = parse_ks(ks)
+        base = json.loads(base_config)
+        if not isinstance(base, dict):
+            raise ValueError("--speculative-config must be a JSON object")
+        base.pop("num_speculative_tokens", None)
+        base.pop(schedule.KEY, None)
+        slo_value = choose.parse_slo(slo) if slo else None
+        if objective == "goodput" and slo_value is None:
+            raise ValueError("--objective goodput needs --slo (e.g. ttft=500,tpot=50)")
+        given = dict(servers.parse_server(t) for t in server_urls)
+        template = servers.parse_template(server_cmd) if server_cmd else None
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from None
+    missing = [f"k{k}" for k in k_list if server_urls and f"k{k}" not in given]
+    if missing:
+        raise click.UsageError(f"no --server for {', '.join(m.removeprefix('k') for m in missing)}")
+    settings = Settings(k_list, ladder, repeats,
+                        Load(prompts or (ab.DEMO_PROMPTS if simulated else ()), max_tokens, ignore_eos, seed,
+                             model, 1),
+                        objective, slo_value, base, max_num_seqs, prime, simulated, swing_stage_time, seed)
+    sim = (servers.SimSettings(time_scale, sim_gpu, ("--max-num-seqs", str(max_num_seqs),
+                                                     "--per-request-spec-decode-metrics", "detailed"))
+           if simulated else None)
+    out.mkdir(parents=True, exist_ok=True)
+    clear_previous(out)
+    pool = servers.Servers(out, sim, template, given)
+    progress = Progress(sys.stdout)
+    previous = signal.signal(signal.SIGTERM, ab.raise_interrupt)
+    try:
+        result = run_tune(out, settings, pool, confirm, progress)
+        progress.say(report.render(result, "text"))
+    except KeyboardInterrupt:
+        progress.say(f"spec-tune: interrupted; servers and Locust stopped; finished runs kept in {out}")
+        sys.exit(130)
+    except (AbError, ChildError, InputError) as exc:
+        progress.say(f"spec-tune: {exc}")
+        sys.exit(1)
+    finally:
+        pool.close()
+        signal.signal(signal.SIGTERM, previous)

@@ -1,0 +1,131 @@
+"""The confirmation pass, judged (pure): does the served schedule deliver what each level's winner
+promised, and does it hold up when concurrency swings across a threshold?"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from locust_spec.tune import choose
+from locust_spec.tune.choose import Decision, Sample
+from locust_spec.tune.intervals import Interval
+
+ARMS = ("schedule", "static", "off")
+
+
+def _iv(iv: Interval | None) -> dict | None:
+    return iv.as_dict() if iv else None
+
+
+def against(value: float, promised: Interval, objective: str) -> str:
+    """Where a delivered value falls against a promised interval: as predicted, better, or short."""
+    if promised.contains(value):
+        return "as predicted"
+    above = value > promised.high
+    return "better than predicted" if above == choose.higher_is_better(objective) else "short of prediction"
+
+
+@dataclass(frozen=True)
+class LevelCheck:
+    users: int
+    predicted_k: int | None
+    predicted: Interval | None
+    measured: Mapping[str, Interval | None]
+    """The confirmation pass's estimate per arm (schedule, static, off)."""
+    schedule_vs: Mapping[str, Interval | None]
+    """schedule minus each fixed arm, with its interval."""
+    status: str
+
+    def as_dict(self) -> dict:
+        return {"users": self.users, "predicted_k": self.predicted_k, "predicted": _iv(self.predicted),
+                "measured": {a: _iv(v) for a, v in self.measured.items()},
+                "schedule_minus": {a: _iv(v) for a, v in self.schedule_vs.items()}, "status": self.status}
+
+
+@dataclass(frozen=True)
+class SwingCheck:
+    threshold: int
+    users: tuple[int, int]
+    predicted: float | None
+    """The mean of the two levels' winners' estimates: what switching between them should deliver."""
+    measured: Mapping[str, Interval | None]
+    schedule_vs: Mapping[str, Interval | None]
+    collapse: bool
+    status: str
+
+    def as_dict(self) -> dict:
+        return {"threshold_batch": self.threshold, "users": list(self.users), "predicted": self.predicted,
+                "measured": {a: _iv(v) for a, v in self.measured.items()},
+                "schedule_minus": {a: _iv(v) for a, v in self.schedule_vs.items()},
+                "collapse": self.collapse, "status": self.status}
+
+
+@dataclass(frozen=True)
+class Confirmation:
+    static_k: int
+    levels: tuple[LevelCheck, ...]
+    swings: tuple[SwingCheck, ...]
+    summary: str
+
+    def as_dict(self) -> dict:
+        return {"static_k": self.static_k, "levels": [c.as_dict() for c in self.levels],
+                "swings": [s.as_dict() for s in self.swings], "summary": self.summary}
+
+
+def _measure(samples: Mapping[str, Sample | None], objective: str, seed: int
+             ) -> tuple[dict[str, Interval | None], dict[str, Interval | None]]:
+    measured = {arm: choose.estimate(s, objective, seed) if s is not None else None
+                for arm, s in samples.items()}
+    sched = samples.get("schedule")
+    vs = {arm: (choose.compare(sched, s, objective, seed)
+                if sched is not None and s is not None and measured["schedule"] and measured[arm] else None)
+          for arm, s in samples.items() if arm != "schedule"}
+    return measured, vs
+
+
+def check_level(decision: Decision, samples: Mapping[str, Sample | None], objective: str,
+                seed: int = 0) -> LevelCheck:
+    winner = decision.arm(decision.k) if decision.k is not None else None
+    promised = winner.interval if winner else None
+    measured, vs = _measure(samples, objective, seed)
+    got = measured.get("schedule")
+    status = "not measured" if promised is None or got is None else against(got.estimate, promised, objective)
+    return LevelCheck(decision.users, decision.k, promised, measured, vs, status)
+
+
+def check_swing(threshold: int, users: tuple[int, int], decisions: Sequence[Decision],
+                samples: Mapping[str, Sample | None], objective: str, seed: int = 0) -> SwingCheck:
+    """A collapse: the schedule does significantly worse than each fixed arm while the load crosses its
+    threshold, i.e. switching costs more than either side's k ever does."""
+    promised = [d.arm(d.k).interval.estimate for d in decisions
+                if d.users in users and d.k is not None and d.arm(d.k) and d.arm(d.k).interval]
+    predicted = sum(promised) / len(promised) if len(promised) == 2 else None
+    measured, vs = _measure(samples, objective, seed)
+    fixed = [iv for iv in vs.values() if iv is not None]
+    collapse = bool(fixed) and all(choose.significantly_worse(iv, objective) for iv in fixed)
+    got = measured.get("schedule")
+    if got is None:
+        status = "not measured"
+    elif collapse:
+        status = "COLLAPSE: worse than every fixed k across this threshold"
+    elif any(choose.significantly_worse(iv, objective) for iv in fixed):
+        status = "worse than one fixed k across this threshold"
+    else:
+        status = "holds: not worse than a fixed k across this threshold"
+    return SwingCheck(threshold, users, predicted, measured, vs, collapse, status)
+
+
+def summarize(levels: Sequence[LevelCheck], swings: Sequence[SwingCheck]) -> str:
+    short = [c.users for c in levels if c.status == "short of prediction"]
+    missing = [c.users for c in levels if c.status == "not measured"]
+    collapsed = [s.threshold for s in swings if s.collapse]
+    parts = []
+    if collapsed:
+        parts.append(f"COLLAPSE at batch threshold(s) {', '.join(map(str, collapsed))}")
+    if short:
+        parts.append(f"short of the winners' intervals at {', '.join(map(str, short))} users")
+    if missing:
+        parts.append(f"not measured at {', '.join(map(str, missing))} users")
+    if not parts:
+        return "the schedule delivers what the per-level winners predicted, within their intervals"
+    return "; ".join(parts)

@@ -1,0 +1,58 @@
+"""Read an arm's Locust runs into per-level samples of the objective (thin I/O over the analysis readers)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from locust_spec.analysis.levels import measured, run_levels
+from locust_spec.analysis.runs import read_run
+from locust_spec.tune import batch, choose
+from locust_spec.tune.choose import Sample, Slo
+
+
+def _pool(k: int, users: int, parts: Sequence[tuple[np.ndarray, float, int, float | None]]) -> Sample:
+    """Repeats of one arm at one level: values pooled, windows added (a rate over all their seconds),
+    batch the window-weighted mean of the repeats that had one."""
+    walls = [w for _, w, _, _ in parts]
+    with_batch = [(b, w) for _, w, _, b in parts if b is not None]
+    mean_batch = (sum(b * w for b, w in with_batch) / sum(w for _, w in with_batch)
+                  if with_batch and sum(w for _, w in with_batch) > 0 else None)
+    return Sample(k, users, np.concatenate([v for v, _, _, _ in parts]), float(sum(walls)),
+                  sum(n for _, _, n, _ in parts), mean_batch)
+
+
+def level_samples(prefixes: Sequence[Path], k: int, objective: str, slo: Slo | None) -> dict[int, Sample]:
+    """Per level (users): the arm's measured requests over all its runs, and the server's batch there."""
+    parts: dict[int, list] = {}
+    for prefix in prefixes:
+        run = read_run(prefix)
+        frame = run.requests
+        used = measured(frame)
+        users_col = frame["level_users"].to_numpy()
+        for users, level in run_levels(run).items():
+            rows = frame[used & (users_col == users)]
+            wall = level.end_unix_s - level.start_unix_s
+            running = batch.mean_running(run.snapshots or [], level.start_unix_s, level.end_unix_s)
+            parts.setdefault(users, []).append(
+                (choose.values(rows, objective, slo), wall, len(rows), running))
+    return {users: _pool(k, users, p) for users, p in parts.items()}
+
+
+def whole_sample(prefixes: Sequence[Path], k: int, objective: str, slo: Slo | None) -> Sample | None:
+    """Every measured request of the runs as one sample (a swing phase: its levels alternate, and the
+    switches between them are what is measured); the window spans first start to last end."""
+    parts = []
+    for prefix in prefixes:
+        run = read_run(prefix)
+        frame = run.requests
+        rows = frame[measured(frame)]
+        if rows.empty:
+            continue
+        start = float(rows["start_unix_s"].min())
+        end = float((rows["start_unix_s"] + rows["e2e_ms"].fillna(0.0) / 1000.0).max())
+        running = batch.mean_running(run.snapshots or [], start, end)
+        parts.append((choose.values(rows, objective, slo), end - start, len(rows), running))
+    return _pool(k, 0, parts) if parts else None

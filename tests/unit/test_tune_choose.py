@@ -1,0 +1,131 @@
+"""Choosing k per level: objectives, intervals, the smaller k when tied; the batch a level ran at;
+filling a server command template; judging the confirmation pass."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from locust_spec.exposition import Sample as Metric
+from locust_spec.exposition import Snapshot
+from locust_spec.tune import batch, choose, confirm, intervals, servers
+from locust_spec.tune.choose import Sample, Slo
+
+
+def tokens(k: int, mean: float, n: int = 200, spread: float = 5.0, users: int = 1, seed: int = 0) -> Sample:
+    rng = np.random.default_rng(seed + k)
+    return Sample(k, users, rng.normal(mean, spread, n).clip(0), 10.0, n, float(users))
+
+
+def test_clearly_best_k_is_chosen():
+    d = choose.choose([tokens(0, 100), tokens(2, 150), tokens(4, 120)], "throughput")
+    assert d.k == 2 and d.best_k == 2 and d.tied == ()
+    best = d.arm(2).interval
+    assert best.low < best.estimate < best.high
+    assert d.arm(4).versus_best.high < 0  # k=4 significantly worse than k=2
+
+
+def test_a_tie_goes_to_the_smaller_k():
+    d = choose.choose([tokens(0, 100), tokens(2, 150, seed=1), tokens(4, 150.3, seed=2)], "throughput")
+    assert d.best_k in (2, 4) and d.k == 2
+    assert "tied" in d.reason
+
+
+def test_tpot_prefers_lower():
+    fast = Sample(3, 1, np.full(50, 4.0) + np.linspace(0, 0.5, 50), 10.0, 50, 1.0)
+    slow = Sample(0, 1, np.full(50, 9.0) + np.linspace(0, 0.5, 50), 10.0, 50, 1.0)
+    assert choose.choose([slow, fast], "tpot").k == 3
+
+
+def test_an_arm_with_too_few_requests_is_left_out_and_none_means_no_choice():
+    few = Sample(4, 1, np.array([500.0, 500.0]), 10.0, 2, 1.0)
+    d = choose.choose([tokens(0, 100), few], "throughput")
+    assert d.k == 0 and d.arm(4).interval is None
+    d = choose.choose([few], "throughput")
+    assert d.k is None and "no arm" in d.reason
+
+
+def frame(rows: list[dict]) -> pd.DataFrame:
+    return pd.DataFrame(rows, columns=["output_tokens", "tpot_ms", "ttft_ms", "e2e_ms", "error"])
+
+
+def test_objective_values_per_request():
+    f = frame([
+        {"output_tokens": 100, "tpot_ms": 10.0, "ttft_ms": 100.0, "e2e_ms": 1100.0, "error": None},
+        {"output_tokens": 50, "tpot_ms": 60.0, "ttft_ms": 100.0, "e2e_ms": 3100.0, "error": None},
+        {"output_tokens": 1, "tpot_ms": np.nan, "ttft_ms": 900.0, "e2e_ms": 900.0, "error": None},
+        {"output_tokens": 7, "tpot_ms": 5.0, "ttft_ms": 10.0, "e2e_ms": 50.0, "error": "reset"},
+    ])
+    assert list(choose.values(f, "throughput", None)) == [100, 50, 1, 7]
+    assert list(choose.values(f, "tpot", None)) == [10.0, 60.0]
+    assert list(choose.values(f, "goodput", Slo(ttft_ms=500, tpot_ms=50))) == [1, 0, 0, 0]
+    assert list(choose.values(f, "goodput", Slo(tpot_ms=50))) == [1, 0, 1, 0]
+
+
+def test_parse_slo():
+    assert choose.parse_slo("ttft=500, tpot=50ms") == Slo(ttft_ms=500, tpot_ms=50)
+    assert choose.parse_slo("e2e=2s") == Slo(e2e_ms=2000)
+    with pytest.raises(ValueError, match="not an SLO part"):
+        choose.parse_slo("itl=5")
+
+
+def test_bootstrap_interval_holds_the_estimate_and_narrows_with_more_data():
+    rng = np.random.default_rng(3)
+    median = lambda v: np.median(v, axis=1)  # noqa: E731
+    small = intervals.bootstrap(rng.normal(10, 2, 30), median)
+    large = intervals.bootstrap(rng.normal(10, 2, 3000), median)
+    assert small.low <= small.estimate <= small.high
+    assert (large.high - large.low) < (small.high - small.low)
+
+
+def test_best_static_weighs_every_level_the_same():
+    low = choose.choose([tokens(0, 100), tokens(2, 200), tokens(4, 210)], "throughput")
+    high = choose.choose([tokens(0, 5000, users=64), tokens(2, 4000, users=64), tokens(4, 2000, users=64)],
+                         "throughput")
+    # k=2: (200/210 + 4000/5000) / 2 = 0.88 beats k=0 (0.74) and k=4 (0.70)
+    assert choose.best_static([low, high], "throughput") == 2
+
+
+def snap(t: float, running: float, url: str = "u") -> Snapshot:
+    return Snapshot(t, url, (Metric("vllm:num_requests_running", (("engine", "0"),), running),))
+
+
+def test_batch_is_time_weighted_and_summed_over_replicas():
+    snaps = [snap(0, 1), snap(10, 4), snap(12, 8), snap(20, 0)]
+    # over [5, 15]: 1 for 5 s, 4 for 2 s, 8 for 3 s -> (5 + 8 + 24) / 10
+    assert batch.mean_running(snaps, 5, 15) == pytest.approx(3.7)
+    assert batch.mean_running([*snaps, snap(0, 2, "v")], 5, 15) == pytest.approx(5.7)
+    assert batch.mean_running([snap(20, 3)], 5, 15) is None
+
+
+def test_server_command_template():
+    words = servers.parse_template("vllm serve m --port {port} --speculative-config {speculative_config}")
+    on = servers.command_for(words, 8123, {"method": "ngram", "num_speculative_tokens": 2})
+    assert on == ["vllm", "serve", "m", "--port", "8123", "--speculative-config",
+                  '{"method":"ngram","num_speculative_tokens":2}']
+    assert servers.command_for(words, 8123, None) == ["vllm", "serve", "m", "--port", "8123"]
+    eq = servers.parse_template("srv --port={port} --speculative-config={speculative_config} -v")
+    assert servers.command_for(eq, 1, None) == ["srv", "--port=1", "-v"]
+    with pytest.raises(ValueError, match="speculative_config"):
+        servers.parse_template("vllm serve m --port {port}")
+    assert servers.parse_server("4=http://b:8000") == ("k4", "http://b:8000")
+    assert servers.parse_server("schedule=http://c") == ("schedule", "http://c")
+    with pytest.raises(ValueError):
+        servers.parse_server("http://a")
+
+
+def test_swing_collapse_when_the_schedule_is_worse_than_every_fixed_arm():
+    low = choose.choose([tokens(0, 100), tokens(4, 200)], "throughput")
+    high = choose.choose([tokens(0, 5000, users=32), tokens(4, 3000, users=32)], "throughput")
+    fixed = {"static": tokens(4, 2500), "off": tokens(0, 2550)}
+    bad = confirm.check_swing(8, (1, 32), [low, high], {"schedule": tokens(4, 1200), **fixed}, "throughput")
+    assert bad.collapse and "COLLAPSE" in bad.status
+    assert bad.predicted == pytest.approx((low.arm(4).interval.estimate + high.arm(0).interval.estimate) / 2)
+    good = confirm.check_swing(8, (1, 32), [low, high], {"schedule": tokens(4, 2700), **fixed}, "throughput")
+    assert not good.collapse and good.status.startswith("holds")
+    level = confirm.check_level(low, {"schedule": tokens(4, 200), **fixed}, "throughput")
+    assert level.status == "as predicted"
+    assert confirm.check_level(low, {"schedule": tokens(4, 120), **fixed}, "throughput").status == \
+        "short of prediction"
+    assert "COLLAPSE" in confirm.summarize([level], [bad])
