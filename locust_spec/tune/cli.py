@@ -131,8 +131,11 @@ def confirmation(out: Path, decisions: Sequence[choose.Decision], built: schedul
     sweep(runs, urls, s.ladder, s, primed, progress)
     samples = {arm: measure.level_samples(prefixes(runs, arm), static_k if arm == "static" else 0,
                                           s.objective, s.slo) for arm in arms}
-    checks = tuple(confirm.check_level(d, {a: samples[a].get(d.users) for a in arms}, s.objective, s.seed)
-                   for d in decisions)
+    def same(k: int | None) -> str | None:
+        return "off" if k == 0 else "static" if k == static_k else None
+
+    checks = tuple(confirm.check_level(d, {a: samples[a].get(d.users) for a in arms}, s.objective,
+                                       same(d.k), s.seed) for d in decisions)
     swings = []
     for t, (lo, hi) in swing_pairs(decisions, built):
         ladder = Ladder(",".join([f"{lo},{hi}"] * SWING_CYCLES), s.swing_stage_time, "0s")

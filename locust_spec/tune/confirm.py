@@ -83,13 +83,24 @@ def _measure(samples: Mapping[str, Sample | None], objective: str, seed: int
     return measured, vs
 
 
+DRIFTED = "short of prediction, as is the same k measured alongside (the machine drifted)"
+
+
 def check_level(decision: Decision, samples: Mapping[str, Sample | None], objective: str,
-                seed: int = 0) -> LevelCheck:
+                same: str | None = None, seed: int = 0) -> LevelCheck:
+    """`same`: the fixed arm of the confirmation pass serving the k this level chose, if any. When it
+    misses the prediction as well and the schedule is not significantly worse than it, the tuning
+    phase's number is what moved, not the schedule."""
     winner = decision.arm(decision.k) if decision.k is not None else None
     promised = winner.interval if winner else None
     measured, vs = _measure(samples, objective, seed)
     got = measured.get("schedule")
     status = "not measured" if promised is None or got is None else against(got.estimate, promised, objective)
+    alongside = measured.get(same) if same else None
+    if (status == "short of prediction" and alongside is not None and vs.get(same) is not None
+            and against(alongside.estimate, promised, objective) == status
+            and not choose.significantly_worse(vs[same], objective)):
+        status = DRIFTED
     return LevelCheck(decision.users, decision.k, promised, measured, vs, status)
 
 
@@ -117,6 +128,7 @@ def check_swing(threshold: int, users: tuple[int, int], decisions: Sequence[Deci
 
 def summarize(levels: Sequence[LevelCheck], swings: Sequence[SwingCheck]) -> str:
     short = [c.users for c in levels if c.status == "short of prediction"]
+    drifted = [c.users for c in levels if c.status == DRIFTED]
     missing = [c.users for c in levels if c.status == "not measured"]
     collapsed = [s.threshold for s in swings if s.collapse]
     parts = []
@@ -124,6 +136,9 @@ def summarize(levels: Sequence[LevelCheck], swings: Sequence[SwingCheck]) -> str
         parts.append(f"COLLAPSE at batch threshold(s) {', '.join(map(str, collapsed))}")
     if short:
         parts.append(f"short of the winners' intervals at {', '.join(map(str, short))} users")
+    if drifted:
+        parts.append(f"short of the tuning phase's numbers at {', '.join(map(str, drifted))} users, but so "
+                     "is the same k measured alongside: the machine drifted between the phases")
     if missing:
         parts.append(f"not measured at {', '.join(map(str, missing))} users")
     if not parts:

@@ -6,9 +6,10 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 
 from locust_spec.analysis.levels import measured, run_levels
-from locust_spec.analysis.runs import read_run
+from locust_spec.analysis.runs import RunData, read_run
 from locust_spec.tune import batch, choose
 from locust_spec.tune.choose import Sample, Slo
 
@@ -24,6 +25,15 @@ def _pool(k: int, users: int, parts: Sequence[tuple[np.ndarray, float, int, floa
                   sum(n for _, _, n, _ in parts), mean_batch)
 
 
+def _running(run: RunData, rows: pd.DataFrame) -> float | None:
+    """The batch while these requests were being sent: from the first start to the last one. (The last
+    requests' ends run into the next level, whose load would count.)"""
+    if rows.empty:
+        return None
+    starts = rows["start_unix_s"]
+    return batch.mean_running(run.snapshots or [], float(starts.min()), float(starts.max()))
+
+
 def level_samples(prefixes: Sequence[Path], k: int, objective: str, slo: Slo | None) -> dict[int, Sample]:
     """Per level (users): the arm's measured requests over all its runs, and the server's batch there."""
     parts: dict[int, list] = {}
@@ -35,7 +45,7 @@ def level_samples(prefixes: Sequence[Path], k: int, objective: str, slo: Slo | N
         for users, level in run_levels(run).items():
             rows = frame[used & (users_col == users)]
             wall = level.end_unix_s - level.start_unix_s
-            running = batch.mean_running(run.snapshots or [], level.start_unix_s, level.end_unix_s)
+            running = _running(run, rows)
             parts.setdefault(users, []).append(
                 (choose.values(rows, objective, slo), wall, len(rows), running))
     return {users: _pool(k, users, p) for users, p in parts.items()}
@@ -53,6 +63,6 @@ def whole_sample(prefixes: Sequence[Path], k: int, objective: str, slo: Slo | No
             continue
         start = float(rows["start_unix_s"].min())
         end = float((rows["start_unix_s"] + rows["e2e_ms"].fillna(0.0) / 1000.0).max())
-        running = batch.mean_running(run.snapshots or [], start, end)
+        running = _running(run, rows)
         parts.append((choose.values(rows, objective, slo), end - start, len(rows), running))
     return _pool(k, 0, parts) if parts else None

