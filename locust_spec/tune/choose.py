@@ -1,6 +1,6 @@
 """The objective per arm and level with its interval, and the k to deploy per level (pure).
 
-Candidates statistically tied with the best (the bootstrap interval of their difference from it holds 0)
+Candidates statistically tied with the best (the interval of their % change from it holds 0)
 are equivalent as far as the measurement can tell; the smallest k among them is chosen, since a shorter
 proposal costs less verification work when the load shifts and is the safer default.
 """
@@ -79,24 +79,23 @@ def values(frame: pd.DataFrame, objective: str, slo: Slo | None) -> np.ndarray:
     raise ValueError(f"unknown objective {objective!r} ({', '.join(OBJECTIVES)})")
 
 
-def statistic(objective: str, wall_s: float) -> intervals.Statistic:
-    """Row-wise statistic of resampled values: a rate over the level's window, or the median TPOT."""
-    if objective == "tpot":
-        return lambda v: np.median(v, axis=1)
-    return lambda v: v.sum(axis=1) / wall_s
-
-
 @dataclass(frozen=True, eq=False)
 class Sample:
-    """One arm's per-request values at one level (repeats pooled) and the window they span."""
+    """One arm's per-request values at one level, repeats pooled: each request's share of its run's
+    measured window (a rate is sum(values) / sum(shares)) and its run (a cluster when repeated)."""
 
     k: int
     users: int
     values: np.ndarray
-    wall_s: float
+    shares: np.ndarray
+    groups: np.ndarray | None
     requests: int
     batch: float | None
     """Time-weighted mean of the server's running requests over the window (None: not scraped)."""
+
+    @property
+    def parts(self) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+        return self.values, self.shares, self.groups
 
 
 @dataclass(frozen=True)
@@ -111,9 +110,8 @@ class ArmResult:
 
     def as_dict(self) -> dict:
         return {"k": self.k, "users": self.users, "requests": self.requests, "batch": self.batch,
-                "interval": self.interval.as_dict() if self.interval else None,
-                "versus_best": self.versus_best.as_dict() if self.versus_best else None,
-                "note": self.note or None}
+                "interval": intervals.as_dict(self.interval),
+                "versus_best_pct": intervals.as_dict(self.versus_best), "note": self.note or None}
 
 
 @dataclass(frozen=True)
@@ -136,31 +134,34 @@ class Decision:
                 "batch": self.batch, "reason": self.reason, "arms": [a.as_dict() for a in self.arms]}
 
 
-def estimate(sample: Sample, objective: str, seed: int = 0) -> Interval | None:
-    if sample.requests < MIN_REQUESTS or len(sample.values) == 0 or sample.wall_s <= 0:
+def estimate(sample: Sample, objective: str) -> Interval | None:
+    """The arm's objective with its interval; None with too few requests or no interval."""
+    if sample.requests < MIN_REQUESTS or len(sample.values) < 2 or sample.shares.sum() <= 0:
         return None
-    return intervals.bootstrap(sample.values, statistic(objective, sample.wall_s), seed=seed)
+    iv = intervals.level(objective, *sample.parts)
+    return iv if iv.measured else None
 
 
-def compare(a: Sample, b: Sample, objective: str, seed: int = 0) -> Interval:
-    """Interval of objective(a) - objective(b); both arms' statistics on their own windows."""
-    sa, sb = statistic(objective, a.wall_s), statistic(objective, b.wall_s)
-    return intervals.difference(a.values, sa, b.values, sb, seed=seed)
+def compare(a: Sample, b: Sample, objective: str) -> Interval:
+    """The % change of a's objective from b's, with its interval."""
+    return intervals.change(objective, b.parts, a.parts)
 
 
 def better(objective: str, x: float, y: float) -> bool:
     return x > y if higher_is_better(objective) else x < y
 
 
-def significantly_worse(diff: Interval, objective: str) -> bool:
-    """The difference (arm - reference) is on the bad side with its whole interval."""
-    return diff.high < 0 if higher_is_better(objective) else diff.low > 0
+def significantly_worse(change: Interval, objective: str) -> bool:
+    """The change (arm vs reference) is on the bad side with its whole interval."""
+    if not change.measured:
+        return False
+    return change.hi < 0 if higher_is_better(objective) else change.lo > 0
 
 
-def choose(samples: Sequence[Sample], objective: str, seed: int = 0) -> Decision:
+def choose(samples: Sequence[Sample], objective: str) -> Decision:
     """The k to deploy at one level: the smallest k not significantly worse than the best estimate."""
     users = samples[0].users
-    measured = [(s, estimate(s, objective, seed)) for s in sorted(samples, key=lambda s: s.k)]
+    measured = [(s, estimate(s, objective)) for s in sorted(samples, key=lambda s: s.k)]
     usable = [(s, iv) for s, iv in measured if iv is not None]
     if not usable:
         arms = tuple(ArmResult(s.k, s.users, s.requests, s.batch, None, note="too few requests")
@@ -176,7 +177,7 @@ def choose(samples: Sequence[Sample], objective: str, seed: int = 0) -> Decision
             arms.append(ArmResult(s.k, s.users, s.requests, s.batch, None,
                                   note=f"fewer than {MIN_REQUESTS} measured requests"))
             continue
-        diff = None if s is best else compare(s, best, objective, seed)
+        diff = None if s is best else compare(s, best, objective)
         if diff is not None and not significantly_worse(diff, objective):
             tied.append(s.k)
         arms.append(ArmResult(s.k, s.users, s.requests, s.batch, iv, diff))

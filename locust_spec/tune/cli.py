@@ -43,7 +43,6 @@ class Settings:
     prime: bool
     pin_client: bool
     swing_stage_time: str
-    seed: int
 
 
 def parse_ks(text: str) -> tuple[int, ...]:
@@ -83,7 +82,7 @@ def prefixes(runs: Sequence[Run], arm: str) -> list[Path]:
 def decide(runs: list[Run], s: Settings) -> tuple[tuple[choose.Decision, ...], list[str]]:
     by_k = {k: measure.level_samples(prefixes(runs, f"k{k}"), k, s.objective, s.slo) for k in s.ks}
     users = sorted(set().union(*by_k.values()))
-    decisions = tuple(choose.choose([by_k[k][u] for k in s.ks if u in by_k[k]], s.objective, s.seed)
+    decisions = tuple(choose.choose([by_k[k][u] for k in s.ks if u in by_k[k]], s.objective)
                       for u in users)
     notes = [f"{d.users} users: {d.reason}" for d in decisions if d.k is None]
     return decisions, notes
@@ -135,7 +134,7 @@ def confirmation(out: Path, decisions: Sequence[choose.Decision], built: schedul
         return "off" if k == 0 else "static" if k == static_k else None
 
     checks = tuple(confirm.check_level(d, {a: samples[a].get(d.users) for a in arms}, s.objective,
-                                       same(d.k), s.seed) for d in decisions)
+                                       same(d.k)) for d in decisions)
     swings = []
     for t, (lo, hi) in swing_pairs(decisions, built):
         ladder = Ladder(",".join([f"{lo},{hi}"] * SWING_CYCLES), s.swing_stage_time, "0s")
@@ -143,7 +142,7 @@ def confirmation(out: Path, decisions: Sequence[choose.Decision], built: schedul
         progress.say(f"spec-tune: swing {lo} <-> {hi} users across batch {t} ({len(sruns)} sweeps)")
         sweep(sruns, urls, ladder, s, primed, progress)
         whole = {a: measure.whole_sample(prefixes(sruns, a), 0, s.objective, s.slo) for a in arms}
-        swings.append(confirm.check_swing(t, (lo, hi), decisions, whole, s.objective, s.seed))
+        swings.append(confirm.check_swing(t, (lo, hi), decisions, whole, s.objective))
     return confirm.Confirmation(static_k, checks, tuple(swings), confirm.summarize(checks, swings))
 
 
@@ -279,7 +278,7 @@ def main(ks: str, server_cmd: str | None, server_urls: tuple[str, ...], levels: 
     settings = Settings(k_list, ladder, repeats,
                         Load(prompts or (ab.DEMO_PROMPTS if simulated else ()), max_tokens, ignore_eos, seed,
                              model, 1),
-                        objective, slo_value, base, max_num_seqs, prime, simulated, swing_stage_time, seed)
+                        objective, slo_value, base, max_num_seqs, prime, simulated, swing_stage_time)
     sim = (servers.SimSettings(time_scale, sim_gpu, ("--max-num-seqs", str(max_num_seqs),
                                                      "--per-request-spec-decode-metrics", "detailed"))
            if simulated else None)

@@ -6,22 +6,21 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from locust_spec.tune import choose
+from locust_spec.tune import choose, intervals
 from locust_spec.tune.choose import Decision, Sample
 from locust_spec.tune.intervals import Interval
 
 ARMS = ("schedule", "static", "off")
 
 
-def _iv(iv: Interval | None) -> dict | None:
-    return iv.as_dict() if iv else None
+_iv = intervals.as_dict
 
 
 def against(value: float, promised: Interval, objective: str) -> str:
     """Where a delivered value falls against a promised interval: as predicted, better, or short."""
-    if promised.contains(value):
+    if intervals.contains(promised, value):
         return "as predicted"
-    above = value > promised.high
+    above = value > promised.hi
     return "better than predicted" if above == choose.higher_is_better(objective) else "short of prediction"
 
 
@@ -33,13 +32,13 @@ class LevelCheck:
     measured: Mapping[str, Interval | None]
     """The confirmation pass's estimate per arm (schedule, static, off)."""
     schedule_vs: Mapping[str, Interval | None]
-    """schedule minus each fixed arm, with its interval."""
+    """The schedule's % change from each fixed arm, with its interval."""
     status: str
 
     def as_dict(self) -> dict:
         return {"users": self.users, "predicted_k": self.predicted_k, "predicted": _iv(self.predicted),
                 "measured": {a: _iv(v) for a, v in self.measured.items()},
-                "schedule_minus": {a: _iv(v) for a, v in self.schedule_vs.items()}, "status": self.status}
+                "schedule_vs_pct": {a: _iv(v) for a, v in self.schedule_vs.items()}, "status": self.status}
 
 
 @dataclass(frozen=True)
@@ -56,7 +55,7 @@ class SwingCheck:
     def as_dict(self) -> dict:
         return {"threshold_batch": self.threshold, "users": list(self.users), "predicted": self.predicted,
                 "measured": {a: _iv(v) for a, v in self.measured.items()},
-                "schedule_minus": {a: _iv(v) for a, v in self.schedule_vs.items()},
+                "schedule_vs_pct": {a: _iv(v) for a, v in self.schedule_vs.items()},
                 "collapse": self.collapse, "status": self.status}
 
 
@@ -72,12 +71,12 @@ class Confirmation:
                 "swings": [s.as_dict() for s in self.swings], "summary": self.summary}
 
 
-def _measure(samples: Mapping[str, Sample | None], objective: str, seed: int
+def _measure(samples: Mapping[str, Sample | None], objective: str
              ) -> tuple[dict[str, Interval | None], dict[str, Interval | None]]:
-    measured = {arm: choose.estimate(s, objective, seed) if s is not None else None
+    measured = {arm: choose.estimate(s, objective) if s is not None else None
                 for arm, s in samples.items()}
     sched = samples.get("schedule")
-    vs = {arm: (choose.compare(sched, s, objective, seed)
+    vs = {arm: (choose.compare(sched, s, objective)
                 if sched is not None and s is not None and measured["schedule"] and measured[arm] else None)
           for arm, s in samples.items() if arm != "schedule"}
     return measured, vs
@@ -87,13 +86,13 @@ DRIFTED = "short of prediction, as is the same k measured alongside (the machine
 
 
 def check_level(decision: Decision, samples: Mapping[str, Sample | None], objective: str,
-                same: str | None = None, seed: int = 0) -> LevelCheck:
+                same: str | None = None) -> LevelCheck:
     """`same`: the fixed arm of the confirmation pass serving the k this level chose, if any. When it
     misses the prediction as well and the schedule is not significantly worse than it, the tuning
     phase's number is what moved, not the schedule."""
     winner = decision.arm(decision.k) if decision.k is not None else None
     promised = winner.interval if winner else None
-    measured, vs = _measure(samples, objective, seed)
+    measured, vs = _measure(samples, objective)
     got = measured.get("schedule")
     status = "not measured" if promised is None or got is None else against(got.estimate, promised, objective)
     alongside = measured.get(same) if same else None
@@ -105,13 +104,13 @@ def check_level(decision: Decision, samples: Mapping[str, Sample | None], object
 
 
 def check_swing(threshold: int, users: tuple[int, int], decisions: Sequence[Decision],
-                samples: Mapping[str, Sample | None], objective: str, seed: int = 0) -> SwingCheck:
+                samples: Mapping[str, Sample | None], objective: str) -> SwingCheck:
     """A collapse: the schedule does significantly worse than each fixed arm while the load crosses its
     threshold, i.e. switching costs more than either side's k ever does."""
     promised = [d.arm(d.k).interval.estimate for d in decisions
                 if d.users in users and d.k is not None and d.arm(d.k) and d.arm(d.k).interval]
     predicted = sum(promised) / len(promised) if len(promised) == 2 else None
-    measured, vs = _measure(samples, objective, seed)
+    measured, vs = _measure(samples, objective)
     fixed = [iv for iv in vs.values() if iv is not None]
     collapse = bool(fixed) and all(choose.significantly_worse(iv, objective) for iv in fixed)
     got = measured.get("schedule")

@@ -21,7 +21,7 @@ FORMATS = ("text", "json", "markdown", "html")
 
 
 def _iv(iv: Interval | None) -> str:
-    return f"{iv.estimate:.4g} [{iv.low:.4g}, {iv.high:.4g}]" if iv else "-"
+    return f"{iv.estimate:.4g} [{iv.lo:.4g}, {iv.hi:.4g}]" if iv and iv.measured else "-"
 
 
 def _batch(b: float | None) -> str:
@@ -126,7 +126,7 @@ def plot(r: TuneResult) -> bytes:
             continue
         xs = [x for x, _ in pts]
         ys = [iv.estimate for _, iv in pts]
-        err = [[iv.estimate - iv.low for _, iv in pts], [iv.high - iv.estimate for _, iv in pts]]
+        err = [[iv.estimate - iv.lo for _, iv in pts], [iv.hi - iv.estimate for _, iv in pts]]
         ax.errorbar(xs, ys, yerr=err, marker="o", capsize=3, color=f"C{i % 10}", label=f"k={k}")
     chosen = [(d.arm(d.k).batch or d.users, d.arm(d.k).interval.estimate) for d in r.decisions
               if d.k is not None and d.arm(d.k) and d.arm(d.k).interval]

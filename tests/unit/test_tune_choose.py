@@ -15,15 +15,15 @@ from locust_spec.tune.choose import Sample, Slo
 
 def tokens(k: int, mean: float, n: int = 200, spread: float = 5.0, users: int = 1, seed: int = 0) -> Sample:
     rng = np.random.default_rng(seed + k)
-    return Sample(k, users, rng.normal(mean, spread, n).clip(0), 10.0, n, float(users))
+    return Sample(k, users, rng.normal(mean, spread, n).clip(0), np.full(n, 10.0 / n), None, n, float(users))
 
 
 def test_clearly_best_k_is_chosen():
     d = choose.choose([tokens(0, 100), tokens(2, 150), tokens(4, 120)], "throughput")
     assert d.k == 2 and d.best_k == 2 and d.tied == ()
     best = d.arm(2).interval
-    assert best.low < best.estimate < best.high
-    assert d.arm(4).versus_best.high < 0  # k=4 significantly worse than k=2
+    assert best.lo < best.estimate < best.hi
+    assert d.arm(4).versus_best.hi < 0  # k=4 significantly worse than k=2 (a % change)
 
 
 def test_a_tie_goes_to_the_smaller_k():
@@ -33,13 +33,13 @@ def test_a_tie_goes_to_the_smaller_k():
 
 
 def test_tpot_prefers_lower():
-    fast = Sample(3, 1, np.full(50, 4.0) + np.linspace(0, 0.5, 50), 10.0, 50, 1.0)
-    slow = Sample(0, 1, np.full(50, 9.0) + np.linspace(0, 0.5, 50), 10.0, 50, 1.0)
+    fast = Sample(3, 1, np.full(50, 4.0) + np.linspace(0, 0.5, 50), np.full(50, 0.2), None, 50, 1.0)
+    slow = Sample(0, 1, np.full(50, 9.0) + np.linspace(0, 0.5, 50), np.full(50, 0.2), None, 50, 1.0)
     assert choose.choose([slow, fast], "tpot").k == 3
 
 
 def test_an_arm_with_too_few_requests_is_left_out_and_none_means_no_choice():
-    few = Sample(4, 1, np.array([500.0, 500.0]), 10.0, 2, 1.0)
+    few = Sample(4, 1, np.array([500.0, 500.0]), np.array([5.0, 5.0]), None, 2, 1.0)
     d = choose.choose([tokens(0, 100), few], "throughput")
     assert d.k == 0 and d.arm(4).interval is None
     d = choose.choose([few], "throughput")
@@ -70,13 +70,24 @@ def test_parse_slo():
         choose.parse_slo("itl=5")
 
 
-def test_bootstrap_interval_holds_the_estimate_and_narrows_with_more_data():
+def test_rate_interval_is_tokens_over_the_window_and_narrows_with_more_requests():
     rng = np.random.default_rng(3)
-    median = lambda v: np.median(v, axis=1)  # noqa: E731
-    small = intervals.bootstrap(rng.normal(10, 2, 30), median)
-    large = intervals.bootstrap(rng.normal(10, 2, 3000), median)
-    assert small.low <= small.estimate <= small.high
-    assert (large.high - large.low) < (small.high - small.low)
+    small_values = rng.normal(100, 20, 30)
+    small = intervals.level("throughput", small_values, np.full(30, 10.0 / 30), None)
+    large = intervals.level("throughput", rng.normal(100, 20, 3000) / 100, np.full(3000, 10.0 / 3000), None)
+    assert small.estimate == pytest.approx(small_values.sum() / 10.0)
+    assert small.lo <= small.estimate <= small.hi
+    assert (large.hi - large.lo) / large.estimate < (small.hi - small.lo) / small.estimate
+
+
+def test_repeats_are_clusters():
+    a = tokens(2, 150)
+    repeated = Sample(2, 1, np.concatenate([a.values, a.values + 40]), np.full(400, 10.0 / 200),
+                      np.repeat([0, 1], 200), 400, 1.0)
+    one = choose.estimate(a, "throughput")
+    both = choose.estimate(repeated, "throughput")
+    # Two runs that disagree by far more than their own noise: the interval shows the disagreement.
+    assert (both.hi - both.lo) > 2 * (one.hi - one.lo)
 
 
 def test_best_static_weighs_every_level_the_same():
