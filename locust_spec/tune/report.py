@@ -13,6 +13,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402  (the backend must be chosen first)
 
+from locust_spec.analysis.report.table import users_label  # noqa: E402
 from locust_spec.tune.confirm import ARMS  # noqa: E402
 from locust_spec.tune.intervals import Interval  # noqa: E402
 from locust_spec.tune.result import TuneResult  # noqa: E402
@@ -84,7 +85,7 @@ def _text_table(header: list[str], rows: list[list[str]]) -> list[str]:
 def render_text(r: TuneResult) -> str:
     out = [f"spec-tune: objective {r.objective} ({r.unit}); estimate [95% interval], * = chosen"]
     out += _text_table(*level_table(r))
-    out += [f"  {d.users} users: {d.reason}" for d in r.decisions]
+    out += [f"  {users_label(d.users)}: {d.reason}" for d in r.decisions]
     out += ["", *_schedule_lines(r)]
     for title, header, rows in confirm_tables(r):
         out += ["", title + ":", *_text_table(header, rows)]
@@ -103,7 +104,7 @@ def render_markdown(r: TuneResult) -> str:
     out = [f"# spec-tune: speculation length per batch size ({r.objective})", "",
            f"Objective: **{r.objective}** ({r.unit}); estimate [95% bootstrap interval], * = chosen.", ""]
     out += _md_table(*level_table(r))
-    out += ["", *(f"- {d.users} users: {d.reason}" for d in r.decisions), "", "## Schedule", "", "```",
+    out += ["", *(f"- {users_label(d.users)}: {d.reason}" for d in r.decisions), "", "## Schedule", "", "```",
             *_schedule_lines(r), "```"]
     for title, header, rows in confirm_tables(r):
         out += ["", f"## {title}", "", *_md_table(header, rows)]
@@ -172,7 +173,8 @@ def render_html(r: TuneResult, png: bytes | None = None) -> str:
     parts = [f"<h1>spec-tune: speculation length per batch size ({escape(r.objective)})</h1>",
              f"<p>Objective {escape(r.objective)} ({escape(r.unit)}); estimate [95% bootstrap interval], "
              "* = chosen.</p>", _html_table(*level_table(r)),
-             "<ul>" + "".join(f"<li>{d.users} users: {escape(d.reason)}</li>" for d in r.decisions) + "</ul>",
+             "<ul>" + "".join(f"<li>{users_label(d.users)}: {escape(d.reason)}</li>"
+                              for d in r.decisions) + "</ul>",
              f"<img alt='objective against batch per k' src='data:image/png;base64,"
              f"{base64.b64encode(png).decode()}'>",
              "<h2>Schedule</h2><pre>" + escape("\n".join(_schedule_lines(r))) + "</pre>"]
