@@ -127,7 +127,9 @@ def plot(r: TuneResult) -> bytes:
             continue
         xs = [x for x, _ in pts]
         ys = [iv.estimate for _, iv in pts]
-        err = [[iv.estimate - iv.lo for _, iv in pts], [iv.hi - iv.estimate for _, iv in pts]]
+        # A percentile interval can sit beside its estimate on skewed data: no negative whisker then.
+        err = [[max(0.0, iv.estimate - iv.lo) for _, iv in pts],
+               [max(0.0, iv.hi - iv.estimate) for _, iv in pts]]
         ax.errorbar(xs, ys, yerr=err, marker="o", capsize=3, color=f"C{i % 10}", label=f"k={k}")
     chosen = [(d.arm(d.k).batch or d.users, d.arm(d.k).interval.estimate) for d in r.decisions
               if d.k is not None and d.arm(d.k) and d.arm(d.k).interval]
