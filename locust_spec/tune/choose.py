@@ -55,18 +55,21 @@ def higher_is_better(objective: str) -> bool:
     return objective != "tpot"
 
 
-def values(frame: pd.DataFrame, objective: str, slo: Slo | None) -> np.ndarray:
-    """Per-request values of a level's measured rows that the objective's statistic is taken over.
+def values(frame: pd.DataFrame, objective: str, slo: Slo | None) -> tuple[np.ndarray, np.ndarray]:
+    """Per-request values of a level's measured rows that the objective's statistic is taken over, and
+    each one's request seconds (E2E).
 
     throughput: output tokens of every measured request (failed ones count what they delivered);
     tpot: TPOT of each successful request with one; goodput: 1 for a successful request inside the SLO.
     """
     ok = frame["error"].isna().to_numpy()
+    seconds = frame["e2e_ms"].to_numpy(dtype=float) / 1000.0
     if objective == "throughput":
-        return frame["output_tokens"].fillna(0.0).to_numpy(dtype=float)
+        return frame["output_tokens"].fillna(0.0).to_numpy(dtype=float), seconds
     if objective == "tpot":
         tpot = frame["tpot_ms"].to_numpy(dtype=float)
-        return tpot[ok & ~np.isnan(tpot)]
+        keep = ok & ~np.isnan(tpot)
+        return tpot[keep], seconds[keep]
     if objective == "goodput":
         good = ok.copy()
         if slo is not None:
@@ -75,27 +78,29 @@ def values(frame: pd.DataFrame, objective: str, slo: Slo | None) -> np.ndarray:
                     # A request with no TPOT (one token) meets any TPOT limit.
                     col = frame[column].to_numpy(dtype=float)
                     good &= (col <= limit) | (np.isnan(col) & (column == "tpot_ms"))
-        return good.astype(float)
+        return good.astype(float), seconds
     raise ValueError(f"unknown objective {objective!r} ({', '.join(OBJECTIVES)})")
 
 
 @dataclass(frozen=True, eq=False)
 class Sample:
-    """One arm's per-request values at one level, repeats pooled: each request's share of its run's
-    measured window (a rate is sum(values) / sum(shares)) and its run (a cluster when repeated)."""
+    """One arm's per-request values at one level, repeats pooled: each request's seconds (E2E), the
+    measured windows' seconds (a rate is sum(values) / wall_s) and each request's run (a cluster when
+    repeated)."""
 
     k: int
     users: int
     values: np.ndarray
-    shares: np.ndarray
+    seconds: np.ndarray
+    wall_s: float
     groups: np.ndarray | None
     requests: int
     batch: float | None
     """Time-weighted mean of the server's running requests over the window (None: not scraped)."""
 
     @property
-    def parts(self) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
-        return self.values, self.shares, self.groups
+    def parts(self) -> intervals.Parts:
+        return self.values, self.seconds, self.wall_s, self.groups
 
 
 @dataclass(frozen=True)
@@ -136,9 +141,9 @@ class Decision:
 
 def estimate(sample: Sample, objective: str) -> Interval | None:
     """The arm's objective with its interval; None with too few requests or no interval."""
-    if sample.requests < MIN_REQUESTS or len(sample.values) < 2 or sample.shares.sum() <= 0:
+    if sample.requests < MIN_REQUESTS or len(sample.values) < 2 or sample.wall_s <= 0:
         return None
-    iv = intervals.level(objective, *sample.parts)
+    iv = intervals.level(objective, sample.parts)
     return iv if iv.measured else None
 
 

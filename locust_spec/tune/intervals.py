@@ -1,9 +1,11 @@
 """The objective's 95% intervals, from the verdict's statistics (analysis/stats.py: percentile bootstrap
 over requests, runs as clusters when repeated), so spec-tune and spec-verdict judge noise the same way.
 
-A rate (throughput, goodput) is sum(value) / sum(share): each request carries an equal share of its run's
-measured window, so the ratio of sums is exactly the amount over the window, and the bootstrap resamples
-requests, never tokens. TPOT is the per-request median.
+A rate (throughput, goodput) is the amount over the level's measured window; its interval is the spread
+of the per-request rate sum(amount) / sum(request seconds) under resampling of requests, centred on the
+window's rate (as the verdict does for throughput). Resampling the window's amounts alone would hold the
+number of requests fixed, and with equal-length answers show no spread at all. TPOT is the per-request
+median.
 """
 
 from __future__ import annotations
@@ -16,20 +18,37 @@ from locust_spec.analysis.stats import Interval
 __all__ = ["Interval", "as_dict", "change", "contains", "level"]
 
 
-def level(objective: str, values: np.ndarray, shares: np.ndarray, groups: np.ndarray | None) -> Interval:
+Parts = tuple[np.ndarray, np.ndarray, float, np.ndarray | None]
+"""(per-request values, per-request seconds, the measured window's seconds, run labels or None)."""
+
+
+def _rate(parts: Parts) -> float:
+    values, _, wall_s, _ = parts
+    return float(values.sum() / wall_s)
+
+
+def level(objective: str, parts: Parts) -> Interval:
     """One arm's objective at one level with its interval."""
+    values, seconds, _, groups = parts
     if objective == "tpot":
         return stats.quantile_ci(values, 0.5, groups=groups)
-    return stats.ratio_ci(values, shares, groups=groups)
+    per_request = stats.ratio_ci(values, seconds, groups=groups)
+    point = _rate(parts)
+    if not per_request.measured or not per_request.estimate:
+        return Interval(point, None, None, method=per_request.method, units=per_request.units)
+    scale = point / per_request.estimate
+    return Interval(point, per_request.lo * scale, per_request.hi * scale, per_request.confidence,
+                    per_request.method + ", centred on the window's rate", per_request.units)
 
 
-def change(objective: str, reference: tuple[np.ndarray, np.ndarray, np.ndarray | None],
-           other: tuple[np.ndarray, np.ndarray, np.ndarray | None]) -> Interval:
-    """The % change of `other`'s objective from `reference`'s, each (values, shares, groups)."""
-    (rv, rs, rg), (ov, os_, og) = reference, other
+def change(objective: str, reference: Parts, other: Parts) -> Interval:
+    """The % change of `other`'s objective from `reference`'s."""
+    (rv, rs, _, rg), (ov, os_, _, og) = reference, other
     if objective == "tpot":
         return stats.change_ci(rv, ov, 0.5, baseline_groups=rg, candidate_groups=og)
-    return stats.rate_change_ci(rv, rs, ov, os_, baseline_groups=rg, candidate_groups=og)
+    base = _rate(reference)
+    point = (_rate(other) / base - 1.0) * 100.0 if base else None
+    return stats.rate_change_ci(rv, rs, ov, os_, baseline_groups=rg, candidate_groups=og, point_change=point)
 
 
 def contains(interval: Interval, value: float) -> bool:

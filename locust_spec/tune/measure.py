@@ -13,19 +13,21 @@ from locust_spec.analysis.runs import RunData, read_run
 from locust_spec.tune import batch, choose
 from locust_spec.tune.choose import Sample, Slo
 
+Part = tuple[tuple[np.ndarray, np.ndarray], float, int, float | None]
+"""One run at one level: (values, seconds), its window's seconds, its requests, its batch."""
 
-def _pool(k: int, users: int, parts: Sequence[tuple[np.ndarray, float, int, float | None]]) -> Sample:
-    """Repeats of one arm at one level: values pooled, each with an equal share of its run's window (a
-    rate over all their seconds), runs as clusters; batch the window-weighted mean of the repeats."""
+
+def _pool(k: int, users: int, parts: Sequence[Part]) -> Sample:
+    """Repeats of one arm at one level: values pooled, windows added (a rate over all their seconds),
+    runs as clusters; batch the window-weighted mean of the repeats that had one."""
     with_batch = [(b, w) for _, w, _, b in parts if b is not None]
     mean_batch = (sum(b * w for b, w in with_batch) / sum(w for _, w in with_batch)
                   if with_batch and sum(w for _, w in with_batch) > 0 else None)
-    shares = [np.full(len(v), w / len(v)) for v, w, _, _ in parts if len(v)]
-    groups = np.concatenate([np.full(len(v), i) for i, (v, _, _, _) in enumerate(parts)]) \
+    groups = np.concatenate([np.full(len(v), i) for i, ((v, _), _, _, _) in enumerate(parts)]) \
         if len(parts) > 1 else None
-    return Sample(k, users, np.concatenate([v for v, _, _, _ in parts]),
-                  np.concatenate(shares) if shares else np.empty(0), groups,
-                  sum(n for _, _, n, _ in parts), mean_batch)
+    return Sample(k, users, np.concatenate([v for (v, _), _, _, _ in parts]),
+                  np.concatenate([s for (_, s), _, _, _ in parts]), float(sum(w for _, w, _, _ in parts)),
+                  groups, sum(n for _, _, n, _ in parts), mean_batch)
 
 
 def _running(run: RunData, rows: pd.DataFrame) -> float | None:

@@ -14,8 +14,10 @@ from locust_spec.tune.choose import Sample, Slo
 
 
 def tokens(k: int, mean: float, n: int = 200, spread: float = 5.0, users: int = 1, seed: int = 0) -> Sample:
+    """n requests of about `mean` tokens over about a second each, in a 10 s window."""
     rng = np.random.default_rng(seed + k)
-    return Sample(k, users, rng.normal(mean, spread, n).clip(0), np.full(n, 10.0 / n), None, n, float(users))
+    return Sample(k, users, rng.normal(mean, spread, n).clip(0), rng.normal(1.0, 0.05, n).clip(0.1), 10.0,
+                  None, n, float(users))
 
 
 def test_clearly_best_k_is_chosen():
@@ -33,13 +35,13 @@ def test_a_tie_goes_to_the_smaller_k():
 
 
 def test_tpot_prefers_lower():
-    fast = Sample(3, 1, np.full(50, 4.0) + np.linspace(0, 0.5, 50), np.full(50, 0.2), None, 50, 1.0)
-    slow = Sample(0, 1, np.full(50, 9.0) + np.linspace(0, 0.5, 50), np.full(50, 0.2), None, 50, 1.0)
+    fast = Sample(3, 1, np.full(50, 4.0) + np.linspace(0, 0.5, 50), np.ones(50), 10.0, None, 50, 1.0)
+    slow = Sample(0, 1, np.full(50, 9.0) + np.linspace(0, 0.5, 50), np.ones(50), 10.0, None, 50, 1.0)
     assert choose.choose([slow, fast], "tpot").k == 3
 
 
 def test_an_arm_with_too_few_requests_is_left_out_and_none_means_no_choice():
-    few = Sample(4, 1, np.array([500.0, 500.0]), np.array([5.0, 5.0]), None, 2, 1.0)
+    few = Sample(4, 1, np.array([500.0, 500.0]), np.array([5.0, 5.0]), 10.0, None, 2, 1.0)
     d = choose.choose([tokens(0, 100), few], "throughput")
     assert d.k == 0 and d.arm(4).interval is None
     d = choose.choose([few], "throughput")
@@ -57,10 +59,12 @@ def test_objective_values_per_request():
         {"output_tokens": 1, "tpot_ms": np.nan, "ttft_ms": 900.0, "e2e_ms": 900.0, "error": None},
         {"output_tokens": 7, "tpot_ms": 5.0, "ttft_ms": 10.0, "e2e_ms": 50.0, "error": "reset"},
     ])
-    assert list(choose.values(f, "throughput", None)) == [100, 50, 1, 7]
-    assert list(choose.values(f, "tpot", None)) == [10.0, 60.0]
-    assert list(choose.values(f, "goodput", Slo(ttft_ms=500, tpot_ms=50))) == [1, 0, 0, 0]
-    assert list(choose.values(f, "goodput", Slo(tpot_ms=50))) == [1, 0, 1, 0]
+    tokens_, seconds = choose.values(f, "throughput", None)
+    assert list(tokens_) == [100, 50, 1, 7] and list(seconds) == [1.1, 3.1, 0.9, 0.05]
+    assert list(choose.values(f, "tpot", None)[0]) == [10.0, 60.0]
+    assert list(choose.values(f, "tpot", None)[1]) == [1.1, 3.1]
+    assert list(choose.values(f, "goodput", Slo(ttft_ms=500, tpot_ms=50))[0]) == [1, 0, 0, 0]
+    assert list(choose.values(f, "goodput", Slo(tpot_ms=50))[0]) == [1, 0, 1, 0]
 
 
 def test_parse_slo():
@@ -70,24 +74,24 @@ def test_parse_slo():
         choose.parse_slo("itl=5")
 
 
-def test_rate_interval_is_tokens_over_the_window_and_narrows_with_more_requests():
+def test_rate_is_tokens_over_the_window_with_the_per_request_rates_spread():
     rng = np.random.default_rng(3)
-    small_values = rng.normal(100, 20, 30)
-    small = intervals.level("throughput", small_values, np.full(30, 10.0 / 30), None)
-    large = intervals.level("throughput", rng.normal(100, 20, 3000) / 100, np.full(3000, 10.0 / 3000), None)
-    assert small.estimate == pytest.approx(small_values.sum() / 10.0)
-    assert small.lo <= small.estimate <= small.hi
-    assert (large.hi - large.lo) / large.estimate < (small.hi - small.lo) / small.estimate
+    values, seconds = np.full(30, 48.0), rng.normal(1.0, 0.2, 30)  # equal answers, varying durations
+    small = intervals.level("throughput", (values, seconds, 10.0, None))
+    assert small.estimate == pytest.approx(48.0 * 30 / 10.0)
+    assert small.lo < small.estimate < small.hi, "equal answers still have a spread: their durations"
+    many = intervals.level("throughput", (np.full(3000, 48.0), rng.normal(1.0, 0.2, 3000), 1000.0, None))
+    assert (many.hi - many.lo) / many.estimate < (small.hi - small.lo) / small.estimate
 
 
 def test_repeats_are_clusters():
     a = tokens(2, 150)
-    repeated = Sample(2, 1, np.concatenate([a.values, a.values + 40]), np.full(400, 10.0 / 200),
-                      np.repeat([0, 1], 200), 400, 1.0)
+    repeated = Sample(2, 1, np.concatenate([a.values, a.values + 40]), np.concatenate([a.seconds, a.seconds]),
+                      20.0, np.repeat([0, 1], 200), 400, 1.0)
     one = choose.estimate(a, "throughput")
     both = choose.estimate(repeated, "throughput")
     # Two runs that disagree by far more than their own noise: the interval shows the disagreement.
-    assert (both.hi - both.lo) > 2 * (one.hi - one.lo)
+    assert (both.hi - both.lo) / both.estimate > 2 * (one.hi - one.lo) / one.estimate
 
 
 def test_best_static_weighs_every_level_the_same():
