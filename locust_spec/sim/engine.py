@@ -82,6 +82,7 @@ class Request:
         self.prefilled = False
         self.paused_until = 0.0
         self.arrival = time.perf_counter()
+        self.scheduled_at = self.arrival
         self.first_token_at = 0.0
         self.last_emit_at = 0.0
         self.text_tail = ""
@@ -182,6 +183,7 @@ class Engine:
                     # at all reaches the client during this stall.
                     r.paused_until = now + r.stall_s
                     r.stall_at_token = -1
+                r.scheduled_at = now
                 self.running.append(r)
         return [r for r in self.running if r.paused_until <= now]
 
@@ -352,7 +354,8 @@ class Engine:
     def _finish_metrics(self, r: Request, reason: str, now: float) -> None:
         e2e = now - r.arrival
         decode = now - r.first_token_at
-        self.metrics.finish(reason, e2e, decode / (r.generated - 1) if r.generated > 1 else 0.0)
+        self.metrics.finish(reason, e2e, decode / (r.generated - 1) if r.generated > 1 else 0.0,
+                            now - r.scheduled_at)
 
     def _kv_usage(self) -> float:
         cap = self.cfg.gpu.kv_capacity_tokens(self.cfg.model)

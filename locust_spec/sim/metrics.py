@@ -77,6 +77,8 @@ class SimMetrics:
                               "Histogram of time_per_output_token_seconds per request.", ITL_BUCKETS)
         self.e2e = histogram("vllm:e2e_request_latency_seconds",
                              "Histogram of e2e request latency in seconds.", E2E_BUCKETS)
+        self.inference = histogram("vllm:request_inference_time_seconds",
+                                   "Histogram of time spent in RUNNING phase for request.", E2E_BUCKETS)
         self.num_spec_tokens = num_spec_tokens
 
     def step(self, gen: int, prompt: int, cached: int, itls: list[float], drafts: int, draft_tokens: int,
@@ -102,10 +104,12 @@ class SimMetrics:
         self.waiting.set(waiting)
         self.kv_usage.set(kv_usage)
 
-    def finish(self, reason: str, e2e: float, tpot: float) -> None:
+    def finish(self, reason: str, e2e: float, tpot: float, inference: float) -> None:
+        """`inference`: seconds since the request was scheduled (vLLM's RUNNING phase)."""
         self.success[reason].inc()
         self.e2e.observe(e2e)
         self.tpot.observe(tpot)
+        self.inference.observe(inference)
 
     def exposition(self) -> bytes:
         return generate_latest(self.registry)

@@ -15,6 +15,7 @@ import click
 
 from locust_spec import ab, children
 from locust_spec.ab import AbError, Ladder, Load, Progress, Run
+from locust_spec.analysis.report.table import users_label
 from locust_spec.analysis.runs import InputError
 from locust_spec.children import CLIENT_CPU, ChildError
 from locust_spec.shape import parse_duration, parse_stage_time
@@ -84,7 +85,7 @@ def decide(runs: list[Run], s: Settings) -> tuple[tuple[choose.Decision, ...], l
     users = sorted(set().union(*by_k.values()))
     decisions = tuple(choose.choose([by_k[k][u] for k in s.ks if u in by_k[k]], s.objective)
                       for u in users)
-    notes = [f"{d.users} users: {d.reason}" for d in decisions if d.k is None]
+    notes = [f"{users_label(d.users)}: {d.reason}" for d in decisions if d.k is None]
     return decisions, notes
 
 
@@ -94,8 +95,8 @@ def points(decisions: Sequence[choose.Decision], notes: list[str]) -> list[sched
         if d.k is None:
             continue
         if d.batch is None:
-            notes.append(f"{d.users} users: the server exposed no vllm:num_requests_running; the schedule "
-                         "uses the user count as its batch")
+            notes.append(f"{users_label(d.users)}: the server exposed no vllm:num_requests_running; the "
+                         "schedule uses the user count as its batch")
         out.append(schedule.Point(d.users, d.batch if d.batch is not None else float(d.users), d.k))
     return out
 
@@ -120,6 +121,8 @@ def confirmation(out: Path, decisions: Sequence[choose.Decision], built: schedul
     keys = {"schedule": "schedule", "static": f"k{static_k}", "off": "k0"}
     if static_k == 0:
         del keys["static"]
+    if "k0" not in pool.urls and not pool.starts_servers:
+        del keys["off"]  # given URLs without k=0: nothing to compare against "off"
     for arm in list(pool.urls):
         if arm not in keys.values() and pool.starts_servers:
             pool.stop(arm)
@@ -128,8 +131,9 @@ def confirmation(out: Path, decisions: Sequence[choose.Decision], built: schedul
     runs = ab.schedule(s.repeats, out / "confirm", arms)
     progress.say(f"spec-tune: confirmation: {', '.join(arms)} on the ladder ({len(runs)} sweeps)")
     sweep(runs, urls, s.ladder, s, primed, progress)
-    samples = {arm: measure.level_samples(prefixes(runs, arm), static_k if arm == "static" else 0,
-                                          s.objective, s.slo) for arm in arms}
+    # A sample's k only matters when choosing between ks; the confirmation compares arms by name.
+    samples = {arm: measure.level_samples(prefixes(runs, arm), 0, s.objective, s.slo) for arm in arms}
+
     def same(k: int | None) -> str | None:
         return "off" if k == 0 else "static" if k == static_k else None
 

@@ -114,6 +114,22 @@ def test_batch_is_time_weighted_and_summed_over_replicas():
     assert batch.mean_running([snap(20, 3)], 5, 15) is None
 
 
+def busy(t: float, seconds: float, running: float) -> Snapshot:
+    return Snapshot(t, "u", (Metric("vllm:num_requests_running", (), running),
+                             Metric("vllm:request_inference_time_seconds_sum", (), seconds)))
+
+
+def test_batch_from_the_running_time_counter_beats_an_aliased_gauge():
+    # 64 requests running all along (64 running-seconds per second), but one scrape caught them between
+    # two synchronized cohorts.
+    snaps = [busy(0, 0, 64), busy(2, 128, 2), busy(4, 256, 64), busy(6, 384, 64)]
+    assert batch.mean_running(snaps, 0, 6) == pytest.approx(64.0)
+    assert batch.time_weighted([(s.timestamp_unix_s, s.samples[0].value) for s in snaps], 0, 6) < 50
+    restarted = [busy(0, 500, 64), busy(2, 10, 64), busy(4, 138, 64)]
+    assert batch.counter_rate([(s.timestamp_unix_s, s.samples[1].value) for s in restarted], 0, 4) is None
+    assert batch.mean_running(restarted, 0, 4) == pytest.approx(64.0)  # the gauge, then
+
+
 def test_server_command_template():
     words = servers.parse_template("vllm serve m --port {port} --speculative-config {speculative_config}")
     on = servers.command_for(words, 8123, {"method": "ngram", "num_speculative_tokens": 2})
