@@ -13,8 +13,8 @@ from pathlib import Path
 
 import click
 
-from locust_spec import ab, children
-from locust_spec.ab import AbError, Ladder, Load, Progress, Run
+from locust_spec import ab, children, progress
+from locust_spec.ab import AbError, Ladder, Load, Run
 from locust_spec.analysis.report.table import users_label
 from locust_spec.analysis.runs import InputError
 from locust_spec.children import CLIENT_CPU, ChildError
@@ -63,17 +63,17 @@ def arm_config(base: dict, k: int) -> dict | None:
 
 
 def sweep(runs: list[Run], urls: dict[str, str], ladder: Ladder, s: Settings, primed: set[str],
-          progress: Progress) -> None:
+          display: progress.Display) -> None:
     """Every run in order (the arms interleaved), each arm primed before its first run; ab's machinery."""
     for position, run in enumerate(runs):
         host = ab.base_url(urls[run.arm])
         if s.prime and urls[run.arm] not in primed:
-            ab.prime_arm(run.arm, host, s.load, progress)
+            ab.prime_arm(run.arm, host, s.load, display)
             primed.add(urls[run.arm])
         cmd = ab.locust_command(run, host, None, ladder, s.load)
         # Pinned on the simulator's machine, as spec-ab: the load generator keeps its own core.
         ab.run_sweep(position, runs, children.pinned(cmd, CLIENT_CPU) if s.pin_client else cmd, ladder,
-                     progress)
+                     display)
 
 
 def prefixes(runs: Sequence[Run], arm: str) -> list[Path]:
@@ -117,7 +117,7 @@ def swing_pairs(decisions: Sequence[choose.Decision],
 
 def confirmation(out: Path, decisions: Sequence[choose.Decision], built: schedule.Built, config: dict,
                  static_k: int, pool: servers.Servers, s: Settings, primed: set[str],
-                 progress: Progress) -> confirm.Confirmation:
+                 display: progress.Display) -> confirm.Confirmation:
     keys = {"schedule": "schedule", "static": f"k{static_k}", "off": "k0"}
     if static_k == 0:
         del keys["static"]
@@ -129,8 +129,8 @@ def confirmation(out: Path, decisions: Sequence[choose.Decision], built: schedul
     urls = {arm: pool.start(key, config if arm == "schedule" else None) for arm, key in keys.items()}
     arms = tuple(keys)
     runs = ab.schedule(s.repeats, out / "confirm", arms)
-    progress.say(f"spec-tune: confirmation: {', '.join(arms)} on the ladder ({len(runs)} sweeps)")
-    sweep(runs, urls, s.ladder, s, primed, progress)
+    display.say(f"spec-tune: confirmation: {', '.join(arms)} on the ladder ({len(runs)} sweeps)")
+    sweep(runs, urls, s.ladder, s, primed, display)
     # A sample's k only matters when choosing between ks; the confirmation compares arms by name.
     samples = {arm: measure.level_samples(prefixes(runs, arm), 0, s.objective, s.slo) for arm in arms}
 
@@ -143,8 +143,8 @@ def confirmation(out: Path, decisions: Sequence[choose.Decision], built: schedul
     for t, (lo, hi) in swing_pairs(decisions, built):
         ladder = Ladder(",".join([f"{lo},{hi}"] * SWING_CYCLES), s.swing_stage_time, "0s")
         sruns = ab.schedule(s.repeats, out / f"swing-{t}", arms)
-        progress.say(f"spec-tune: swing {lo} <-> {hi} users across batch {t} ({len(sruns)} sweeps)")
-        sweep(sruns, urls, ladder, s, primed, progress)
+        display.say(f"spec-tune: swing {lo} <-> {hi} users across batch {t} ({len(sruns)} sweeps)")
+        sweep(sruns, urls, ladder, s, primed, display)
         whole = {a: measure.whole_sample(prefixes(sruns, a), 0, s.objective, s.slo) for a in arms}
         swings.append(confirm.check_swing(t, (lo, hi), decisions, whole, s.objective))
     return confirm.Confirmation(static_k, checks, tuple(swings), confirm.summarize(checks, swings))
@@ -170,14 +170,14 @@ def clear_previous(out: Path) -> None:
 
 
 def run_tune(out: Path, s: Settings, pool: servers.Servers, do_confirm: bool,
-             progress: Progress) -> TuneResult:
+             display: progress.Display) -> TuneResult:
     arms = tuple(f"k{k}" for k in s.ks)
     urls = {arm: pool.start(arm, arm_config(s.base_config, k)) for arm, k in zip(arms, s.ks, strict=True)}
     runs = ab.schedule(s.repeats, out / "tune", arms)
-    progress.say(f"spec-tune: {len(runs)} sweeps of {s.ladder.seconds:g}s (k {','.join(map(str, s.ks))}, "
+    display.say(f"spec-tune: {len(runs)} sweeps of {s.ladder.seconds:g}s (k {','.join(map(str, s.ks))}, "
                  f"levels {s.ladder.levels}, {s.ladder.stage_time} each) -> {out}")
     primed: set[str] = set()
-    sweep(runs, urls, s.ladder, s, primed, progress)
+    sweep(runs, urls, s.ladder, s, primed, display)
     decisions, notes = decide(runs, s)
     pts = points(decisions, notes)
     built = schedule.build(pts, s.max_num_seqs) if pts else None
@@ -186,7 +186,7 @@ def run_tune(out: Path, s: Settings, pool: servers.Servers, do_confirm: bool,
     result = TuneResult(s.objective, s.slo, s.ks, tuple(d.users for d in decisions), s.max_num_seqs,
                         decisions, built, config, static_k, None, tuple(notes))
     write_outputs(out, result)
-    progress.say(f"spec-tune: schedule written to {out / 'schedule.json'}")
+    display.say(f"spec-tune: schedule written to {out / 'schedule.json'}")
     if not do_confirm:
         return result
     skip = None
@@ -198,7 +198,7 @@ def run_tune(out: Path, s: Settings, pool: servers.Servers, do_confirm: bool,
         notes.append(skip)
         result = replace(result, notes=tuple(notes))
     else:
-        conf = confirmation(out, decisions, built, config, static_k, pool, s, primed, progress)
+        conf = confirmation(out, decisions, built, config, static_k, pool, s, primed, display)
         result = replace(result, confirmation=conf)
     write_outputs(out, result)
     return result
@@ -289,16 +289,16 @@ def main(ks: str, server_cmd: str | None, server_urls: tuple[str, ...], levels: 
     out.mkdir(parents=True, exist_ok=True)
     clear_previous(out)
     pool = servers.Servers(out, sim, template, given)
-    progress = Progress(sys.stdout)
+    display = progress.Display(sys.stdout)
     previous = signal.signal(signal.SIGTERM, ab.raise_interrupt)
     try:
-        result = run_tune(out, settings, pool, confirm, progress)
-        progress.say(report.render(result, "text"))
+        result = run_tune(out, settings, pool, confirm, display)
+        display.say(report.render(result, "text"))
     except KeyboardInterrupt:
-        progress.say(f"spec-tune: interrupted; servers and Locust stopped; finished runs kept in {out}")
+        display.say(f"spec-tune: interrupted; servers and Locust stopped; finished runs kept in {out}")
         sys.exit(130)
     except (AbError, ChildError, InputError) as exc:
-        progress.say(f"spec-tune: {exc}")
+        display.say(f"spec-tune: {exc}")
         sys.exit(1)
     finally:
         pool.close()
