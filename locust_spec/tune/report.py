@@ -137,6 +137,9 @@ def plot(r: TuneResult) -> bytes:
         ax.scatter(*zip(*chosen, strict=True), s=220, facecolors="none", edgecolors="black", linewidths=2,
                    zorder=5, label="chosen")
     ax.set_xscale("log")
+    # Rates grow with the batch by orders of magnitude: on a log axis every level's k are told apart.
+    if r.objective != "tpot" and any(line.get_ydata().size for line in ax.lines):
+        ax.set_yscale("log")
     if r.built is not None:
         left, right = ax.get_xlim()
         for j, (lo, hi, k) in enumerate(r.built.entries):
@@ -148,7 +151,7 @@ def plot(r: TuneResult) -> bytes:
         for t in r.built.thresholds:
             ax.axvline(t - 0.5, color="black", linestyle=":", linewidth=1)
         ax.set_xlim(left, right)
-    ax.set_xlabel("server batch (time-weighted running requests)")
+    ax.set_xlabel("server batch (mean running requests)")
     ax.set_ylabel(r.unit)
     ax.set_title(f"{r.objective} per k against batch, chosen schedule shaded")
     ax.grid(alpha=0.3)
