@@ -82,6 +82,7 @@ def _measure(samples: Mapping[str, Sample | None], objective: str
     return measured, vs
 
 
+BEHIND = "worse than one fixed k across this threshold"
 DRIFTED = "short of prediction, but not significantly worse than the same k served alongside (noise or drift)"
 
 
@@ -117,7 +118,7 @@ def check_swing(threshold: int, users: tuple[int, int], decisions: Sequence[Deci
     elif collapse:
         status = "COLLAPSE: worse than every fixed k across this threshold"
     elif any(choose.significantly_worse(iv, objective) for iv in fixed):
-        status = "worse than one fixed k across this threshold"
+        status = BEHIND
     else:
         status = "holds: not worse than a fixed k across this threshold"
     return SwingCheck(threshold, users, predicted, measured, vs, collapse, status)
@@ -128,9 +129,12 @@ def summarize(levels: Sequence[LevelCheck], swings: Sequence[SwingCheck]) -> str
     drifted = [c.users for c in levels if c.status == DRIFTED]
     missing = [c.users for c in levels if c.status == "not measured"]
     collapsed = [s.threshold for s in swings if s.collapse]
+    behind = [s.threshold for s in swings if s.status == BEHIND]
     parts = []
     if collapsed:
         parts.append(f"COLLAPSE at batch threshold(s) {', '.join(map(str, collapsed))}")
+    if behind:
+        parts.append(f"worse than one fixed k across batch threshold(s) {', '.join(map(str, behind))}")
     if short:
         parts.append(f"short of the winners' intervals at {', '.join(map(str, short))} users")
     if drifted:

@@ -160,6 +160,11 @@ def test_swing_collapse_when_the_schedule_is_worse_than_every_fixed_arm():
     assert confirm.check_level(low, {"schedule": tokens(4, 120), **fixed}, "throughput").status == \
         "short of prediction"
     assert "COLLAPSE" in confirm.summarize([level], [bad])
+    behind = confirm.check_swing(8, (1, 32), [low, high], {"schedule": tokens(4, 2500, seed=3),
+                                                           "static": tokens(4, 2400), "off": tokens(0, 2700)},
+                                 "throughput")
+    assert behind.status == confirm.BEHIND
+    assert "worse than one fixed k" in confirm.summarize([level], [behind])
 
 
 def test_a_schedule_short_of_prediction_but_like_its_own_k_alongside_is_noise_or_drift():
