@@ -129,7 +129,7 @@ def _read_json(path: Path) -> dict:
         raise InputError(f"{path}: not valid JSON (truncated?): {exc}") from None
     if not isinstance(data, dict):
         raise InputError(f"{path}: not a JSON object")
-    if data.get("schema") != 1:
+    if type(data.get("schema")) is not int or data["schema"] != 1:  # JSON true is no schema, though True == 1
         raise InputError(f"{path}: unknown schema {data.get('schema')!r} (this spec-verdict reads schema 1)")
     return data
 
