@@ -5,7 +5,6 @@ from __future__ import annotations
 import csv
 import threading
 import time
-import urllib.request
 from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -14,7 +13,7 @@ import pytest
 
 from locust_spec.counters import snapshots_from_rows, spec_window
 from locust_spec.crosscheck import cross_check, read_client_totals, warnings
-from tests.support import REFERENCE, REPO, run_locust
+from tests.support import REFERENCE, REPO, restart_sim, run_locust
 
 CPU = REFERENCE / "vllm-0.32-cpu"
 BEFORE = (CPU / "metrics_ngram_before.txt").read_bytes()
@@ -253,8 +252,7 @@ def test_spec_sim_restart_mid_run_is_counted_and_flagged(spec_sim, tmp_path):
                 r["metric"] == "vllm:spec_decode_num_drafts_total" and positive(r.get("value"))
                 for r in read_rows(csv_path)
             ):
-                urllib.request.urlopen(
-                    urllib.request.Request(sim.url + "/admin/restart", method="POST"), timeout=5).read()
+                restart_sim(sim.url)
                 return
             time.sleep(0.1)
 
