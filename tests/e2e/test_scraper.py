@@ -124,9 +124,10 @@ def test_scrapes_at_start_each_interval_and_stop_into_the_long_csv(metrics_serve
     assert 4 <= len(snaps) <= 8
     gets = sum(path == "/" for path, _ in server.log)
     assert gets > 2 * len(snaps)
-    # The first scrape precedes the load, the last follows it.
+    # The first scrape goes out with the load (started at test start, never holding the users back: its
+    # request leaves with the users' first ones), the last follows it.
     paths = [p for p, _ in server.log]
-    assert paths[0] == "/metrics" and paths[-1] == "/metrics"
+    assert "/metrics" in paths[:3] and paths[-1] == "/metrics"
     w = spec_window(snaps, times[0], times[-1])
     assert (w.drafts, w.draft_tokens, w.accepted) == (1244, 4128, 2619)
     assert round(w.acceptance_rate, 3) == 0.634
