@@ -21,6 +21,9 @@ import time
 from dataclasses import dataclass
 from urllib.parse import unquote, urljoin, urlsplit, urlunsplit
 
+# The scraper reads its URLs from here when no --metrics-url is given: how spec-ab hands a child an arm's
+# /metrics URL without putting its credentials in the child's command line.
+METRICS_URLS_ENV = "LOCUST_SPEC_METRICS_URL"
 MAX_REDIRECTS = 3
 REDIRECTS = (301, 302, 303, 307, 308)
 
@@ -95,6 +98,16 @@ def parse_target(url: str) -> Target:
     if parts.query:
         path += "?" + parts.query
     return Target(parts.scheme, parts.hostname, port or (443 if parts.scheme == "https" else 80), path, basic)
+
+
+def check_urls(urls: list[str], option: str = "--metrics-url") -> None:
+    """UrlError naming which of `option`'s URLs is unusable and why, never its user, password or query."""
+    for n, url in enumerate(urls, 1):
+        try:
+            parse_target(url)
+        except UrlError as e:
+            # not even the shown form: with the address cut short, the path may hold the password's tail
+            raise UrlError(f"{option} #{n} of {len(urls)}: {e}") from None
 
 
 class _Deadline:

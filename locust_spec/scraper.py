@@ -20,12 +20,12 @@ from locust_spec import http_fetch
 from locust_spec import level as ladder
 from locust_spec.counters import Snapshot, SpecWindow, WindowAccumulator, parse_exposition_checked
 from locust_spec.exposition import CSV_COLUMNS, rows_from_snapshot
-from locust_spec.http_fetch import FetchError, UrlError, display_url
+from locust_spec.http_fetch import METRICS_URLS_ENV as URLS_ENV
+from locust_spec.http_fetch import FetchError, UrlError, check_urls, display_url
 
 log = logging.getLogger(__name__)
 
 TOKEN_ENV = "LOCUST_SPEC_METRICS_TOKEN"
-URLS_ENV = "LOCUST_SPEC_METRICS_URL"
 # vLLM's /metrics measured 50-56 kB here (tests/data/captures); many models, LoRA adapters or engines
 # stay well under 1 MB. 4 MB leaves room for that and bounds a hostile answer's parse (about 0.2 s of CPU
 # per MB, off the event loop) to under a second per scrape.
@@ -55,16 +55,6 @@ def metrics_urls(option: list[str] | None, host: str | None) -> list[str]:
     if option:
         return list(dict.fromkeys(u.strip() for u in option if u.strip()))
     return [default_metrics_url(host)] if host else []
-
-
-def check_urls(urls: list[str]) -> None:
-    """UrlError naming which `--metrics-url` is unusable and why, never its user, password or query."""
-    for n, url in enumerate(urls, 1):
-        try:
-            http_fetch.parse_target(url)
-        except UrlError as e:
-            # not even the shown form: with the address cut short, the path may hold the password's tail
-            raise UrlError(f"--metrics-url #{n} of {len(urls)}: {e}") from None
 
 
 def http_fetcher(token: str | None, timeout_s: float, max_bytes: int = MAX_BODY_BYTES) -> Fetch:
