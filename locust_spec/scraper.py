@@ -80,16 +80,15 @@ class Scraper:
 
     Memory stays bounded: per-URL first and last snapshots, the snapshots taken at ladder-level changes,
     and one accumulator per level, whose size depends on the series exposed, not on the run's length.
-    Nothing the load depends on waits for a scrape: the first runs in the scrape greenlet (not inside
-    test_start), the URLs of a round are fetched side by side, each within the fetch's deadline, and the
-    text is parsed (and written) in a native thread, so a large answer never holds the event loop.
+    The load never waits for a scrape: the first runs in the scrape greenlet (not inside test_start), the
+    URLs of a round are fetched side by side, each within the fetch's deadline, and the text is parsed
+    (and written) in a native thread, so a large answer never holds the event loop. Only the stop, once
+    the users are gone, waits for the final scrape: at most two deadlines.
     """
 
-    def __init__(self, urls: list[str], interval_s: float, fetch: Fetch, csv_path: Path | None = None,
-                 deadline_s: float = SCRAPE_TIMEOUT_S):
+    def __init__(self, urls: list[str], interval_s: float, fetch: Fetch, csv_path: Path | None = None):
         self.urls = urls
         self.interval_s = interval_s
-        self.deadline_s = deadline_s
         self._fetch = fetch
         self._csv_path = csv_path
         self._file = None
@@ -98,7 +97,6 @@ class Scraper:
         self._stopped = Event()
         self._loop: gevent.Greenlet | None = None
         self.listeners: list[Callable[[list[Snapshot]], None]] = []  # told every round (the live page)
-        self._final: gevent.Greenlet | None = None
         self._reset_run()
 
     def _reset_run(self) -> None:
@@ -111,7 +109,6 @@ class Scraper:
 
     def start(self) -> None:
         """Scrape at once, then every interval until `stop`; returns without waiting for any scrape."""
-        self.finish()
         self._reset_run()
         self._stopped.clear()
         if self._csv_path is not None and self._file is None:
@@ -143,30 +140,21 @@ class Scraper:
             self.scrape()
 
     def stop(self) -> None:
-        """Start the final scrape, after the one in flight; returns at once (`finish` waits for it)."""
+        """The final scrape, after the one in flight. The users have stopped by now; what this waits for is
+        bounded by the deadline, twice at most (the round in flight, then the final one), so that the
+        run's end, its summary and the live page hold the counters at its end, whatever the server's pace."""
         if self._stopped.is_set():
             return
         self._stopped.set()
-        loop, self._loop = self._loop, None
-
-        def final() -> None:
-            if loop is not None:
-                loop.join()  # at most the scrape in flight: the loop exits once stopped is set
-            self.scrape()
-
-        self._final = gevent.spawn(final)
-
-    def finish(self) -> None:
-        """Wait for the final scrape: bounded, since each of at most two rounds ends by its deadline."""
-        if self._final is not None:
-            self._final.join(timeout=2 * (self.deadline_s + 30))
-            self._final = None
+        if self._loop is not None:
+            self._loop.join()
+            self._loop = None
+        self.scrape()
 
     def close(self) -> None:
         """At quit (Locust fires `quitting` listeners last-registered first: maybe before the test's stop)."""
         if self.running:
             self.stop()
-        self.finish()
         with self._lock:
             if self._file is not None:
                 self._file.close()
@@ -312,7 +300,7 @@ def _scraper_for_test(environment) -> Scraper | None:
     token = getattr(opts, "metrics_token", None) or os.environ.get(TOKEN_ENV) or None
     prefix = getattr(opts, "csv_prefix", None)
     csv_path = Path(prefix + CSV_SUFFIX) if prefix else None
-    scraper = Scraper(urls, interval, http_fetcher(token, deadline, max_bytes), csv_path, deadline)
+    scraper = Scraper(urls, interval, http_fetcher(token, deadline, max_bytes), csv_path)
     _scrapers[environment] = scraper
     return scraper
 
