@@ -37,7 +37,8 @@ def test_an_arms_metrics_credentials_reach_its_locust_through_the_environment(ho
         result = subprocess.run(
             [str(BIN / "spec-ab"), "--baseline", baseline.url, "--candidate", candidate.url,
              "--metrics-url-candidate", url, "--levels", "1", "--stage-time", "3s", "--warmup", "0",
-             "--no-prime", "--prompts", "code", "--max-tokens", "8", "--out", str(tmp_path / "ab")],
+             "--no-prime", "--skip-preflight", "--prompts", "code", "--max-tokens", "8",
+             "--out", str(tmp_path / "ab")],
             capture_output=True, text=True, timeout=300,
         )
     finally:

@@ -39,7 +39,7 @@ def test_a_server_sending_a_byte_a_second_costs_one_deadline_not_a_hang(hostile)
 
 def test_an_answer_over_the_cap_is_refused_before_it_is_all_read(hostile):
     big = hostile({"/metrics": huge_metrics(6 << 20), "/v1/models": endless})
-    with pytest.raises(FetchError, match="above the limit of 1048576"):
+    with pytest.raises(FetchError, match="larger than the limit of 1048576"):
         http_fetcher(None, timeout_s=30, max_bytes=1 << 20)(big.url + "/metrics")
     with pytest.raises(RuntimeError, match="larger than the limit"):
         server_api.first_model(big.url, API_KEY, timeout=30)
@@ -47,7 +47,7 @@ def test_an_answer_over_the_cap_is_refused_before_it_is_all_read(hostile):
 
 def test_a_real_metrics_answer_passes_whole(hostile):
     server = hostile({"/metrics": metrics_text})
-    assert http_fetcher(TOKEN, timeout_s=10)(server.url + "/metrics") == METRICS
+    assert http_fetcher(TOKEN, timeout_s=10)(server.url + "/metrics") == METRICS.decode()
     assert server.requests_to("/metrics")[0].headers["Authorization"] == f"Bearer {TOKEN}"
     assert server.requests_to("/metrics")[0].headers["Accept-Encoding"] == "identity"
 
@@ -73,7 +73,7 @@ def test_no_credential_follows_a_redirect_to_another_origin(hostile, status):
 def test_a_redirect_within_the_origin_is_followed_with_its_credentials(hostile):
     server = hostile({"/metrics": redirect("/metrics/", 307), "/metrics/": metrics_text})
     url = server.url.replace("http://", "http://scraper:url-pass-77@") + "/metrics"
-    assert http_fetcher(None, timeout_s=10)(url) == METRICS
+    assert http_fetcher(None, timeout_s=10)(url) == METRICS.decode()
     auth = server.requests_to("/metrics/")[0].headers["Authorization"]
     assert base64.b64decode(auth.removeprefix("Basic ")) == b"scraper:url-pass-77"
 

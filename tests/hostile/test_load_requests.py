@@ -30,7 +30,7 @@ def test_a_redirected_request_never_takes_the_key_to_another_origin(hostile, tmp
     to_thief = redirect(thief.url + "/v1/chat/completions", 307)
     liar = hostile({"/v1/models": models(), "/v1/chat/completions": to_thief})
     rows = _run(tmp_path, liar.url, "--client", client, seconds=8)  # the SDK takes seconds to import
-    assert rows and len(liar.requests_to("/v1/chat/completions")) >= len(rows) >= 1
+    assert rows and liar.requests_to("/v1/chat/completions")
     if client == "fast":  # never followed: the redirect is the request's failure
         assert {r["error"].split(":")[0] for r in rows} - {"interrupted"} == {"http_307"}
     assert [s.headers.get("Authorization") for s in thief.seen if s.headers.get("Authorization")] == []
@@ -41,4 +41,6 @@ def test_a_formula_from_the_server_is_written_as_text(hostile, tmp_path):
     rows = _run(tmp_path, server.url)
     done = [r for r in rows if not r["error"]]
     assert len(done) > 3
-    assert {r["finish_reason"] for r in done} == {"'" + FORMULA}
+    # as the server sent it (up to the length a row keeps), behind an apostrophe
+    kept = {r["finish_reason"] for r in done}
+    assert all(k.startswith("'=HYPERLINK(") and ("'" + FORMULA).startswith(k) for k in kept), kept

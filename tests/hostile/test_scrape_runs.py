@@ -44,7 +44,7 @@ def test_a_metrics_answer_over_the_cap_is_a_warning_and_one_under_it_is_read(hos
     out, _ = proc.communicate(timeout=120)
     assert "Traceback" not in out, out[-3000:]
     assert len(_rows(tmp_path)) > 10
-    assert "above the limit of 2097152" in " ".join(_summary(tmp_path)["warnings"])
+    assert "larger than the limit of 2097152" in " ".join(_summary(tmp_path)["warnings"])
     with (tmp_path / "run_server_metrics.csv").open(newline="") as f:
         urls = {r["url"] for r in csv.DictReader(f)}
     assert urls == {server.url + "/real/metrics"}
