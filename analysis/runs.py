@@ -26,6 +26,14 @@ NUMERIC = {
     "warmup": "float64",
 }
 TEXT = {"prompt_class": "category", "error": "category"}
+# What a value can be in a run; outside, it is no measurement (a corrupted or hand-edited file) and would
+# move the verdict silently: an `inf` start time empties a level, a negative token count turns a rate.
+_MS = (0.0, 1e9)  # 11.6 days
+LIMITS = {
+    "start_unix_s": (0.0, 1e10), "level_users": (0.0, 1e7), "output_tokens": (0.0, 1e9), "chunks": (0.0, 1e9),
+    "ttft_ms": _MS, "tpot_ms": _MS, "e2e_ms": _MS, "itl_p50_ms": _MS, "chunk_gap_p50_ms": _MS,
+    "spec_accepted_tokens": (0.0, 1e9), "spec_draft_tokens": (0.0, 1e9), "warmup": (0.0, 1.0),
+}
 REQUIRED_VALUES = ("start_unix_s", "level_users")
 SERVER_COLUMNS = ("timestamp_unix_s", "url", "metric", "labels", "value")
 SUFFIXES = ("_requests.csv", "_latency.json", "_server_metrics.csv", "_summary.json")
@@ -117,9 +125,23 @@ def read_requests(path: Path) -> pd.DataFrame:
         empty = frame[col].isna()
         if empty.any():
             raise InputError(f"{path}: row {int(empty.idxmax()) + 1} has no {col}")
+    _check_ranges(path, frame)
     if "warmup" not in frame:
         frame["warmup"] = 0.0
     return frame
+
+
+def _check_ranges(path: Path, frame: pd.DataFrame) -> None:
+    """InputError naming the first cell (column, data row) outside its LIMITS: inf, -1e308, -1 tokens."""
+    for col, (low, high) in LIMITS.items():
+        if col not in frame:
+            continue
+        values = frame[col]
+        bad = values.notna() & ~values.between(low, high)
+        if bad.any():
+            row = int(bad.to_numpy().argmax())
+            raise InputError(f"{path}: column {col} row {row + 1} is {values.iloc[row]:g}, "
+                             f"outside {low:g}..{high:g}")
 
 
 def _read_json(path: Path) -> dict:

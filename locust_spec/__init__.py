@@ -10,7 +10,7 @@ __all__ = ["ChatCompletionUser"]
 def __getattr__(name: str):
     if name == "ChatCompletionUser":
         # imported for their Locust listeners
-        from locust_spec import distributed, level, options, plugin, scraper, summary, webui  # noqa: F401
+        from locust_spec import distributed, guard, level, options, plugin, scraper, summary, webui  # noqa: F401
         from locust_spec.user import ChatCompletionUser
 
         return ChatCompletionUser

@@ -21,6 +21,7 @@ from locust_spec.analysis import api
 from locust_spec.analysis.model import Verdict
 from locust_spec.analysis.runs import InputError
 from locust_spec.children import ARMS, CLIENT_CPU, ChildError
+from locust_spec.http_fetch import METRICS_URLS_ENV, UrlError, check_urls
 from locust_spec.prompts import Prompt, PromptError, load_prompt_set, parse_weighted
 from locust_spec.resources import locustfile
 from locust_spec.scraper import TOKEN_ENV
@@ -115,14 +116,13 @@ class Load:
     processes: int
 
 
-def locust_command(run: Run, host: str, metrics_url: str | None, ladder: Ladder, load: Load) -> list[str]:
-    """The headless Locust command line of one run (the scraper reads HOST/metrics unless told)."""
+def locust_command(run: Run, host: str, ladder: Ladder, load: Load) -> list[str]:
+    """The headless Locust command line of one run (the scraper reads HOST/metrics unless told by
+    `child_env`)."""
     cmd = [sys.executable, "-m", "locust", "-f", str(SWEEP_LOCUSTFILE), "--headless",
            "--host", host, "--csv", str(run.prefix), "--metrics-interval", f"{ladder.metrics_interval_s:g}",
            "--levels", ladder.levels, "--stage-time", ladder.stage_time, "--warmup", ladder.warmup,
            "--seed", str(load.seed)]
-    if metrics_url:
-        cmd += ["--metrics-url", metrics_url]
     if load.max_tokens:
         cmd += ["--max-tokens", str(load.max_tokens)]
     for prompts in load.prompts:
@@ -132,8 +132,18 @@ def locust_command(run: Run, host: str, metrics_url: str | None, ladder: Ladder,
     if load.model:
         cmd += ["--model", load.model]
     if load.processes != 1:
-        cmd += ["--processes", str(load.processes)]
+        # the master's port has no authentication: loopback, whatever $LOCUST_MASTER_BIND_HOST says
+        cmd += ["--processes", str(load.processes), "--master-bind-host", "127.0.0.1"]
     return cmd
+
+
+def child_env(metrics_url: str | None) -> dict[str, str]:
+    """The environment of one run's Locust: the arm's /metrics URL travels here, not in the command line,
+    where its user:password or query token would be visible to every user of the machine (`ps`)."""
+    env = {k: v for k, v in os.environ.items() if k != METRICS_URLS_ENV}
+    if metrics_url:
+        env[METRICS_URLS_ENV] = metrics_url
+    return env
 
 
 class AbError(Exception):
@@ -144,7 +154,7 @@ def _run_files(run: Run) -> list[Path]:
     return sorted(run.prefix.parent.glob(run.prefix.name + "_*")) + [run.prefix.with_suffix(".log")]
 
 
-def run_sweep(position: int, runs: list[Run], cmd: list[str], ladder: Ladder,
+def run_sweep(position: int, runs: list[Run], cmd: list[str], env: dict[str, str], ladder: Ladder,
               display: progress.Display) -> None:
     """Run one arm's Locust to the end, showing progress; on interrupt stop it and discard its files."""
     run = runs[position]
@@ -152,7 +162,7 @@ def run_sweep(position: int, runs: list[Run], cmd: list[str], ladder: Ladder,
     log = run.prefix.with_suffix(".log")
     sweep = progress.Sweep(position, len(runs), run.arm, run.repeat, ladder.settings())
     watch = progress.Watch(run.prefix)
-    proc = children.spawn(cmd, log)
+    proc = children.spawn(cmd, log, env)
     started = time.monotonic()
     display.start(sweep.seconds)
     try:
@@ -354,7 +364,10 @@ def main(baseline: str | None, candidate: str | None, levels: str | None, stage_
     try:
         ladder.check()
         sim_config = json.loads(speculative_config)
-    except ValueError as exc:
+        for option, url in (("--metrics-url-baseline", metrics_url_baseline),
+                            ("--metrics-url-candidate", metrics_url_candidate)):
+            check_urls([url] if url else [], option)
+    except (ValueError, UrlError) as exc:
         raise click.BadParameter(str(exc)) from None
     prompts = prompts or (DEMO_PROMPTS if simulated else ())
     display = progress.Display(sys.stdout)
@@ -382,9 +395,9 @@ def main(baseline: str | None, candidate: str | None, levels: str | None, stage_
                 if prime and run.arm not in primed:
                     prime_arm(run.arm, host, load, display)
                     primed.add(run.arm)
-                cmd = locust_command(run, host, metrics[run.arm], ladder, load)
+                cmd = locust_command(run, host, ladder, load)
                 run_cmd = children.pinned(cmd, CLIENT_CPU) if simulated else cmd
-                run_sweep(position, runs, run_cmd, ladder, display)
+                run_sweep(position, runs, run_cmd, child_env(metrics[run.arm]), ladder, display)
                 done.append(run)
         verdict = write_verdict(out, runs)
         display.say(api.render(verdict, "text"))

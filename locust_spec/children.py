@@ -43,11 +43,11 @@ def _die_with_parent() -> None:
         pass
 
 
-def spawn(cmd: list[str], log: Path) -> subprocess.Popen:
+def spawn(cmd: list[str], log: Path, env: dict[str, str] | None = None) -> subprocess.Popen:
     # Own process group: a terminal's Ctrl-C reaches spec-ab alone, which then stops children in order.
     with log.open("w") as fh:
         return subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                start_new_session=True, preexec_fn=_die_with_parent)
+                                start_new_session=True, preexec_fn=_die_with_parent, env=env)
 
 
 def stop(proc: subprocess.Popen, sig: int = signal.SIGTERM, timeout: float = 15.0,

@@ -93,9 +93,9 @@ def _add(t: ClientTotals, row: dict) -> None:
 
 
 def read_client_totals(path: Path) -> ClientTotals:
-    """Totals of a PREFIX_requests.csv, read row by row."""
+    """Totals of a PREFIX_requests.csv, read row by row; a last line still being written is left out."""
     with path.open(newline="") as f:
-        return totals_from_rows(csv.DictReader(f))
+        return totals_from_rows(csv.DictReader(line for line in f if line.endswith("\n")))
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,6 @@ from __future__ import annotations
 import re
 import threading
 import time
-import urllib.request
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -298,7 +297,7 @@ def stream_probe(url: str, prompt: Prompt, model: str, max_tokens: int, api_key:
     seen = 0
     deadline = time.monotonic() + timeout
     try:
-        with urllib.request.urlopen(request, timeout=timeout) as response:
+        with server_api.NO_REDIRECTS.open(request, timeout=timeout) as response:
             while seen < tokens and time.monotonic() < deadline:
                 line = response.readline(MAX_LINE_BYTES)
                 if not line:

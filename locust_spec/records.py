@@ -66,11 +66,23 @@ def make_row(start_unix_s: float, level_users: int, prompt_class: str, prompt_id
     )
 
 
+# A spreadsheet takes a cell starting with one of these for a formula (CSV injection: `=HYPERLINK(...)`
+# as a finish_reason, an error text or a prompt class). Text that comes from a server or a prompt file is
+# written with a leading apostrophe then, which spreadsheets show as text (OWASP's advice).
+FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def spreadsheet_safe(text: str) -> str:
+    return "'" + text if text.startswith(FORMULA_START) else text
+
+
 def _cell(value: object) -> object:
     if value is None:
         return ""
     if isinstance(value, float):
         return f"{value:.3f}"
+    if isinstance(value, str):
+        return spreadsheet_safe(value)
     return value
 
 

@@ -2,17 +2,13 @@
 
 from __future__ import annotations
 
-import base64
 import csv
 import logging
 import os
 import time
-import urllib.error
-import urllib.request
 import weakref
 from collections.abc import Callable
 from pathlib import Path
-from urllib.parse import unquote, urlsplit, urlunsplit
 
 import gevent
 from gevent.event import Event
@@ -20,42 +16,28 @@ from gevent.lock import Semaphore
 from locust import events
 from locust.runners import WorkerRunner
 
+from locust_spec import http_fetch
 from locust_spec import level as ladder
 from locust_spec.counters import Snapshot, SpecWindow, WindowAccumulator, parse_exposition_checked
 from locust_spec.exposition import CSV_COLUMNS, rows_from_snapshot
+from locust_spec.http_fetch import METRICS_URLS_ENV as URLS_ENV
+from locust_spec.http_fetch import FetchError, UrlError, check_urls, display_url
 
 log = logging.getLogger(__name__)
 
 TOKEN_ENV = "LOCUST_SPEC_METRICS_TOKEN"
-MAX_BODY_BYTES = 32 * 1024 * 1024
-# Short enough that a dead server costs little, long enough for a busy one's /metrics (seen >1 s under load).
-SCRAPE_TIMEOUT_S = 3.0
+# vLLM's /metrics measured 50-56 kB here (tests/data/captures); many models, LoRA adapters or engines
+# stay well under 1 MB. 4 MB leaves room for that and bounds a hostile answer's parse (about 0.2 s of CPU
+# per MB, off the event loop) to under a second per scrape.
+MAX_BODY_BYTES = 4 * 1024 * 1024
+# One deadline over the whole scrape (connect to last byte): long enough for a busy server's /metrics
+# (seen >1 s under load), short enough that a stalled one costs a gap, never the run.
+SCRAPE_TIMEOUT_S = 5.0
 # Short enough to sample the running/waiting gauges (the batch the server ran) several times per level.
 DEFAULT_INTERVAL_S = 1.0
 CSV_SUFFIX = "_server_metrics.csv"
 
 Fetch = Callable[[str], str]
-
-
-def display_url(url: str) -> str:
-    """The URL as it may be logged or written: no user:password, no query (either can hold a secret)."""
-    parts = urlsplit(url)
-    host = parts.hostname or ""
-    netloc = f"[{host}]" if ":" in host else host
-    if parts.port:
-        netloc += f":{parts.port}"
-    return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
-
-
-def basic_auth(url: str) -> tuple[str, str | None]:
-    """`http://user:pass@host/metrics` -> (the URL without them, a Basic Authorization value)."""
-    parts = urlsplit(url)
-    if parts.username is None:
-        return url, None
-    netloc = parts.netloc.rsplit("@", 1)[1]
-    credentials = f"{unquote(parts.username)}:{unquote(parts.password or '')}".encode()
-    return (urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment)),
-            "Basic " + base64.b64encode(credentials).decode())
 
 
 def default_metrics_url(host: str) -> str:
@@ -75,28 +57,20 @@ def metrics_urls(option: list[str] | None, host: str | None) -> list[str]:
     return [default_metrics_url(host)] if host else []
 
 
-def http_fetcher(token: str | None, timeout_s: float) -> Fetch:
-    """GET the exposition text; raises OSError/ValueError with a short message on any failure."""
+def http_fetcher(token: str | None, timeout_s: float, max_bytes: int = MAX_BODY_BYTES) -> Fetch:
+    """GET the exposition text within one deadline and a byte cap; raises FetchError (an OSError) or
+    UrlError (a ValueError) with a short message."""
     headers = {"Accept": "text/plain;version=0.0.4"}
     if token:
         headers["Authorization"] = f"Bearer {token}"
 
     def fetch(url: str) -> str:
-        url, basic = basic_auth(url)
-        req = urllib.request.Request(url, headers=headers if basic is None or token else
-                                     {**headers, "Authorization": basic})
-        try:
-            with urllib.request.urlopen(req, timeout=timeout_s) as resp:
-                if resp.status != 200:
-                    raise ValueError(f"HTTP {resp.status}")
-                body = resp.read(MAX_BODY_BYTES + 1)
-        except urllib.error.HTTPError as e:
-            locked = e.code in (401, 403)
+        resp = http_fetch.request(url, deadline_s=timeout_s, max_bytes=max_bytes, headers=headers)
+        if resp.status != 200:
+            locked = resp.status in (401, 403)
             hint = f" (is a token needed? locust --metrics-token, or ${TOKEN_ENV})" if locked else ""
-            raise ValueError(f"HTTP {e.code}{hint}") from None
-        if len(body) > MAX_BODY_BYTES:
-            raise ValueError(f"response larger than {MAX_BODY_BYTES} bytes")
-        return body.decode("utf-8", errors="replace")
+            raise FetchError(f"HTTP {resp.status}{hint}")
+        return resp.body.decode("utf-8", errors="replace")
 
     return fetch
 
@@ -106,6 +80,10 @@ class Scraper:
 
     Memory stays bounded: per-URL first and last snapshots, the snapshots taken at ladder-level changes,
     and one accumulator per level, whose size depends on the series exposed, not on the run's length.
+    The load never waits for a scrape: the first runs in the scrape greenlet (not inside test_start), the
+    URLs of a round are fetched side by side, each within the fetch's deadline, and the text is parsed
+    (and written) in a native thread, so a large answer never holds the event loop. Only the stop, once
+    the users are gone, waits for the final scrape: at most two deadlines.
     """
 
     def __init__(self, urls: list[str], interval_s: float, fetch: Fetch, csv_path: Path | None = None):
@@ -130,7 +108,7 @@ class Scraper:
         self._failures: dict[str, list] = {}
 
     def start(self) -> None:
-        """Scrape now, then every interval until `stop`."""
+        """Scrape at once, then every interval until `stop`; returns without waiting for any scrape."""
         self._reset_run()
         self._stopped.clear()
         if self._csv_path is not None and self._file is None:
@@ -138,7 +116,6 @@ class Scraper:
             self._writer = csv.writer(self._file)
             self._writer.writerow(CSV_COLUMNS)
             self._file.flush()
-        self.scrape()
         self._loop = gevent.spawn(self._every_interval)
 
     @property
@@ -146,6 +123,7 @@ class Scraper:
         return self._loop is not None
 
     def _every_interval(self) -> None:
+        self.scrape()
         while not self._stopped.wait(self.interval_s):
             self.scrape()
 
@@ -162,22 +140,42 @@ class Scraper:
             self.scrape()
 
     def stop(self) -> None:
-        """The final scrape; the CSV stays open for a later test in the same process."""
+        """The final scrape, after the one in flight. The users have stopped by now; what this waits for is
+        bounded by the deadline, twice at most (the round in flight, then the final one), so that the
+        run's end, its summary and the live page hold the counters at its end, whatever the server's pace."""
+        if self._stopped.is_set():
+            return
         self._stopped.set()
         if self._loop is not None:
-            self._loop.join(timeout=self.interval_s + 10)
+            self._loop.join()
             self._loop = None
         self.scrape()
 
     def close(self) -> None:
-        if self._file is not None:
-            self._file.close()
-            self._file = None
+        """At quit (Locust fires `quitting` listeners last-registered first: maybe before the test's stop)."""
+        if self.running:
+            self.stop()
+        with self._lock:
+            if self._file is not None:
+                self._file.close()
+                self._file = None
+                self._writer = None
 
     def scrape(self, level_users: int | None = None) -> list[Snapshot]:
         """One round over every URL; a failed URL leaves a gap and a warning, never an exception."""
         with self._lock:
-            taken = [s for s in (self._scrape_one(url) for url in self.urls) if s is not None]
+            fetches = [gevent.spawn(self._fetch_one, url) for url in self.urls]
+            gevent.joinall(fetches)
+            pool = gevent.get_hub().threadpool
+            taken = []
+            for url, fetched in zip(self.urls, fetches, strict=True):
+                if fetched.value is None:
+                    continue
+                snap = pool.apply(self._parse, (url, *fetched.value))
+                if isinstance(snap, str):
+                    self._failed(display_url(url), snap)
+                else:
+                    taken.append(snap)
             for snap in taken:
                 self._run.add(snap)
                 if self._levels:
@@ -194,21 +192,22 @@ class Scraper:
                 listener(taken)
             return taken
 
-    def _scrape_one(self, url: str) -> Snapshot | None:
-        shown = display_url(url)
+    def _fetch_one(self, url: str) -> tuple[float, float, str] | None:
         sent = time.time()
         try:
             text = self._fetch(url)
-        except (OSError, ValueError) as e:
-            self._failed(shown, _reason(e))
+        except (FetchError, UrlError, OSError, ValueError) as e:
+            self._failed(display_url(url), _reason(e))
             return None
-        received = time.time()
+        return sent, time.time(), text
+
+    def _parse(self, url: str, sent: float, received: float, text: str) -> Snapshot | str:
+        """In a native thread: the snapshot (written to the CSV), or why the answer holds none."""
         parsed = parse_exposition_checked(text)
         if not parsed.samples:
-            self._failed(shown, f"no Prometheus samples in the answer ({parsed.bad_lines} unreadable lines)")
-            return None
+            return f"no Prometheus samples in the answer ({parsed.bad_lines} unreadable lines)"
         # The server read its counters somewhere between our request and its answer.
-        snap = Snapshot((sent + received) / 2, shown, tuple(parsed.samples))
+        snap = Snapshot((sent + received) / 2, display_url(url), tuple(parsed.samples))
         if self._writer is not None and self._file is not None:
             self._writer.writerows(rows_from_snapshot(snap))
             self._file.flush()
@@ -237,9 +236,7 @@ class Scraper:
 
 
 def _reason(e: BaseException) -> str:
-    if isinstance(e, urllib.error.URLError):
-        e = e.reason if isinstance(e.reason, BaseException) else e
-    text = str(e) or type(e).__name__
+    text = " ".join((str(e) or type(e).__name__).split())
     return text if len(text) <= 200 else text[:200] + "..."
 
 
@@ -257,7 +254,8 @@ def _add_options(parser) -> None:
     # out of the web UI's form.
     parser.add_argument(
         "--metrics-url", action="append", default=None, include_in_web_ui=False,
-        help="The server's Prometheus /metrics URL (repeat for replicas); default HOST/metrics; off: none",
+        help="The server's Prometheus /metrics URL (repeat for replicas); default HOST/metrics; off: none. "
+             f"${URLS_ENV} (URLs separated by spaces) keeps credentials in a URL out of the command line",
     )
     parser.add_argument(
         "--metrics-interval", type=float, default=DEFAULT_INTERVAL_S,
@@ -267,6 +265,14 @@ def _add_options(parser) -> None:
     parser.add_argument(
         "--metrics-token", default=None, include_in_web_ui=False,
         help=f"Bearer token for a protected /metrics (default: ${TOKEN_ENV}); never logged or written",
+    )
+    parser.add_argument(
+        "--metrics-timeout", type=float, default=SCRAPE_TIMEOUT_S, include_in_web_ui=False,
+        help="Seconds for one whole scrape of one URL, first byte to last (past it: a gap and a warning)",
+    )
+    parser.add_argument(
+        "--metrics-max-bytes", type=int, default=MAX_BODY_BYTES, include_in_web_ui=False,
+        help="Largest /metrics answer read, in bytes (a larger one: a gap and a warning)",
     )
 
 
@@ -280,16 +286,42 @@ def _scraper_for_test(environment) -> Scraper | None:
         return existing
     opts = environment.parsed_options
     host = environment.host or getattr(opts, "host", None)
-    urls = metrics_urls(getattr(opts, "metrics_url", None), host)
+    urls = metrics_urls(_url_option(opts), host)
     if not urls:
         return None
+    try:
+        check_urls(urls)
+    except UrlError as e:
+        log.error("locust-spec: %s; not scraping", e)
+        return None
     interval = max(0.1, float(getattr(opts, "metrics_interval", None) or DEFAULT_INTERVAL_S))
+    deadline = max(0.1, float(getattr(opts, "metrics_timeout", SCRAPE_TIMEOUT_S) or SCRAPE_TIMEOUT_S))
+    max_bytes = int(getattr(opts, "metrics_max_bytes", MAX_BODY_BYTES) or MAX_BODY_BYTES)
     token = getattr(opts, "metrics_token", None) or os.environ.get(TOKEN_ENV) or None
     prefix = getattr(opts, "csv_prefix", None)
     csv_path = Path(prefix + CSV_SUFFIX) if prefix else None
-    scraper = Scraper(urls, interval, http_fetcher(token, timeout_s=SCRAPE_TIMEOUT_S), csv_path)
+    scraper = Scraper(urls, interval, http_fetcher(token, deadline, max_bytes), csv_path)
     _scrapers[environment] = scraper
     return scraper
+
+
+def _url_option(opts) -> list[str] | None:
+    """`--metrics-url`, else the URLs in $LOCUST_SPEC_METRICS_URL (how spec-ab hands them to its child)."""
+    return getattr(opts, "metrics_url", None) or os.environ.get(URLS_ENV, "").split() or None
+
+
+@events.init.add_listener
+def _on_init(environment, **_kw) -> None:
+    """An unusable --metrics-url stops the run at start with one line that holds none of its secrets (in
+    every process: a worker of --processes would otherwise wait for a master that has gone)."""
+    opts = environment.parsed_options
+    if opts is None or not hasattr(opts, "metrics_url"):
+        return
+    urls = metrics_urls(_url_option(opts), None)
+    try:
+        check_urls(urls)
+    except UrlError as e:
+        raise SystemExit(f"locust-spec: {e}") from None
 
 
 @events.test_start.add_listener

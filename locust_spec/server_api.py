@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 import orjson
 
+from locust_spec import http_fetch
 from locust_spec.prompts import Prompt
 from locust_spec.transport import Endpoint
 
@@ -63,6 +64,15 @@ def error_text(exc: BaseException) -> str:
     return str(exc) or type(exc).__name__
 
 
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    def redirect_request(self, *_args, **_kwargs) -> None:
+        return None  # the 3xx is the answer (an HTTPError): the key never follows it anywhere
+
+
+NO_REDIRECTS = urllib.request.build_opener(_NoRedirect)
+"""urllib's opener for calls that carry the API key (the preflight's streamed probe)."""
+
+
 def request(url: str, api_key: str, body: bytes | None = None) -> urllib.request.Request:
     request = urllib.request.Request(url, data=body)
     if body is not None:
@@ -72,16 +82,29 @@ def request(url: str, api_key: str, body: bytes | None = None) -> urllib.request
     return request
 
 
+# An answer to max_tokens 1 is a few hundred bytes.
+PRIME_MAX_BYTES = 1024 * 1024
+
+
+def _call(url: str, api_key: str, timeout: float, max_bytes: int, body: bytes | None = None) -> bytes:
+    """The body of a 200 answer within one deadline and a byte cap (http_fetch: the key goes to `url`'s
+    origin only); CallError with the status and the server's reason for any other."""
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    try:
+        resp = http_fetch.request(url, deadline_s=timeout, max_bytes=max_bytes, body=body, headers=headers)
+    except (http_fetch.FetchError, http_fetch.UrlError) as e:
+        raise CallError(str(e)) from None
+    if resp.status != 200:
+        message = server_message(resp.body[:MAX_ERROR_BYTES])
+        raise CallError(f"HTTP {resp.status}: {message}" if message else f"HTTP {resp.status}")
+    return resp.body
+
+
 def get_json(host: str, path: str, api_key: str, timeout: float) -> object:
     """GET HOST/v1{path} as JSON; CallError (one line, the server's reason, never the key) on failure."""
+    body = _call(api_url(host, path), api_key, timeout, MAX_JSON_BYTES)
     try:
-        with urllib.request.urlopen(request(api_url(host, path), api_key), timeout=timeout) as r:
-            body = r.read(MAX_JSON_BYTES + 1)
-        if len(body) > MAX_JSON_BYTES:
-            raise CallError(f"the answer is larger than {MAX_JSON_BYTES} bytes")
         return orjson.loads(body)
-    except OSError as e:
-        raise CallError(error_text(e)) from None
     except orjson.JSONDecodeError:
         raise CallError("the answer is not JSON") from None
 
@@ -123,13 +146,11 @@ def prime(host: str, prompts: Iterable[Prompt], model: str, api_key: str = "", c
     url = api_url(host, "/chat/completions")
 
     def send(prompt: Prompt) -> str | None:
-        call = request(url, api_key, prime_body(prompt, model))
         try:
-            with urllib.request.urlopen(call, timeout=timeout) as r:
-                r.read()
+            _call(url, api_key, timeout, PRIME_MAX_BYTES, prime_body(prompt, model))
             return None
-        except OSError as e:
-            return f"{prompt.id}: {error_text(e)}"
+        except CallError as e:
+            return f"{prompt.id}: {e}"
 
     todo = list(prompts)
     with ThreadPoolExecutor(max_workers=concurrency) as pool:

@@ -28,6 +28,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict
 from pathlib import Path
 
+import gevent
 import orjson
 from locust import events
 from locust.runners import WorkerRunner
@@ -178,7 +179,8 @@ def build_run_summary(environment) -> dict | None:
     requests_path = Path(prefix + "_requests.csv")
     if requests_path.exists():
         try:
-            totals = crosscheck.read_client_totals(requests_path)
+            # in a native thread: the file grows with the run, and the web UI asks for this mid-run
+            totals = gevent.get_hub().threadpool.apply(crosscheck.read_client_totals, (requests_path,))
         except ValueError as e:
             notes.append(f"cannot read {requests_path}: {e}")
     found = scraper.scraper_for(environment)

@@ -24,6 +24,9 @@ CHROMIUM = Path("/usr/bin/chromium")
 
 SERVER_CPU = "0"
 CLIENT_CPU = "1"
+# What the tests' spec-sims accept on POST /admin/restart (SPEC_SIM_ADMIN_TOKEN in their environment).
+ADMIN_TOKEN = "test-admin-token"
+SIM_ENV = {**os.environ, "SPEC_SIM_ADMIN_TOKEN": ADMIN_TOKEN}
 
 
 def free_port() -> int:
@@ -81,7 +84,7 @@ def start_spec_sim(tmp: Path, *args: str, port: int | None = None, cpu: str = SE
     log = tmp / f"spec-sim-{port}.log"
     cmd = pinned([PY, "-m", "locust_spec.sim", "--host", "127.0.0.1", "--port", str(port), *args], cpu)
     fh = log.open("w")
-    proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, cwd=REPO)
+    proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, cwd=REPO, env=SIM_ENV)
     url = f"http://127.0.0.1:{port}"
     try:
         wait_http(url + "/health", proc=proc)
@@ -89,6 +92,13 @@ def start_spec_sim(tmp: Path, *args: str, port: int | None = None, cpu: str = SE
         proc.kill()
         raise RuntimeError(f"spec-sim did not start: {log.read_text(errors='replace')[-2000:]}") from None
     return Server(proc, url, port, log, list(args))
+
+
+def restart_sim(url: str) -> None:
+    """POST /admin/restart with the tests' admin token."""
+    request = urllib.request.Request(url + "/admin/restart", b"", method="POST",
+                                     headers={"Authorization": f"Bearer {ADMIN_TOKEN}"})
+    urllib.request.urlopen(request, timeout=10).read()
 
 
 def run_locust(args: list[str], cwd: Path, timeout: float = 120, cpu: str = CLIENT_CPU,

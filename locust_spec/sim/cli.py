@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import os
 import signal
 import sys
 from pathlib import Path
@@ -26,6 +27,9 @@ def _rate(text: str) -> float:
     if not 0.0 <= value <= 1.0:
         raise argparse.ArgumentTypeError(f"a rate must be within 0..1, got {text}")
     return value
+
+
+ADMIN_ENV = "SPEC_SIM_ADMIN_TOKEN"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -52,6 +56,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--grammar-disables-spec", action="store_true",
                    help="requests with response_format decode without speculation (silent fallback)")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--idle-timeout", type=float, default=65.0, metavar="SECONDS",
+                   help="close a connection that sent no complete request for this long")
     f = p.add_argument_group("faults (rates 0..1 per request)")
     f.add_argument("--fault-500", type=_rate, default=0.0)
     f.add_argument("--fault-429", type=_rate, default=0.0, help="429 with Retry-After")
@@ -65,7 +71,7 @@ def build_parser() -> argparse.ArgumentParser:
     f.add_argument("--fault-no-done", type=_rate, default=0.0, help="stream ends without data: [DONE]")
     f.add_argument("--restart-after", type=float, default=0.0,
                    help="simulate a restart every SECONDS (connections drop, counters reset); "
-                        "POST /admin/restart does the same on demand")
+                        f"POST /admin/restart does the same (with Authorization: Bearer ${ADMIN_ENV})")
     return p
 
 
@@ -101,6 +107,8 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit("spec-sim: --time-scale must be positive")
     if args.fixed_step_ms < 0:
         sys.exit("spec-sim: --fixed-step-ms must not be negative")
+    if args.idle_timeout <= 0:
+        sys.exit("spec-sim: --idle-timeout must be positive")
     tok = tokenizer()
     warm()
     # The corpus tables are permanent: keep the cyclic GC from walking them on every full collection.
@@ -113,7 +121,7 @@ def main(argv: list[str] | None = None) -> None:
                          args.fault_stall, args.fault_no_done, args.stall_seconds, args.stall_at_token)
     detailed = args.per_request_spec_decode_metrics == "detailed"
     opts = ServerOptions(args.served_model_name, args.max_model_len, detailed, args.grammar_disables_spec,
-                         faults, args.seed)
+                         faults, args.seed, args.idle_timeout, os.environ.get(ADMIN_ENV) or None)
     send_log = SendLog(args.send_log) if args.send_log else None
     sim = SimServer(engine, opts, send_log)
     srv = serve(sim, args.host, args.port)

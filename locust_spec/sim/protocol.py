@@ -131,6 +131,14 @@ def parse_chat(body: object, served_model: str) -> ChatParams:
     messages = body.get("messages")
     if not isinstance(messages, list) or not messages or not all(isinstance(m, dict) for m in messages):
         raise BadRequest(400, "messages must be a non-empty list of message objects")
+    for m in messages:
+        content = m.get("content")
+        parts_ok = isinstance(content, list) and all(
+            isinstance(p, dict) and isinstance(p.get("text", ""), str) for p in content)
+        if not isinstance(m.get("role", "user"), str) or not (content is None or isinstance(content, str)
+                                                              or parts_ok):
+            raise BadRequest(400, "each message needs a string role and content that is a string or a "
+                                  "list of text parts")
     max_tokens = body.get("max_completion_tokens", body.get("max_tokens"))
     if max_tokens is not None and (not isinstance(max_tokens, int) or isinstance(max_tokens, bool)
                                    or max_tokens < 1):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import hmac
 import itertools
 import random
 import socket
@@ -23,7 +24,7 @@ from locust_spec.sim.faults import FaultConfig, RequestFaults, draw
 from locust_spec.sim.metrics import SimMetrics
 from locust_spec.sim.sendlog import SendLog
 
-REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 429: "Too Many Requests",
+REASONS = {200: "OK", 400: "Bad Request", 403: "Forbidden", 404: "Not Found", 429: "Too Many Requests",
            500: "Internal Server Error"}
 MAX_HEADER = 65536
 MAX_BODY = 16 << 20
@@ -39,6 +40,12 @@ class ServerOptions:
     grammar_disables_spec: bool = False
     faults: FaultConfig = FaultConfig()
     seed: int = 0
+    idle_timeout_s: float = 65.0
+    """A connection is closed once it sent no complete request for this long (a keep-alive left idle,
+    a request trickled in byte by byte): a client cannot hold a greenlet and a socket forever."""
+    admin_token: str | None = None
+    """`POST /admin/restart` needs `Authorization: Bearer <token>`; with none, it is refused. A header
+    no web page can send without a CORS preflight, which spec-sim never grants."""
 
 
 def _head(status: int, ctype: bytes, length: int | None, extra: bytes = b"") -> bytes:
@@ -151,7 +158,7 @@ class _Stream:
 
     def _end(self) -> None:
         with contextlib.suppress(OSError):
-            self.sock.settimeout(None)
+            self.sock.settimeout(self.sim.opts.idle_timeout_s)
         self.done.set()
 
 
@@ -206,8 +213,10 @@ class SimServer:
         buf = b""
         try:
             while True:
+                # one deadline for the next whole request: the wait for it, its head and its body
+                recv = _recv_by(sock, time.monotonic() + self.opts.idle_timeout_s)
                 while b"\r\n\r\n" not in buf:
-                    data = sock.recv(65536)
+                    data = recv()
                     if not data or len(buf) > MAX_HEADER:
                         return
                     buf += data
@@ -222,17 +231,20 @@ class SimServer:
                     k, sep, v = line.partition(b":")
                     if sep:
                         headers[k.strip().lower()] = v.strip()
-                length = int(headers.get(b"content-length", b"0") or 0)
-                if length > MAX_BODY:
+                length = headers.get(b"content-length", b"0")
+                problem = _body_problem(length, headers)
+                if problem:
+                    self._json(sock, 400, protocol.error(400, problem), b"connection: close\r\n")
                     return
+                length = int(length)
                 while len(buf) < length:
-                    data = sock.recv(65536)
+                    data = recv()
                     if not data:
                         return
                     buf += data
                 body, buf = buf[:length], buf[length:]
                 keep = version == b"HTTP/1.1" and headers.get(b"connection", b"").lower() != b"close"
-                if not self.route(sock, method, target.split(b"?", 1)[0], body) or not keep:
+                if not self.route(sock, method, target.split(b"?", 1)[0], body, headers) or not keep:
                     return
         except OSError:
             return
@@ -240,7 +252,7 @@ class SimServer:
             with contextlib.suppress(OSError):
                 sock.close()
 
-    def route(self, sock, method: bytes, path: bytes, body: bytes) -> bool:
+    def route(self, sock, method: bytes, path: bytes, body: bytes, headers: dict[bytes, bytes]) -> bool:
         """Answer one request; False when the connection must close (a reset or an abort)."""
         if path == b"/v1/chat/completions" and method == b"POST":
             return self.chat(sock, body)
@@ -253,6 +265,10 @@ class SimServer:
             self._json(sock, 200, protocol.models(self.opts.served_model_name, self.created,
                                                   self.opts.max_model_len))
         elif path == b"/admin/restart" and method == b"POST":
+            if not self._admin(headers):
+                self._json(sock, 403, protocol.error(
+                    403, "admin: send Authorization: Bearer $SPEC_SIM_ADMIN_TOKEN (as set for spec-sim)"))
+                return True
             self.restart()
             self._json(sock, 200, orjson.dumps({"restarts": self.restarts}))
         elif path == b"/admin/stats" and method == b"GET":
@@ -261,6 +277,11 @@ class SimServer:
         else:
             self._json(sock, 404, protocol.error(404, f"Not Found: {path.decode(errors='replace')}"))
         return True
+
+    def _admin(self, headers: dict[bytes, bytes]) -> bool:
+        token = self.opts.admin_token
+        given = headers.get(b"authorization", b"")
+        return bool(token) and hmac.compare_digest(given, b"Bearer " + token.encode())
 
     def _json(self, sock, status: int, payload: bytes, extra: bytes = b"") -> None:
         sock.sendall(_head(status, b"application/json", len(payload), extra) + payload)
@@ -334,6 +355,30 @@ class SimServer:
             self.send_log.write(rid, req.generated)
         self._json(sock, 200, payload)
         return True
+
+
+def _recv_by(sock, deadline: float):
+    """sock.recv that raises TimeoutError (an OSError) once `deadline` (monotonic) has passed."""
+
+    def recv() -> bytes:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError
+        sock.settimeout(left)
+        return sock.recv(65536)
+
+    return recv
+
+
+def _body_problem(length: bytes, headers: dict[bytes, bytes]) -> str | None:
+    """Why a request's body cannot be read (answered 400, connection closed), or None."""
+    if b"transfer-encoding" in headers:
+        return "chunked request bodies are not supported; send Content-Length"
+    if not length.isdigit():
+        return "Content-Length is not a number"
+    if int(length) > MAX_BODY:
+        return f"request body over {MAX_BODY} bytes"
+    return None
 
 
 def serve(server: SimServer, host: str, port: int) -> StreamServer:

@@ -14,6 +14,7 @@ from tests.support import (
     PY,
     REPO,
     SERVER_CPU,
+    SIM_ENV,
     Server,
     free_port,
     pinned,
@@ -113,7 +114,7 @@ def start_sims(tmp: Path, variants: dict[str, tuple[str, ...]]) -> dict[str, Ser
         log = tmp / f"spec-sim-{port}.log"
         cmd = pinned([PY, "-m", "locust_spec.sim", "--host", "127.0.0.1", "--port", str(port), *args],
                      SERVER_CPU)
-        proc = subprocess.Popen(cmd, stdout=log.open("w"), stderr=subprocess.STDOUT, cwd=REPO)
+        proc = subprocess.Popen(cmd, stdout=log.open("w"), stderr=subprocess.STDOUT, cwd=REPO, env=SIM_ENV)
         servers[name] = Server(proc, f"http://127.0.0.1:{port}", port, log, list(args))
     try:
         for server in servers.values():

@@ -18,12 +18,11 @@ from tests.e2e.chat_runs import (
     chat,
     error_kind,
     finish,
-    post,
     start_locust,
     start_sims,
     stop_all,
 )
-from tests.support import BIN, REPO
+from tests.support import BIN, REPO, restart_sim
 
 FAST = ("--time-scale", "0.1")
 NGRAM = '{"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_max": 4, "prompt_lookup_min": 2}'
@@ -82,7 +81,7 @@ def test_every_fault_at_5_percent_finishes_and_reconciles_exactly(spec_sim, tmp_
                    "--stall-seconds", "2", "--fault-no-done", rate)
     proc = start_locust(tmp_path, sim.url, "--idle-timeout", "1", users=12, seconds=6)
     time.sleep(3.5)
-    post(sim.url + "/admin/restart")  # a server restart: connections drop, counters start again at 0
+    restart_sim(sim.url)  # a server restart: connections drop, counters start again at 0
     run = finish(proc, tmp_path)
     assert run.proc.returncode == 1  # Locust's exit code when any request failed
     rows = assert_reconciles(run)

@@ -5,11 +5,11 @@ from __future__ import annotations
 import http.client
 import json
 import socket
-import urllib.request
 
 import pytest
 
 from tests.e2e.test_sim_api import FAST, NGRAM, QUOTE, metrics, post
+from tests.support import restart_sim
 
 BODY = {"model": "sim-8b", "messages": QUOTE, "stream": True, "max_tokens": 40,
         "stream_options": {"include_usage": True, "continuous_usage_stats": True}}
@@ -88,7 +88,7 @@ def test_restart_resets_every_counter_with_a_new_created(spec_sim):
     sim = spec_sim(*FAST, "--speculative-config", NGRAM)
     raw_stream(sim.url)
     before = metrics(sim.url)
-    urllib.request.urlopen(urllib.request.Request(sim.url + "/admin/restart", b"", method="POST"))
+    restart_sim(sim.url)
     after = metrics(sim.url)
     gen = 'vllm:generation_tokens_total{engine="0",model_name="sim-8b"}'
     created = 'vllm:generation_tokens_created{engine="0",model_name="sim-8b"}'

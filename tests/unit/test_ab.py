@@ -9,6 +9,7 @@ from locust.util.load_locustfile import load_locustfile
 from locust_spec.analysis.model import ArmMetrics, LevelVerdict, Verdict
 
 from locust_spec import ab, children
+from locust_spec.http_fetch import METRICS_URLS_ENV
 from locust_spec.shape import ConcurrencyLadder
 
 OUT = Path("runs/x")
@@ -35,8 +36,8 @@ def _value(cmd: list[str], flag: str) -> str:
 
 def test_both_arms_get_the_same_load_and_differ_only_in_host_and_files():
     base, cand = ab.schedule(1, OUT)
-    a = ab.locust_command(base, "http://a:1", None, LADDER, LOAD)
-    b = ab.locust_command(cand, "http://b:2", None, LADDER, LOAD)
+    a = ab.locust_command(base, "http://a:1", LADDER, LOAD)
+    b = ab.locust_command(cand, "http://b:2", LADDER, LOAD)
     differing = {i for i, (x, y) in enumerate(zip(a, b, strict=True)) if x != y}
     assert {a[i - 1] for i in differing} == {"--host", "--csv"}
     assert _value(a, "--csv") == str(OUT / "baseline" / "r0")
@@ -48,13 +49,29 @@ def test_both_arms_get_the_same_load_and_differ_only_in_host_and_files():
 
 def test_optional_load_settings_reach_locust_only_when_given():
     run = ab.schedule(1, OUT)[0]
-    plain = ab.locust_command(run, "http://a:1", None, LADDER, LOAD)
+    plain = ab.locust_command(run, "http://a:1", LADDER, LOAD)
     assert not {"--ignore-eos", "--processes", "--max-tokens", "--model", "--metrics-url"} & set(plain)
     load = ab.Load(("all",), 64, True, 1, "m", 4)
-    full = ab.locust_command(run, "http://a:1", "http://a:9/metrics", LADDER, load)
+    full = ab.locust_command(run, "http://a:1", LADDER, load)
     assert "--ignore-eos" in full
     assert [_value(full, flag) for flag in ("--processes", "--max-tokens", "--model")] == ["4", "64", "m"]
-    assert _value(full, "--metrics-url") == "http://a:9/metrics"
+    assert _value(full, "--master-bind-host") == "127.0.0.1"
+
+
+def test_an_arms_metrics_url_travels_in_the_childs_environment_never_its_command_line(monkeypatch):
+    monkeypatch.setenv(METRICS_URLS_ENV, "http://left-over/metrics")
+    url = "http://scraper:pw-7d1e@a:9/metrics?token=q-55"
+    assert ab.child_env(url)[METRICS_URLS_ENV] == url
+    assert METRICS_URLS_ENV not in ab.child_env(None)  # an arm without one scrapes HOST/metrics
+
+
+def test_an_unusable_metrics_url_is_a_usage_error_without_its_secret(tmp_path):
+    result = CliRunner().invoke(ab.main, ["--baseline", "http://a:1", "--candidate", "http://b:2",
+                                          "--metrics-url-candidate", "http://u:Pa/Ss9@b:2/metrics",
+                                          "--out", str(tmp_path)])
+    assert result.exit_code == 2
+    assert "--metrics-url-candidate #1 of 1: the address has an invalid port" in result.output
+    assert "Ss9" not in result.output and "Traceback" not in result.output
 
 
 def test_counters_are_scraped_several_times_in_every_measured_window():

@@ -112,3 +112,12 @@ def test_a_bad_cell_is_one_clear_error():
 
 def test_totals_start_empty():
     assert ClientTotals().mean_tpot_ms is None and ClientTotals().acceptance_rate is None
+
+
+def test_a_row_still_being_written_is_left_out_of_the_totals(tmp_path):
+    # the web UI's summary reads the file in a thread while the run appends to it
+    path = write(tmp_path / "r.csv", [row() for _ in range(3)])
+    with path.open("a", newline="") as f:
+        f.write("2.0,4,code,c2,,19")
+    totals = read_client_totals(path)
+    assert (totals.requests, totals.output_tokens) == (3, 576)

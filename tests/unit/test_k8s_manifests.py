@@ -27,7 +27,7 @@ from tests.support import REPO
 KUBERNETES_VERSIONS = ("1.29", "1.37")
 """The oldest release still in wide use and the newest the validator knows."""
 ARMS = {"baseline": "vllm-off", "candidate": "vllm-spec"}
-MASTER_ONLY = {"--master", "--headless", "--exit-code-on-error", "--expect-workers",
+MASTER_ONLY = {"--master", "--master-bind-host", "--headless", "--exit-code-on-error", "--expect-workers",
                "--expect-workers-max-wait", "--host", "--metrics-url", "--csv", "--metrics-interval"}
 """Master options a worker has no use for; every other option of the master's the workers get too."""
 _REFERENCE = re.compile(r"\$\(([A-Z_][A-Z0-9_]*)\)")

@@ -52,3 +52,19 @@ def test_file_sink_writes_one_row_per_request_and_histograms_only_for_ok(tmp_pat
     latency = json.loads((tmp_path / "out" / "run_latency.json").read_text())
     assert latency["metrics"]["ttft"]["all"]["count"] == 2
     assert latency["levels"]["8"]["ttft"]["all"]["count"] == 1
+
+
+def test_text_a_spreadsheet_would_run_as_a_formula_is_written_as_text(tmp_path):
+    writer = RowWriter(tmp_path / "r.csv")
+    hostile = ("=HYPERLINK(\"http://x\",\"y\")", "+1+cmd", "-2+3", "@SUM(A1)", "\tx", "\rx")
+    for text in hostile:
+        writer.add(make_row(1.5, 4, text, text, False, None, text))
+    writer.add(make_row(-1.5, 4, "code", "p-1", False, None, "http_500: =not at the start"))
+    writer.close()
+    with (tmp_path / "r.csv").open(newline="") as f:
+        rows = list(csv.DictReader(f))
+    for row, text in zip(rows, hostile, strict=False):
+        assert row["prompt_class"] == row["prompt_id"] == row["error"] == "'" + text
+    last = rows[-1]
+    assert (last["start_unix_s"], last["prompt_id"], last["error"]) == ("-1.500", "p-1",
+                                                                      "http_500: =not at the start")

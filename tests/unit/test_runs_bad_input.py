@@ -57,6 +57,10 @@ def _replace_cell(text: str, column: str, value: str) -> str:
     return "".join(lines)
 
 
+def _set(path: Path, column: str, value: str) -> None:
+    _edit_text(path, lambda t: _replace_cell(t, column, value))
+
+
 def _drop_column(text: str, column: str) -> str:
     rows = [line.split(",") for line in text.splitlines()]
     i = rows[0].index(column)
@@ -84,6 +88,15 @@ CORRUPTIONS = {
     "text in numeric": ("_requests.csv",
                         lambda p: _edit_text(p, lambda t: _replace_cell(t, "e2e_ms", "fast")),
                         "column e2e_ms row 3 is not a number: 'fast'"),
+    "infinite start": ("_requests.csv", lambda p: _set(p, "start_unix_s", "inf"),
+                       "column start_unix_s row 3 is inf, outside 0..1e+10"),
+    "absurd tokens": ("_requests.csv",
+                      lambda p: _set(p, "output_tokens", "-1e308"),
+                      "column output_tokens row 3 is -1e+308, outside 0..1e+09"),
+    "infinite level": ("_requests.csv", lambda p: _set(p, "level_users", "inf"),
+                       "column level_users row 3 is inf, outside 0..1e+07"),
+    "negative ttft": ("_requests.csv", lambda p: _set(p, "ttft_ms", "-Infinity"),
+                      "column ttft_ms row 3 is -inf, outside 0..1e+09"),
     "no level": ("_requests.csv", lambda p: _edit_text(p, lambda t: _replace_cell(t, "level_users", "")),
                  "row 3 has no level_users"),
     "foreign csv": ("_requests.csv",

@@ -4,21 +4,52 @@ from __future__ import annotations
 
 import base64
 
-from locust_spec.scraper import basic_auth, default_metrics_url, display_url, metrics_urls
+import pytest
+
+from locust_spec.http_fetch import UrlError, check_urls, display_url, parse_target
+from locust_spec.scraper import default_metrics_url, metrics_urls
 
 
 def test_credentials_in_the_url_become_a_basic_authorization_header_and_leave_the_url():
-    url, header = basic_auth("http://scraper:s%40cret@10.0.0.1:8000/metrics?x=1")
-    assert url == "http://10.0.0.1:8000/metrics?x=1"
-    assert base64.b64decode(header.removeprefix("Basic ")) == b"scraper:s@cret"
+    target = parse_target("http://scraper:s%40cret@10.0.0.1:8000/metrics?x=1")
+    assert (target.host, target.port, target.path) == ("10.0.0.1", 8000, "/metrics?x=1")
+    assert base64.b64decode(target.basic.removeprefix("Basic ")) == b"scraper:s@cret"
 
 
 def test_a_url_without_credentials_is_used_as_it_is():
-    assert basic_auth("http://127.0.0.1:8000/metrics") == ("http://127.0.0.1:8000/metrics", None)
+    target = parse_target("http://127.0.0.1:8000/metrics")
+    assert (target.scheme, target.host, target.port, target.path, target.basic) == (
+        "http", "127.0.0.1", 8000, "/metrics", None)
+    assert parse_target("https://[::1]/metrics").origin == ("https", "::1", 443)
 
 
 def test_shown_urls_carry_no_credentials_and_no_query():
     assert display_url("http://u:p@host:9/metrics?token=t") == "http://host:9/metrics"
+
+
+@pytest.mark.parametrize("password", ["Sekr/Et9", "Sekr#Et9", "Sekr?Et9", "1234/5678", "4321?Qz7"])
+def test_a_password_with_an_unencoded_delimiter_is_one_line_without_the_secret(password):
+    url = f"http://scraper:{password}@10.0.0.1:9090/metrics"
+    with pytest.raises(UrlError) as caught:
+        check_urls(["http://10.0.0.1:9090/metrics", url])
+    message = str(caught.value)
+    assert message.startswith("--metrics-url #2 of 2: ") and "%2F %3F %23 %40" in message
+    assert "\n" not in message
+    for part in password.replace("/", " ").replace("#", " ").replace("?", " ").replace("@", " ").split():
+        assert part not in message
+
+
+def test_an_unencoded_at_sign_in_the_password_is_read_as_meant():
+    target = parse_target("http://scraper:Sekr@Et9@10.0.0.1:9090/metrics")
+    assert (target.host, target.port) == ("10.0.0.1", 9090)
+    assert base64.b64decode(target.basic.removeprefix("Basic ")) == b"scraper:Sekr@Et9"
+
+
+def test_other_unusable_urls_are_named_and_usable_ones_pass():
+    for bad in ("ftp://host/metrics", "http:///metrics", "host:9090/metrics"):
+        with pytest.raises(UrlError):
+            parse_target(bad)
+    check_urls(["http://u:p%2Fq@host:9/metrics?t=1", "https://host/metrics"])
 
 
 def test_the_default_is_the_servers_root_metrics_even_for_a_v1_base_url():

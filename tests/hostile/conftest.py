@@ -1,0 +1,24 @@
+"""The hostile tier's fixture: hostile servers on loopback, stopped after each test."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+import pytest
+
+from tests.hostile.server import HostileServer, Mode
+
+
+@pytest.fixture
+def hostile() -> Iterator[Callable[[dict[str, Mode]], HostileServer]]:
+    """Factory: `hostile({"/metrics": slow()})` starts a server answering each path in its mode."""
+    started: list[HostileServer] = []
+
+    def start(routes: dict[str, Mode]) -> HostileServer:
+        server = HostileServer(routes)
+        started.append(server)
+        return server
+
+    yield start
+    for server in started:
+        server.stop()
