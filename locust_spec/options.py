@@ -8,7 +8,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import orjson
-from locust import events
 
 from locust_spec.transport import MAX_LINE_BYTES, MAX_RESPONSE_BYTES, MIN_LINE_BYTES
 
@@ -24,8 +23,7 @@ def _byte_limit(text: str) -> int:
     return value
 
 
-@events.init_command_line_parser.add_listener
-def _add_options(parser, **_kw) -> None:
+def add_options(parser) -> None:
     parser.add_argument("--prompts", action="append", include_in_web_ui=True,
                        help="Prompt set: a JSONL path or built-in name, optionally NAME:WEIGHT; "
                             "repeatable (default: all built-in sets)")
