@@ -5,6 +5,6 @@ module a locustfile imports first; `from locust_spec import ChatCompletionUser` 
 """
 
 from locust_spec import plugin  # noqa: F401  (the plugin's Locust listeners)
-from locust_spec.user import ChatCompletionUser
+from locust_spec.user import ChatClientUser, ChatCompletionUser
 
-__all__ = ["ChatCompletionUser"]
+__all__ = ["ChatClientUser", "ChatCompletionUser"]

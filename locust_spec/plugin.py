@@ -22,7 +22,7 @@ from locust_spec.level import MESSAGE as LEVEL_MESSAGE
 from locust_spec.level import Level
 from locust_spec.prompts import PromptError
 from locust_spec.run import SpecRun, attach, run_of
-from locust_spec.user import ChatCompletionUser
+from locust_spec.user import ChatClientUser
 
 
 @events.init_command_line_parser.add_listener
@@ -33,7 +33,7 @@ def _add_options(parser, **_kw) -> None:
 
 def _measures(environment) -> bool:
     """Whether this environment sends chat completions through locust-spec (else only the scraper)."""
-    return any(issubclass(cls, ChatCompletionUser) for cls in environment.user_classes)
+    return any(issubclass(cls, ChatClientUser) for cls in environment.user_classes)
 
 
 @events.init.add_listener

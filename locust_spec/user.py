@@ -1,9 +1,9 @@
-"""ChatCompletionUser: a Locust user whose `client` streams chat completions and measures each one.
+"""Locust users whose `client` streams chat completions and measures each one.
 
-The built-in task sends the run's prompts one after another. A locustfile can add its own tasks on the
-same client (see locustfiles/multiturn.py):
+ChatCompletionUser's built-in task sends the run's prompts one after another. ChatClientUser has the same
+client and no task, for a locustfile's own tasks (see locustfiles/multiturn.py):
 
-    class Agent(ChatCompletionUser):
+    class Agent(ChatClientUser):
         @task
         def ask(self):
             reply = self.client.stream([{"role": "user", "content": "hi"}], name="greeting", max_tokens=32)
@@ -19,26 +19,26 @@ from locust import User, constant, task
 
 from locust_spec.client import Capture, ChatClient
 from locust_spec.prompts import Prompt
-from locust_spec.run import run_of
+from locust_spec.run import SpecRun, run_of
 
 
-class ChatCompletionUser(User):
-    """One streaming `POST /v1/chat/completions` per task, on one connection opened in on_start.
-
-    Subclass it in a locustfile (or use it as is) to change `wait_time` or add tasks; `self.client` is a
-    `locust_spec.client.ChatClient`.
+class ChatClientUser(User):
+    """A user with a measuring chat client (`self.client`, a `locust_spec.client.ChatClient`) and no task:
+    subclass it to write your own tasks. Its connection is opened in on_start, ahead of the first request.
     """
 
     abstract = True
     wait_time = constant(0)
     client: ChatClient | None = None
+    spec: SpecRun | None = None
+    """The run this user belongs to (its prompt sampler, settings, level)."""
 
     def on_start(self) -> None:
-        self.run = run_of(self.environment)
+        self.spec = run_of(self.environment)
         try:
-            self.client = self.run.client(self.host or "")
+            self.client = self.spec.client(self.host or "")
         except RuntimeError as e:
-            self.run.give_up(str(e))
+            self.spec.give_up(str(e))
             gevent.sleep(math.inf)  # until the quit that give_up started stops this user
         self.client.connect()
 
@@ -46,9 +46,18 @@ class ChatCompletionUser(User):
         if self.client is not None:
             self.client.close()
 
+
+class ChatCompletionUser(ChatClientUser):
+    """One streaming `POST /v1/chat/completions` per task, a prompt of the run's prompt sets each.
+
+    Subclass it in a locustfile (or use it as is) to change `wait_time` or add tasks.
+    """
+
+    abstract = True
+
     @task
     def chat(self) -> None:
-        self.send(self.run.sampler.next())
+        self.send(self.spec.sampler.next())
 
     def send(self, prompt: Prompt) -> Capture:
         """Send one of the run's prompts, read its stream to the end and hand it on; never raises but on
