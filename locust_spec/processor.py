@@ -16,7 +16,7 @@ import gevent.event
 from locust_spec.budget import ClientBudget
 from locust_spec.client import Capture
 from locust_spec.records import RecordSink, RequestRow, make_row
-from locust_spec.runfiles import ErrorKind
+from locust_spec.runfiles import ErrorKind, error_kind
 from locust_spec.timing import RequestTiming
 from locust_spec.trace import Trace
 
@@ -25,6 +25,9 @@ INLINE_BACKLOG = 5000  # past this many waiting streams, process inline so memor
 
 TTFT, TPOT, E2E = "TTFT", "TPOT", "E2E"
 """The Locust request types each request is reported under."""
+INTERRUPTED = "Interrupted"
+"""A request cut off by the end of the run: counted apart, neither a latency nor a failure (the server may
+well have finished it), so a clean run exits 0. Its row says `interrupted`."""
 
 
 class StreamError(Exception):
@@ -124,9 +127,16 @@ class Processor:
                      exception=None, context={})
             fire(request_type=E2E, name=name, response_time=timing.e2e_ms,
                  response_length=timing.output_tokens, exception=None, context={})
+        elif error_kind(error) is ErrorKind.INTERRUPTED:
+            self.failures += 1
+            fire(request_type=INTERRUPTED, name=name, response_time=_elapsed_ms(capture), response_length=0,
+                 exception=None, context={})
         else:
             self.failures += 1
-            elapsed = (capture.end - capture.start) * 1000.0 if capture.start else 0.0
-            fire(request_type=E2E, name=name, response_time=elapsed, response_length=0,
+            fire(request_type=E2E, name=name, response_time=_elapsed_ms(capture), response_length=0,
                  exception=StreamError(error or ErrorKind.NO_TOKEN.error("stream carried no token")),
                  context={})
+
+
+def _elapsed_ms(capture: Capture) -> float:
+    return (capture.end - capture.start) * 1000.0 if capture.start else 0.0

@@ -21,7 +21,7 @@ from locust.runners import STATE_STOPPED
 from locust_spec import crosscheck, live, runfiles, summary
 from locust_spec.counters import SpecWindow
 from locust_spec.histograms import LatencyHistograms, new_histogram, percentiles_us
-from locust_spec.processor import E2E, TPOT
+from locust_spec.processor import E2E, INTERRUPTED, TPOT
 from locust_spec.records import FileSink
 from locust_spec.run import SpecRun
 from locust_spec.runfiles import ErrorKind
@@ -80,7 +80,8 @@ def token_rate(samples: Sequence[tuple[float, float]]) -> float | None:
 
 
 def live_totals(entries: Iterable, errors: Iterable) -> crosscheck.ClientTotals:
-    """Client totals from Locust's stats (its E2E rows carry output tokens as response length).
+    """Client totals from Locust's stats (its E2E rows carry output tokens as response length; requests
+    cut off at stop are its Interrupted rows).
 
     Locust's stats are at hand on the master and cost nothing to read; reading the request rows instead
     would grow with the run. Per-request acceptance is not in them, so the live check skips it.
@@ -91,16 +92,14 @@ def live_totals(entries: Iterable, errors: Iterable) -> crosscheck.ClientTotals:
             t.requests += entry.num_requests
             t.ok += entry.num_requests - entry.num_failures
             t.output_tokens += entry.total_content_length
+        elif entry.method == INTERRUPTED:
+            t.requests += entry.num_requests
+            t.interrupted += entry.num_requests
         elif entry.method == TPOT:
             t.tpot_sum_ms += entry.total_response_time
             t.tpot_count += entry.num_requests
     for error in errors:
-        if error.method != E2E:
-            continue
-        text = str(error.error)
-        if f"{ErrorKind.INTERRUPTED.value}:" in text:  # Locust keeps the exception's repr
-            t.interrupted += error.occurrences
-        elif f"{ErrorKind.HTTP.value}_" not in text:
+        if error.method == E2E and f"{ErrorKind.HTTP.value}_" not in str(error.error):
             t.unknown_outcome += error.occurrences
     return t
 

@@ -11,7 +11,7 @@ import pytest
 from locust.event import Events
 
 from locust_spec.client import Capture
-from locust_spec.processor import E2E, TPOT, TTFT, Processor, StreamError
+from locust_spec.processor import E2E, INTERRUPTED, TPOT, TTFT, Processor, StreamError
 from locust_spec.records import FileSink
 from locust_spec.transport import Arrivals
 from tests.replay import load_capture
@@ -117,3 +117,15 @@ def test_the_reply_is_the_streamed_text():
     arrivals, last = wire()
     text = capture("e", start=START, end=last, wire=arrivals).reply()
     assert len(text) > 100 and "data:" not in text
+
+
+def test_a_request_cut_off_by_the_end_of_the_run_is_a_row_counted_apart_not_a_failure(pipeline):
+    processor, sink, fired, prefix = pipeline
+    arrivals, last = wire(drop_done=True)
+    processor.process(capture("f", start=START, end=last, wire=arrivals, error="interrupted: test stopped"))
+    sink.flush()
+    [row] = rows(prefix)
+    assert row["error"] == "interrupted: test stopped" and row["output_tokens"] == "200"
+    [event] = fired
+    assert (event["request_type"], event["exception"]) == (INTERRUPTED, None)
+    assert event["response_time"] == pytest.approx((last - START) * 1000.0)
