@@ -139,7 +139,8 @@ class Server:
 
 def chat_body(settings: RequestSettings, messages: Sequence[dict], continuous_usage: bool,
               fields: dict) -> dict:
-    """The request body: the run's settings, then the caller's `fields` (which win), `stream` on."""
+    """The request body: the run's settings, then the caller's `fields` (which win), `stream` on;
+    `max_tokens` is never above the run's cap (`--max-tokens`)."""
     body: dict = {
         "model": settings.model,
         "messages": list(messages),
@@ -154,6 +155,8 @@ def chat_body(settings: RequestSettings, messages: Sequence[dict], continuous_us
     if settings.response_format is not None:
         body["response_format"] = settings.response_format
     body.update(fields)
+    if isinstance(body.get("max_tokens"), int):
+        body["max_tokens"] = settings.max_tokens_for(body["max_tokens"])
     return body
 
 

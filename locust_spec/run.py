@@ -19,7 +19,7 @@ import gevent
 import gevent.lock
 from locust.runners import STATE_RUNNING, MasterRunner, WorkerRunner
 
-from locust_spec import server_api
+from locust_spec import context, server_api
 from locust_spec.budget import ClientBudget
 from locust_spec.client import ChatClient, FastChatClient, OpenAIChatClient, Server, openai_sdk
 from locust_spec.distributed import BATCH, Collector, WorkerSink
@@ -28,7 +28,7 @@ from locust_spec.level import MESSAGE as LEVEL_MESSAGE
 from locust_spec.level import LevelBoard, runner_users
 from locust_spec.options import RequestSettings, settings_from
 from locust_spec.processor import Processor
-from locust_spec.prompts import PromptSampler, prompt_specs, stream_seed
+from locust_spec.prompts import PromptError, PromptSampler, prompt_specs, stream_seed
 from locust_spec.records import FileSink, RecordSink
 from locust_spec.runfiles import RunFiles
 from locust_spec.scraper import Scraper, scraper_from_options
@@ -117,9 +117,34 @@ class SpecRun:
                 options = self.environment.parsed_options
                 model = options.model or server_api.first_model(host, self.api_key, options.connect_timeout)
                 settings = settings_from(options, model)
+                if self.sampler is not None:
+                    self._leave_out_too_long(host, settings)
                 sdk = openai_sdk(host, self.api_key, settings) if settings.client == "openai" else None
                 self.servers[host] = Server(host, settings, self.api_key, sdk=sdk)
             return self.servers[host]
+
+    def _leave_out_too_long(self, host: str, settings: RequestSettings) -> None:
+        """Prompts that cannot fit the server's context are never sent (context.py); RuntimeError when
+        none is left."""
+        timeout = self.environment.parsed_options.connect_timeout
+        limit = context.server_max_model_len(host, self.api_key, settings.model, timeout)
+        if limit is None:
+            return
+        counter = context.server_counter(host, self.api_key, settings.model, timeout)
+        prompts = self.sampler.prompts
+        try:
+            found = context.too_long(prompts, limit, settings.max_tokens_for, counter or context.lower_bound)
+        except (OSError, ValueError) as e:
+            log.warning("locust-spec: could not count prompt tokens at %s (%s); every prompt is sent",
+                        host, e)
+            return
+        if not found:
+            return
+        log.warning("locust-spec: %s", context.warning(found, len(prompts), limit, counter is not None))
+        try:
+            self.sampler.leave_out([f.prompt for f in found])
+        except PromptError as e:
+            raise RuntimeError(f"every prompt exceeds the server's context ({e})") from None
 
     def settings(self, host: str) -> RequestSettings:
         return self.server(host).settings

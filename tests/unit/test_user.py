@@ -50,7 +50,7 @@ class TwoTurns(ChatClientUser):
 def start(tmp_path, url: str, user_class: type, *extra: str):
     (tmp_path / "p.jsonl").write_text(PROMPTS)
     options = parse_options(["-f", "x.py", "--host", url, "--prompts", str(tmp_path / "p.jsonl"),
-                             "--max-tokens", "20", "--csv", str(tmp_path / "run"), *extra])
+                             "--csv", str(tmp_path / "run"), *extra])
     env = Environment(user_classes=[user_class], parsed_options=options, host=url, events=Events())
     fired: list[dict] = []
     env.events.request.add_listener(lambda **kw: fired.append(kw))
@@ -86,7 +86,7 @@ def test_the_built_in_task_sends_each_prompt_and_measures_it(tmp_path, replay, c
     by_id = {r["prompt_id"]: r for r in rows}
     for body in bodies:
         prompt = "a" if body["messages"][0]["content"] == "def f(x):" else "b"
-        assert body["max_tokens"] == (40 if prompt == "a" else 20)  # the prompt's own, else --max-tokens
+        assert body["max_tokens"] == (40 if prompt == "a" else 256)  # the prompt's own, else the default
         assert body["stream_options"] == {"include_usage": True, "continuous_usage_stats": True}
         assert by_id[prompt]["prompt_class"] == ("code" if prompt == "a" else "chat")
     assert sorted(e["request_type"] for e in fired) == ["E2E", "E2E", "TPOT", "TPOT", "TTFT", "TTFT"]
@@ -94,7 +94,7 @@ def test_the_built_in_task_sends_each_prompt_and_measures_it(tmp_path, replay, c
 
 def test_a_task_of_its_own_carries_the_reply_and_body_fields_and_is_measured_alike(tmp_path, replay):
     url, log = replay
-    run, user, fired = start(tmp_path, url, TwoTurns)
+    run, user, fired = start(tmp_path, url, TwoTurns, "--max-tokens", "20")
     user.talk()
     rows = finish(run, user, tmp_path)
     first, second = sent(log, 2)
@@ -104,3 +104,12 @@ def test_a_task_of_its_own_carries_the_reply_and_body_fields_and_is_measured_ali
     assert [(r["prompt_class"], r["prompt_id"], r["error"]) for r in rows] == [("turns", "1", ""),
                                                                             ("turns", "2", "")]
     assert [e["request_type"] for e in fired] == ["TTFT", "TPOT", "E2E"] * 2
+
+
+def test_max_tokens_caps_a_prompts_own(tmp_path, replay):
+    url, log = replay
+    run, user, _ = start(tmp_path, url, Chat, "--max-tokens", "30")
+    for _ in range(2):
+        user.chat()
+    finish(run, user, tmp_path)
+    assert sorted(body["max_tokens"] for body in sent(log, 2)) == [30, 30]
