@@ -7,6 +7,7 @@ the plugin parses a stream or reports a request.
 
 from __future__ import annotations
 
+import logging
 from collections import deque
 from collections.abc import Callable
 
@@ -20,8 +21,14 @@ from locust_spec.runfiles import ErrorKind, error_kind
 from locust_spec.timing import RequestTiming
 from locust_spec.trace import Trace
 
+log = logging.getLogger(__name__)
+
 YIELD_S = 0.0005
-INLINE_BACKLOG = 5000  # past this many waiting streams, process inline so memory stays bounded
+BACKLOG_BYTES = 32 * 2**20
+"""Finished streams waiting for the processor hold at most this much (bodies and per-read marks): past it,
+a stream is processed as it ends, in its reader's greenlet, so an overloaded load generator measures less
+well (its readers wait) instead of growing (a warning says so)."""
+MARK_BYTES = 72  # a (float, int) tuple and its list slot
 
 TTFT, TPOT, E2E = "TTFT", "TPOT", "E2E"
 """The Locust request types each request is reported under."""
@@ -48,15 +55,26 @@ class Processor:
         self._wake = gevent.event.Event()
         self._worker: gevent.Greenlet | None = None
         self._stopping = False
+        self._queued_bytes = 0
+        self.backlog_full = 0
+        """Streams processed inline because the backlog was full."""
         self.row_listeners: list[Callable[[RequestRow], None]] = []  # e.g. the live page's timeline
         self.requests = 0
         self.failures = 0
 
     def submit(self, capture: Capture) -> None:
         """Queue a finished request; the processor greenlet handles it when readers are idle."""
-        if len(self._queue) >= INLINE_BACKLOG:
+        size = held_bytes(capture)
+        if self._queued_bytes + size > BACKLOG_BYTES:
+            if not self.backlog_full:
+                log.warning("locust-spec: %d finished streams (%.0f MiB) wait to be processed: this load "
+                            "generator is overloaded; streams are now processed as they end, which delays "
+                            "its readers (timestamps late); use more processes or fewer users each",
+                            len(self._queue), self._queued_bytes / 2**20)
+            self.backlog_full += 1
             self.process(capture)
             return
+        self._queued_bytes += size
         self._queue.append(capture)
         self._wake.set()
 
@@ -68,6 +86,11 @@ class Processor:
     @property
     def backlog(self) -> int:
         return len(self._queue)
+
+    def _next(self) -> Capture:
+        capture = self._queue.popleft()
+        self._queued_bytes -= held_bytes(capture)
+        return capture
 
     def start(self) -> None:
         if self._worker is None:
@@ -81,7 +104,7 @@ class Processor:
             while self._queue and not self._stopping:
                 # Two slices per request, each followed by a timed sleep (it polls the sockets; sleep(0)
                 # did not): a reader waits for at most one slice before it stamps its chunk.
-                capture = self._queue.popleft()
+                capture = self._next()
                 timing = capture.timing()
                 gevent.sleep(YIELD_S)
                 self._report(capture, timing)
@@ -97,7 +120,7 @@ class Processor:
             self._worker.join()
             self._worker = None
         while self._queue:
-            self.process(self._queue.popleft())
+            self.process(self._next())
 
     def process(self, capture: Capture) -> None:
         """Parse, time, and report one request: Locust events, a row, histograms."""
@@ -136,6 +159,13 @@ class Processor:
             fire(request_type=E2E, name=name, response_time=_elapsed_ms(capture), response_length=0,
                  exception=StreamError(error or ErrorKind.NO_TOKEN.error("stream carried no token")),
                  context={})
+
+
+def held_bytes(capture: Capture) -> int:
+    """About what a waiting stream holds: its body and marks (fast reader), or its chunk objects (SDK)."""
+    if capture.wire is not None:
+        return len(capture.wire.body) + MARK_BYTES * len(capture.wire.marks)
+    return 2048 * len(capture.chunks or ())
 
 
 def _elapsed_ms(capture: Capture) -> float:

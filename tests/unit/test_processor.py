@@ -11,7 +11,7 @@ import pytest
 from locust.event import Events
 
 from locust_spec.client import Capture
-from locust_spec.processor import E2E, INTERRUPTED, TPOT, TTFT, Processor, StreamError
+from locust_spec.processor import E2E, INTERRUPTED, TPOT, TTFT, Processor, StreamError, held_bytes
 from locust_spec.records import FileSink
 from locust_spec.transport import Arrivals
 from tests.replay import load_capture
@@ -129,3 +129,21 @@ def test_a_request_cut_off_by_the_end_of_the_run_is_a_row_counted_apart_not_a_fa
     [event] = fired
     assert (event["request_type"], event["exception"]) == (INTERRUPTED, None)
     assert event["response_time"] == pytest.approx((last - START) * 1000.0)
+
+
+def test_the_backlog_is_bounded_in_bytes_and_says_so_when_full(pipeline, monkeypatch, caplog):
+    processor, sink, fired, prefix = pipeline
+    arrivals, last = wire()
+    one = held_bytes(capture("x", start=START, end=last, wire=arrivals))
+    monkeypatch.setattr("locust_spec.processor.BACKLOG_BYTES", 2 * one)
+    for i in range(4):
+        arrivals, last = wire()
+        processor.submit(capture(str(i), start=START, end=last, wire=arrivals))
+    # the first two wait for the processor; the others, past the bound, were processed as they ended
+    assert processor.backlog == 2 and processor.backlog_full == 2
+    assert [e["request_type"] for e in fired].count(E2E) == 2
+    assert sum("overloaded" in r.message for r in caplog.records) == 1
+    processor.stop()
+    sink.flush()
+    assert sorted(r["prompt_id"] for r in rows(prefix)) == ["0", "1", "2", "3"]
+    assert processor.backlog == 0
