@@ -26,6 +26,7 @@ from locust_spec.distributed import BATCH, Collector, WorkerSink
 from locust_spec.lag import LagMonitor
 from locust_spec.level import MESSAGE as LEVEL_MESSAGE
 from locust_spec.level import LevelBoard, runner_users
+from locust_spec.memtrace import MemTrace
 from locust_spec.options import RequestSettings, settings_from
 from locust_spec.processor import Processor
 from locust_spec.prompts import PromptError, PromptSampler, prompt_specs, stream_seed
@@ -58,6 +59,7 @@ class SpecRun:
     scraper: Scraper | None = None
     timeline: Timeline | None = None
     """The live page's (a local or master runner with the web UI)."""
+    memtrace: MemTrace | None = None
     gave_up: bool = False
     servers: dict[str, Server] = field(default_factory=dict)
     _servers_lock: gevent.lock.Semaphore = field(default_factory=gevent.lock.Semaphore)
@@ -84,6 +86,7 @@ class SpecRun:
             run.budget = ClientBudget(active=run.running, level=lambda: run.levels.current().users)
             run.processor = Processor(environment.events.request.fire, lambda: run.sink, Trace.from_env(),
                                       run.budget)
+            run.memtrace = MemTrace.from_env()
         if worker:
             # The master's --csv does not reach workers, so a worker always ships; a master without files
             # drops.
@@ -175,8 +178,12 @@ class SpecRun:
         self.processor.start()
         self.lag.start()
         self.budget.start()
+        if self.memtrace is not None:
+            self.memtrace.start()
 
     def stop(self) -> None:
+        if self.memtrace is not None:
+            self.memtrace.stop()
         if self.lag is not None:
             self.lag.stop()  # first: the drain below blocks the loop by design
         if self.budget is not None:
