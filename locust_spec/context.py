@@ -32,16 +32,18 @@ class TooLong:
     max_tokens: int
 
 
+def _text_bytes(prompt: Prompt) -> int:
+    return sum(len(str(m.get("content") or "").encode()) for m in prompt.messages)
+
+
 def upper_bound(prompt: Prompt) -> int:
     """Prompt tokens at most: a byte-level tokenizer never makes more tokens than bytes, plus the template."""
-    text = sum(len(str(m.get("content") or "").encode()) for m in prompt.messages)
-    return text + TEMPLATE_TOKENS_MAX * (len(prompt.messages) + 1)
+    return _text_bytes(prompt) + TEMPLATE_TOKENS_MAX * (len(prompt.messages) + 1)
 
 
 def lower_bound(prompt: Prompt) -> int:
     """Prompt tokens at least, with no tokenizer at hand."""
-    text = sum(len(str(m.get("content") or "").encode()) for m in prompt.messages)
-    return math.ceil(text / BYTES_PER_TOKEN_MAX)
+    return math.ceil(_text_bytes(prompt) / BYTES_PER_TOKEN_MAX)
 
 
 def too_long(prompts: Iterable[Prompt], max_model_len: int, max_tokens: Callable[[int | None], int],
