@@ -29,7 +29,7 @@ from locust_spec.level import LevelBoard, runner_users
 from locust_spec.memtrace import MemTrace
 from locust_spec.options import RequestSettings, settings_from
 from locust_spec.processor import Processor
-from locust_spec.prompts import PromptError, PromptSampler, prompt_specs, stream_seed
+from locust_spec.prompts import Prompt, PromptError, PromptSampler, prompt_specs, stream_seed
 from locust_spec.records import FileSink, RecordSink
 from locust_spec.runfiles import RunFiles
 from locust_spec.scraper import Scraper, scraper_from_options
@@ -63,6 +63,8 @@ class SpecRun:
     gave_up: bool = False
     servers: dict[str, Server] = field(default_factory=dict)
     _servers_lock: gevent.lock.Semaphore = field(default_factory=gevent.lock.Semaphore)
+    _fitted: set[str] = field(default_factory=set)
+    _fit_lock: gevent.lock.Semaphore = field(default_factory=gevent.lock.Semaphore)
 
     @classmethod
     def for_environment(cls, environment, measuring: bool = True) -> SpecRun:
@@ -120,11 +122,20 @@ class SpecRun:
                 options = self.environment.parsed_options
                 model = options.model or server_api.first_model(host, self.api_key, options.connect_timeout)
                 settings = settings_from(options, model)
-                if self.sampler is not None:
-                    self._leave_out_too_long(host, settings)
                 sdk = openai_sdk(host, self.api_key, settings) if settings.client == "openai" else None
                 self.servers[host] = Server(host, settings, self.api_key, sdk=sdk)
             return self.servers[host]
+
+    def next_prompt(self, server: Server) -> Prompt:
+        """The next of the run's prompts for `server`. The first time for a host, the prompts that cannot
+        fit its context are left out (RuntimeError when none fits): only users that send the run's prompts
+        pay for asking."""
+        if server.host not in self._fitted:
+            with self._fit_lock:
+                if server.host not in self._fitted:
+                    self._leave_out_too_long(server.host, server.settings)
+                    self._fitted.add(server.host)
+        return self.sampler.next()
 
     def _leave_out_too_long(self, host: str, settings: RequestSettings) -> None:
         """Prompts that cannot fit the server's context are never sent (context.py); RuntimeError when

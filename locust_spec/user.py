@@ -38,9 +38,13 @@ class ChatClientUser(User):
         try:
             self.client = self.spec.client(self.host or "")
         except RuntimeError as e:
-            self.spec.give_up(str(e))
-            gevent.sleep(math.inf)  # until the quit that give_up started stops this user
+            self.give_up(str(e))
         self.client.connect()
+
+    def give_up(self, message: str) -> None:
+        """Nothing can be measured (no model to ask for, no prompt that fits): the run quits, exit code 2."""
+        self.spec.give_up(message)
+        gevent.sleep(math.inf)  # until the quit that give_up started stops this user
 
     def on_stop(self) -> None:
         if self.client is not None:
@@ -57,7 +61,11 @@ class ChatCompletionUser(ChatClientUser):
 
     @task
     def chat(self) -> None:
-        self.send(self.spec.sampler.next())
+        try:
+            prompt = self.spec.next_prompt(self.client.server)
+        except RuntimeError as e:
+            self.give_up(str(e))
+        self.send(prompt)
 
     def send(self, prompt: Prompt) -> Capture:
         """Send one of the run's prompts, read its stream to the end and hand it on; never raises but on

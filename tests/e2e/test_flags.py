@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 from tests.e2e.chat_runs import assert_reconciles, chat
-from tests.support import REPO
+from tests.support import REPO, run_locust
 
 CHAT = str(REPO / "locustfiles" / "chat.py")
 
@@ -35,3 +35,14 @@ def test_prompts_beyond_the_servers_context_are_left_out_with_one_warning(spec_s
     lines = [line for line in run.output.splitlines() if "prompts left out" in line]
     assert len(lines) == 1 and "1 of 4 prompts left out" in lines[0], run.output[-3000:]
     assert "max_model_len 300" in lines[0] and "counted by the server's /tokenize" in lines[0]
+
+
+def test_a_run_where_no_prompt_fits_the_context_stops_at_once_with_exit_code_2(spec_sim, tmp_path):
+    sim = spec_sim("--max-model-len", "64")
+    prompts = tmp_path / "long.jsonl"
+    prompts.write_text(json.dumps({"id": "long", "prompt": " ".join(f"item{i}" for i in range(300))}) + "\n")
+    proc = run_locust(["-f", CHAT, "--headless", "-u", "2", "-r", "2", "-t", "30s", "--host", sim.url,
+                       "--prompts", str(prompts), "--metrics-url", "off"], cwd=tmp_path)
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    assert "every prompt exceeds the server's context" in proc.stderr
+    assert "Traceback" not in proc.stderr
