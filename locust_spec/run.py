@@ -108,6 +108,7 @@ class SpecRun:
         self.api_key = getattr(options, "api_key", "") or self.api_key  # else this process's own
         with self._servers_lock:
             self.servers.clear()
+        self._fitted.clear()  # the new sampler has every prompt again
 
     def running(self) -> bool:
         return getattr(self.environment.runner, "state", None) == STATE_RUNNING
