@@ -28,7 +28,7 @@ BACKLOG_BYTES = 32 * 2**20
 """Finished streams waiting for the processor hold at most this much (bodies and per-read marks): past it,
 a stream is processed as it ends, in its reader's greenlet, so an overloaded load generator measures less
 well (its readers wait) instead of growing (a warning says so)."""
-MARK_BYTES = 72  # a (float, int) tuple and its list slot
+MARK_BYTES = 16  # a read's time and body length, in Arrivals' two flat arrays
 
 TTFT, TPOT, E2E = "TTFT", "TPOT", "E2E"
 """The Locust request types each request is reported under."""
@@ -164,7 +164,7 @@ class Processor:
 def held_bytes(capture: Capture) -> int:
     """About what a waiting stream holds: its body and marks (fast reader), or its chunk objects (SDK)."""
     if capture.wire is not None:
-        return len(capture.wire.body) + MARK_BYTES * len(capture.wire.marks)
+        return len(capture.wire.body) + MARK_BYTES * len(capture.wire.times)
     return 2048 * len(capture.chunks or ())
 
 

@@ -28,7 +28,7 @@ def wire(name: str = "stream_ngram", drop_done: bool = False) -> tuple[Arrivals,
             continue
         t = START + offset
         arrivals.body += data
-        arrivals.marks.append((t, len(arrivals.body)))
+        arrivals.mark(t)
     return arrivals, t
 
 
