@@ -11,13 +11,10 @@ import orjson
 import pandas as pd
 from locust_spec.analysis.model import ClientLag
 
-from locust_spec import counters
+from locust_spec import counters, runfiles
+from locust_spec.runfiles import REQUESTS, RunFiles
 
-REQUESTS_COLUMNS = (
-    "start_unix_s", "level_users", "prompt_class", "prompt_id", "prompt_tokens", "output_tokens",
-    "tokens_estimated", "chunks", "max_tokens_per_chunk", "ttft_ms", "tpot_ms", "e2e_ms", "itl_p50_ms",
-    "itl_p99_ms", "chunk_gap_p50_ms", "finish_reason", "spec_accepted_tokens", "spec_draft_tokens", "error",
-)
+REQUESTS_COLUMNS = runfiles.REQUIRED_COLUMNS
 # Only what the analysis reads, with explicit dtypes: a million rows stay well under a gigabyte.
 NUMERIC = {
     "start_unix_s": "float64", "level_users": "float64", "output_tokens": "float64", "chunks": "float64",
@@ -36,7 +33,6 @@ LIMITS = {
 }
 REQUIRED_VALUES = ("start_unix_s", "level_users")
 SERVER_COLUMNS = ("timestamp_unix_s", "url", "metric", "labels", "value")
-SUFFIXES = ("_requests.csv", "_latency.json", "_server_metrics.csv", "_summary.json")
 
 
 class InputError(Exception):
@@ -57,16 +53,13 @@ class RunData:
 def discover(path: Path) -> list[Path]:
     """The run prefixes an argument names: a prefix, a PREFIX_requests.csv, or a folder of runs."""
     if path.is_dir():
-        found = sorted(p.with_name(p.name[: -len("_requests.csv")]) for p in path.glob("*_requests.csv"))
+        found = sorted(runfiles.prefix_of(p) for p in path.glob(f"*{REQUESTS}"))
         if not found:
-            raise InputError(f"{path}: folder holds no run (no *_requests.csv)")
+            raise InputError(f"{path}: folder holds no run (no *{REQUESTS})")
         return found
-    for suffix in SUFFIXES:
-        if path.name.endswith(suffix):
-            path = path.with_name(path.name[: -len(suffix)])
-            break
-    if not Path(f"{path}_requests.csv").is_file():
-        raise InputError(f"{path}: no such run ({path}_requests.csv does not exist)")
+    path = runfiles.prefix_of(path)
+    if not RunFiles(str(path)).requests.is_file():
+        raise InputError(f"{path}: no such run ({path}{REQUESTS} does not exist)")
     return [path]
 
 
@@ -241,12 +234,13 @@ def read_summary(path: Path) -> tuple[tuple[str, ...], tuple[str, ...], dict[int
 
 
 def read_run(prefix: Path) -> RunData:
-    warnings, crosscheck, client_lag = read_summary(Path(f"{prefix}_summary.json"))
+    files = RunFiles(str(prefix))
+    warnings, crosscheck, client_lag = read_summary(files.summary)
     return RunData(
         prefix=prefix,
-        requests=read_requests(Path(f"{prefix}_requests.csv")),
-        latency=read_latency(Path(f"{prefix}_latency.json")),
-        snapshots=read_server_metrics(Path(f"{prefix}_server_metrics.csv")),
+        requests=read_requests(files.requests),
+        latency=read_latency(files.latency),
+        snapshots=read_server_metrics(files.server_metrics),
         warnings=warnings,
         crosscheck=crosscheck,
         client_lag=client_lag,

@@ -5,7 +5,7 @@ Usage: .venv/bin/python benchmarks/hotpath.py [--base main] [--streams 256] [--s
 
 A shared machine is noisy, so the two trees run alternately (base, this, base, this...) in fresh processes and
 the table gives each round's numbers and their ratio, not one absolute figure:
-- processor: `plugin._measure` on a real vLLM capture (framing, parsing, timing), CPU us per chunk;
+- processor: the processor's timing of a real vLLM capture (framing, parsing, timing), CPU us per chunk;
 - read loop: N streams over loopback from a paced server (one chunk per stream per step, as vLLM sends), the
   real Connection.stream and the processing of each finished stream, client CPU us per token chunk, and
   (free of the machine's noise) the Python and C function calls made per chunk;
@@ -77,8 +77,23 @@ srv.start(); gevent.spawn(stepper); print("ready", flush=True); gevent.wait()
 
 CLIENT = r"""
 import sys, time, json, gevent
-from locust_spec import plugin
 from locust_spec.transport import Arrivals, Connection, Endpoint, StreamFailure, request_bytes, with_timeout
+try:  # a tree with the processor (client.Capture) or an older one (plugin.Started)
+    from locust_spec.client import Capture
+    from locust_spec.timing import request_timing
+    def new_request(**kw):
+        c = Capture("c", "", 1, False, wire=kw.pop("arrivals", None) or Arrivals(), **kw)
+        c.arrivals = c.wire
+        return c
+    def measure(c):
+        return request_timing(c.start, c.wire.events(), c.end) if c.start else None
+except ImportError:
+    from locust_spec import plugin
+    def new_request(**kw):
+        return plugin.Started(None, 1, False, **kw)
+    def measure(started):
+        m = plugin._measure(started)
+        return m[1] if isinstance(m, tuple) else m
 port, streams, seconds, big = int(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4])
 endpoint = Endpoint(f"http://127.0.0.1:{port}")
 request = request_bytes(endpoint, "/chat/completions", b"{}", "")
@@ -87,15 +102,14 @@ capped = "max_line" in Connection.stream.__code__.co_varnames
 kw = {"max_line": 1 << 40, "max_body": 1 << 40} if big and capped else {}
 chunks = [0]
 def one(conn):
-    started = plugin.Started(None, 1, False)
+    started = new_request()
     try:
         with with_timeout(600):
             conn.stream(request, started.arrivals, 60.0, 60.0, **kw)
     except StreamFailure as e:
         started.error = str(e)
     started.start, started.end = conn.start, time.perf_counter()
-    m = plugin._measure(started)
-    timing = m[1] if isinstance(m, tuple) else m
+    timing = measure(started)
     chunks[0] += timing.chunks if timing is not None else 0
 def user(stop):
     conn = Connection(endpoint, 10.0)
@@ -111,12 +125,11 @@ arrivals = Arrivals()
 for t, data in cap.reads:
     arrivals.body += data
     arrivals.mark(t) if hasattr(arrivals, "mark") else arrivals.marks.append((t, len(arrivals.body)))
-started = plugin.Started(None, 1, False, start=1e-9, end=10.0, arrivals=arrivals)
-m = plugin._measure(started)
-per = (m[1] if isinstance(m, tuple) else m).chunks
+started = new_request(start=1e-9, end=10.0, arrivals=arrivals)
+per = measure(started).chunks
 c0 = time.process_time(); n = 0
 while time.process_time() - c0 < 1.0:
-    plugin._measure(started); n += 1
+    measure(started); n += 1
 proc_us = (time.process_time() - c0) / (n * per) * 1e6
 gevent.get_hub()
 warm = time.perf_counter() + 1.0

@@ -1,15 +1,19 @@
 """Soak: a long headless Locust run on spec-sim, sampling the Locust process's memory; it should stay flat.
 
 Usage: python benchmarks/soak.py [--minutes 10] [--users 256] [--time-scale 0.2] [--every 5] [--out DIR]
+                                 [--tracemalloc SECONDS]
 spec-sim on core 0, Locust on core 1. Prints one line per sample (elapsed s, RSS MiB, rows written so far),
-then the RSS at the end of warm-up, its maximum after and the growth, and checks the run's counts: rows in
-PREFIX_requests.csv = Locust's E2E requests, failed rows = its E2E failures.
+then the RSS at the end of warm-up, its maximum after, the slope over the last half in MiB per hour, and
+checks the run's counts: rows in PREFIX_requests.csv = Locust's E2E + Interrupted requests, failed rows other
+than interrupted = its E2E failures. With --tracemalloc, the Locust process traces its allocations
+(locust_spec/memtrace.py, slower) and the sites that grew most since the first snapshot are printed.
 """
 
 from __future__ import annotations
 
 import argparse
 import csv
+import json
 import os
 import socket
 import subprocess
@@ -57,14 +61,38 @@ def _lines(path: Path) -> int:
 
 
 def _locust_counts(prefix: Path) -> tuple[int, int]:
+    """(E2E + Interrupted requests, E2E failures) in Locust's stats."""
     with Path(f"{prefix}_stats.csv").open(newline="") as f:
-        rows = [r for r in csv.DictReader(f) if r["Type"] == "E2E"]
+        rows = [r for r in csv.DictReader(f) if r["Type"] in ("E2E", "Interrupted")]
     return sum(int(r["Request Count"]) for r in rows), sum(int(r["Failure Count"]) for r in rows)
 
 
 def _failed_rows(path: Path) -> int:
+    """Rows of requests that failed (not those cut off by the end of the run)."""
     with path.open(newline="") as f:
-        return sum(1 for r in csv.DictReader(f) if r["error"])
+        return sum(1 for r in csv.DictReader(f) if r["error"] and not r["error"].startswith("interrupted"))
+
+
+def slope_mib_per_hour(samples: list[tuple[float, float]]) -> float | None:
+    """Least-squares slope of (seconds, MiB) samples, in MiB per hour; None under two samples."""
+    if len(samples) < 2:
+        return None
+    n = len(samples)
+    mt = sum(t for t, _ in samples) / n
+    mr = sum(r for _, r in samples) / n
+    var = sum((t - mt) ** 2 for t, _ in samples)
+    return sum((t - mt) * (r - mr) for t, r in samples) / var * 3600.0 if var else None
+
+
+def _print_growth(path: Path) -> None:
+    if not path.exists() or not path.read_text().strip():
+        print("soak: no tracemalloc snapshot was compared (run longer than two --tracemalloc intervals)")
+        return
+    last = json.loads(path.read_text().splitlines()[-1])
+    print(f"soak: traced {last['traced_mib']} MiB at {last['t_s']} s; sites grown most since the first "
+          "snapshot:")
+    for site in last["top"]:
+        print(f"  {site['growth_kib']:+10.1f} KiB {site['count_growth']:+8d} blocks  {site['site']}")
 
 
 def main() -> None:
@@ -76,6 +104,8 @@ def main() -> None:
     p.add_argument("--every", type=float, default=5.0, help="seconds between memory samples")
     p.add_argument("--warmup", type=float, default=0.2, help="fraction of the run before memory must be flat")
     p.add_argument("--out", type=Path, help="folder for the run's files (default: a temporary one)")
+    p.add_argument("--tracemalloc", type=float, metavar="SECONDS",
+                   help="trace allocations in the Locust process, a snapshot every SECONDS")
     args = p.parse_args()
     out = args.out or Path(tempfile.mkdtemp(prefix="soak-"))
     out.mkdir(parents=True, exist_ok=True)
@@ -90,12 +120,16 @@ def main() -> None:
     try:
         _wait(url + "/health", sim)
         log = (out / "locust.log").open("w")
+        env = dict(os.environ)
+        if args.tracemalloc:
+            env.update({"LOCUST_SPEC_MEMTRACE": str(out / "memtrace.jsonl"),
+                        "LOCUST_SPEC_MEMTRACE_EVERY": str(args.tracemalloc)})
         locust = subprocess.Popen(
             _pinned([str(BIN / "locust"), "-f", str(REPO / "locustfiles" / "chat.py"), "--headless",
                      "-u", str(args.users), "-r", str(max(1, args.users // 4)), "-t", f"{seconds}s",
                      "--host", url, "--csv", str(prefix), "--max-tokens", str(args.max_tokens),
                      "--metrics-interval", "5", "--only-summary"], "1"),
-            cwd=out, stdout=log, stderr=subprocess.STDOUT)
+            cwd=out, stdout=log, stderr=subprocess.STDOUT, env=env)
         proc = psutil.Process(locust.pid)
         started = time.monotonic()
         samples: list[tuple[float, float]] = []
@@ -122,10 +156,16 @@ def main() -> None:
     rows = _lines(Path(f"{prefix}_requests.csv"))
     requests, failures = _locust_counts(prefix)
     failed_rows = _failed_rows(Path(f"{prefix}_requests.csv"))
+    slope = slope_mib_per_hour([(t, rss) for t, rss in samples if seconds / 2 <= t <= seconds])
+    shown = f"{slope:+.1f} MiB/hour" if slope is not None else "n/a"
     print(f"soak: RSS at end of warm-up {after[0]:.1f} MiB, max after {max(after):.1f} MiB, "
           f"last {after[-1]:.1f} MiB, growth {max(after) - after[0]:+.1f} MiB "
-          f"({(max(after) - after[0]) / after[0]:+.1%}) over {len(after)} samples")
-    print(f"soak: {rows} rows ({failed_rows} failed); Locust E2E {requests} requests ({failures} failed); "
+          f"({(max(after) - after[0]) / after[0]:+.1%}) over {len(after)} samples; "
+          f"slope over the last half {shown}")
+    if args.tracemalloc:
+        _print_growth(out / "memtrace.jsonl")
+    print(f"soak: {rows} rows ({failed_rows} failed); Locust E2E + Interrupted {requests} requests "
+          f"({failures} failed); "
           f"{rows / seconds:.0f} requests/s; exit code {locust.returncode}")
     if (rows, failed_rows) != (requests, failures):
         sys.exit("soak: rows and Locust's counts disagree")

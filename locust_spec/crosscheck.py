@@ -8,6 +8,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from locust_spec.counters import SpecWindow
+from locust_spec.runfiles import ErrorKind, error_kind
 
 # Tolerances, and why:
 # - Output tokens +-2%: both sides count the same tokens; what separates them is requests cut off at stop (the
@@ -86,9 +87,9 @@ def _add(t: ClientTotals, row: dict) -> None:
         if accepted is not None and drafted is not None:
             t.spec_accepted += accepted
             t.spec_draft += drafted
-    elif error.startswith("interrupted"):
+    elif error_kind(error) is ErrorKind.INTERRUPTED:
         t.interrupted += 1
-    elif not error.startswith("http_"):
+    elif error_kind(error) is not ErrorKind.HTTP:
         t.unknown_outcome += 1
 
 

@@ -31,20 +31,18 @@ from dataclasses import astuple
 
 import gevent
 from gevent.lock import Semaphore
-from locust import events
-from locust.runners import STATE_INIT, STATE_MISSING, STATE_STOPPED, MasterRunner, WorkerRunner
+from locust.runners import STATE_INIT, STATE_MISSING, STATE_STOPPED
 
-from locust_spec import level
-from locust_spec import plugin as plugin_mod
 from locust_spec.histograms import LatencyHistograms
-from locust_spec.records import COLUMNS, FileSink, RequestRow, record_histograms
+from locust_spec.records import FileSink, record_histograms
+from locust_spec.runfiles import BATCH_VERSION, COLUMNS, RequestRow
 from locust_spec.timing import RequestTiming
 
 log = logging.getLogger(__name__)
 
 BATCH = "locust_spec_batch"
 FINISH = "locust_spec_finish"
-VERSION = 1
+VERSION = BATCH_VERSION
 MAX_ROWS = 500
 FINISH_GRACE_S = 10.0
 
@@ -168,96 +166,30 @@ class Collector:
         return lines
 
 
-_collectors: dict[int, Collector] = {}
-
-
-def collector(environment) -> Collector | None:
-    """The master's collector (None on other runners)."""
-    return _collectors.get(id(environment))
-
-
-def client_summaries(environment) -> dict[str, dict]:
-    """Each load-generating process's client summary: the workers' on a master, else this process's."""
-    found = collector(environment)
-    if found is not None:
-        return dict(found.clients)
-    plugin = _plugin(environment)
-    return {"local": plugin.client_summary()} if plugin is not None else {}
-
-
-def _plugin(environment) -> plugin_mod.Plugin | None:
-    try:
-        return plugin_mod.get(environment)
-    except KeyError:  # not a locust-spec run (no ChatCompletionUser options)
-        return None
-
-
-@events.init.add_listener
-def _on_init(environment, **_kw) -> None:
-    plugin = _plugin(environment)
-    runner = environment.runner
-    if plugin is None:
-        return
-    if isinstance(runner, WorkerRunner):
-        # The master's --csv does not reach workers, so a worker always ships; a master without files drops.
-        plugin.sink = WorkerSink(lambda batch: runner.send_message(BATCH, batch), plugin.client_summary)
-        runner.register_message(FINISH, _on_finish, concurrent=True)
-        # Registered after the runner's own listener, so it runs first (quitting fires in reverse): the
-        # last batch leaves before the worker tells the master it quits.
-        environment.events.quitting.add_listener(_on_worker_quitting)
-    elif isinstance(runner, MasterRunner):
-        found = _collectors[id(environment)] = Collector()
-        runner.register_message(BATCH, lambda environment, msg, **_: found.receive(
-            msg.node_id, msg.data, plugin.sink))
-
-
-def _worker_sink(environment) -> WorkerSink | None:
-    plugin = _plugin(environment)
-    sink = plugin.sink if plugin is not None else None
-    return sink if isinstance(sink, WorkerSink) else None
-
-
-def _on_finish(environment, **_kw) -> None:
-    runner = environment.runner
+def on_finish(runner, sink: WorkerSink) -> None:
+    """A worker asked to finish: stop its users (their test_stop sends the final batch), or, already
+    stopped, send a final batch now (the master is waiting for one)."""
     if runner.state in (STATE_INIT, STATE_STOPPED):
-        sink = _worker_sink(environment)
-        if sink is not None:
-            sink.flush(final=True)
+        sink.flush(final=True)
     else:
-        runner.stop()  # its test_stop sends the final batch
+        runner.stop()
 
 
-def _on_worker_quitting(environment, **_kw) -> None:
-    runner = environment.runner
+def on_worker_quitting(runner, sink: WorkerSink) -> None:
+    """A worker quits: stop its users, and send the final batch unless it has left already."""
     if runner.state not in (STATE_INIT, STATE_STOPPED):
         runner.stop()
-    sink = _worker_sink(environment)
-    if sink is not None and not sink.sent_final:
+    if not sink.sent_final:
         sink.flush(final=True)
 
 
-@events.test_start.add_listener
-def _on_test_start(environment, **_kw) -> None:
-    found = collector(environment)
-    if found is None:
-        return
-    found.start_test()
-    if environment.shape_class is None:  # a ladder publishes its own levels, with their warm-up
-        # Workers hear the total from Locust only once spawning completes, after their first requests
-        # started: tell them now, before the spawn messages leave (same socket, so this arrives first).
-        level.publish(level.Level(int(environment.runner.target_user_count or 0)), environment)
-
-
-@events.test_stopping.add_listener
-def _on_test_stopping(environment, **_kw) -> None:
+def wait_for_final_batches(environment, collector: Collector) -> None:
     """Master: ask the workers to stop and wait for their final batches (see the module docstring)."""
-    found = collector(environment)
-    if found is None:
-        return
     runner = environment.runner
 
     def pending() -> list[str]:
-        return [c.id for c in runner.clients.all if c.state != STATE_MISSING and c.id not in found.finished]
+        return [c.id for c in runner.clients.all
+                if c.state != STATE_MISSING and c.id not in collector.finished]
 
     for worker in pending():
         runner.send_message(FINISH, None, client_id=worker)
@@ -267,10 +199,3 @@ def _on_test_stopping(environment, **_kw) -> None:
     for worker in pending():
         log.warning("locust-spec: worker %s sent no final batch within %.0f s; its last requests may be lost",
                     worker, (environment.stop_timeout or 0.0) + FINISH_GRACE_S)
-
-
-@events.test_stop.add_listener
-def _on_test_stop(environment, **_kw) -> None:
-    sink = _worker_sink(environment)
-    if sink is not None:
-        sink.flush(final=True)

@@ -20,7 +20,6 @@ import os
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-from locust import events
 from locust.runners import MasterRunner, WorkerRunner
 
 from locust_spec.prompts import PromptError, builtin_names, parse_weighted
@@ -143,13 +142,13 @@ def exposure_warning(options) -> str | None:
             "add --web-login, or --web-host 127.0.0.1")
 
 
-@events.init_command_line_parser.add_listener
-def _loopback_master(parser, **_kw) -> None:
+def add_options(parser) -> None:
+    """A master listens on loopback unless the user names an interface (--master-bind-host)."""
     parser.set_defaults(master_bind_host=MASTER_BIND_HOST)
 
 
-@events.init.add_listener
-def _on_init(environment, web_ui=None, **_kw) -> None:
+def guard_environment(environment, web_ui) -> None:
+    """At init on a master or local runner: say where the master listens; guard the web UI."""
     options = environment.parsed_options
     if options is None or isinstance(environment.runner, WorkerRunner):
         return

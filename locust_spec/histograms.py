@@ -9,6 +9,7 @@ from pathlib import Path
 import orjson
 from hdrh.histogram import HdrHistogram
 
+from locust_spec.runfiles import LATENCY_SCHEMA
 from locust_spec.timing import RequestTiming
 
 METRICS = ("ttft", "itl", "chunk_gap", "tpot", "e2e")
@@ -140,7 +141,7 @@ class LatencyHistograms:
         self._hists.clear()
 
     def to_json(self) -> dict:
-        """The PREFIX_latency.json document (schema 1)."""
+        """The PREFIX_latency.json document (schema runfiles.LATENCY_SCHEMA)."""
         metrics: dict[str, dict] = {}
         levels: dict[str, dict] = {}
         for level in sorted({lv for _, _, lv in self._hists}):
@@ -154,7 +155,7 @@ class LatencyHistograms:
                     merged.add(hist)
                 target[metric] = {"all": summarize(merged)}
                 target[metric].update({c: summarize(h) for c, h in sorted(per_class.items())})
-        return {"schema": 1, "unit": "ms", "metrics": metrics, "levels": levels}
+        return {"schema": LATENCY_SCHEMA, "unit": "ms", "metrics": metrics, "levels": levels}
 
     def write(self, path: Path) -> None:
         """Write atomically, so a reader never sees half a file."""

@@ -1,8 +1,9 @@
 """The live Speculation page (`/spec/live`): feeds a `timeline.Timeline` from the run and serves it.
 
 Only where charts can be looked at: a local or master runner with the web UI. Requests come from the
-plugin (local) or the workers' batches (master), scrapes from the scraper, the level from `level.current`,
-the event-loop lag from the load generators' client summaries. A greenlet closes a point every tick while
+processor (local) or the workers' batches (master), scrapes from the scraper, the level from the run's
+level board, the event-loop lag from the load generators' client summaries (all of them parts of the
+SpecRun; plugin.py calls in here). A greenlet closes a point every tick while
 the test runs; after stop the last picture stays until the next test starts. The page and its script are
 package data (`locust_spec/web/`): no CDN, nothing fetched from outside the Locust process.
 """
@@ -10,18 +11,19 @@ package data (`locust_spec/web/`): no CDN, nothing fetched from outside the Locu
 from __future__ import annotations
 
 import time
-import weakref
 from importlib import resources
+from typing import TYPE_CHECKING
 
 import gevent
 import orjson
 from flask import Blueprint, Response, request
-from locust import events
-from locust.runners import STATE_STOPPED, WorkerRunner
+from locust.runners import STATE_STOPPED
 
-from locust_spec import distributed, level, plugin, scraper
 from locust_spec.records import RequestRow
 from locust_spec.timeline import TICK_S, Timeline
+
+if TYPE_CHECKING:
+    from locust_spec.run import SpecRun
 
 PATH = "/spec/live"
 LEVEL_POLL_S = 0.5  # level marks land within this of the change; points are still one per tick
@@ -37,13 +39,6 @@ if(td)window.open(m,'_blank');});
 var s=document.createElement('style');s.textContent='td[data-spec-live]{color:#1976d2;'+
 'text-decoration:underline;cursor:pointer}';document.head.appendChild(s);})();</script>"""
 
-_timelines: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-
-
-def timeline_for(environment) -> Timeline | None:
-    return _timelines.get(environment)
-
-
 def link(environment) -> str:
     """The page's path as the browser sees it (with Locust's --web-base-path)."""
     return (getattr(environment.parsed_options, "web_base_path", "") or "") + PATH
@@ -55,9 +50,9 @@ def _row_listener(timeline: Timeline):
     return on_row
 
 
-def _state(environment, timeline: Timeline) -> dict:
-    runner = environment.runner
-    current = level.current(environment)
+def _state(run: SpecRun, timeline: Timeline) -> dict:
+    runner = run.environment.runner
+    current = run.levels.current()
     # Locust says stopped before its test_stop listeners ran; the last point comes from the last of them.
     state = "stopping" if runner.state == STATE_STOPPED and timeline.running else runner.state
     return {**timeline.to_json(), "now": time.time(), "state": state,
@@ -65,9 +60,11 @@ def _state(environment, timeline: Timeline) -> dict:
             "warmup_until": current.warmup_until_unix_s or None}
 
 
-def install(environment, web_ui) -> Timeline:
-    """The page, its script and its data on Locust's web app (same authentication as Locust's own pages)."""
-    timeline = _timelines[environment] = Timeline()
+def install(run: SpecRun, web_ui) -> Timeline:
+    """The page, its script and its data on Locust's web app (same authentication as Locust's own pages);
+    the timeline is fed with every request row and ticked by a greenlet of its own."""
+    environment = run.environment
+    timeline = Timeline()
     base = getattr(environment.parsed_options, "web_base_path", "") or ""
     blueprint = Blueprint("locust_spec_live", __name__, url_prefix=base)
 
@@ -84,10 +81,16 @@ def install(environment, web_ui) -> Timeline:
     @blueprint.route(PATH + ".json")
     @web_ui.auth_required_if_enabled
     def live_data() -> Response:
-        return Response(orjson.dumps(_state(environment, timeline)), mimetype="application/json",
+        return Response(orjson.dumps(_state(run, timeline)), mimetype="application/json",
                         headers={"Cache-Control": "no-store"})
 
     web_ui.app.register_blueprint(blueprint)
+    on_row = _row_listener(timeline)
+    if run.processor is not None:
+        run.processor.row_listeners.append(on_row)
+    if run.collector is not None:
+        run.collector.row_listeners.append(on_row)
+    gevent.spawn(_tick_forever, run, timeline)
 
     @web_ui.app.after_request
     def add_link_script(response: Response) -> Response:
@@ -101,54 +104,30 @@ def install(environment, web_ui) -> Timeline:
     return timeline
 
 
-def _tick_forever(environment, timeline: Timeline) -> None:
+def _tick_forever(run: SpecRun, timeline: Timeline) -> None:
     next_tick = time.monotonic() + TICK_S
     while True:
         gevent.sleep(LEVEL_POLL_S)
         if not timeline.running:
             continue
-        timeline.level(time.time(), level.current(environment).users)
+        timeline.level(time.time(), run.levels.current().users)
         if time.monotonic() >= next_tick:
             next_tick += TICK_S
-            users = int(environment.runner.user_count or 0)
-            timeline.tick(time.time(), users, distributed.client_summaries(environment))
+            users = int(run.environment.runner.user_count or 0)
+            timeline.tick(time.time(), users, run.client_summaries())
 
 
-@events.init.add_listener
-def _on_init(environment, web_ui=None, **_kw) -> None:
-    if web_ui is None or isinstance(environment.runner, WorkerRunner):
-        return
-    try:
-        run = plugin.get(environment)
-    except KeyError:  # not a locust-spec run
-        return
-    timeline = install(environment, web_ui)
-    on_row = _row_listener(timeline)
-    run.row_listeners.append(on_row)
-    found = distributed.collector(environment)
-    if found is not None:
-        found.row_listeners.append(on_row)
-    gevent.spawn(_tick_forever, environment, timeline)
-
-
-@events.test_start.add_listener
-def _on_test_start(environment, **_kw) -> None:
-    timeline = _timelines.get(environment)
-    if timeline is None:
-        return
-    timeline.start(time.time(), distributed.client_summaries(environment))
-    timeline.level(time.time(), level.current(environment).users)
-    found = scraper.scraper_for(environment)
+def test_started(run: SpecRun, timeline: Timeline) -> None:
+    """After the scraper started: the first point, the level, and the scrape taken at start."""
+    timeline.start(time.time(), run.client_summaries())
+    timeline.level(time.time(), run.levels.current().users)
+    found = run.scraper
     if found is not None:
         if timeline.scrape not in found.listeners:
             found.listeners.append(timeline.scrape)
         timeline.scrape(list(found.last.values()))  # the scrape at start, taken before this listener ran
 
 
-@events.test_stop.add_listener
-def _on_test_stop(environment, **_kw) -> None:
-    timeline = _timelines.get(environment)
-    if timeline is not None:
-        # Listeners before this one drained the requests and took the scraper's last scrape.
-        timeline.stop(time.time(), int(environment.runner.user_count or 0),
-                      distributed.client_summaries(environment))
+def test_stopped(run: SpecRun, timeline: Timeline) -> None:
+    """After the requests were drained and the scraper took its last scrape: the last point."""
+    timeline.stop(time.time(), int(run.environment.runner.user_count or 0), run.client_summaries())

@@ -8,7 +8,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import orjson
-from locust import events
 
 from locust_spec.transport import MAX_LINE_BYTES, MAX_RESPONSE_BYTES, MIN_LINE_BYTES
 
@@ -24,15 +23,18 @@ def _byte_limit(text: str) -> int:
     return value
 
 
-@events.init_command_line_parser.add_listener
-def _add_options(parser, **_kw) -> None:
+DEFAULT_MAX_TOKENS = 256
+
+
+def add_options(parser) -> None:
     parser.add_argument("--prompts", action="append", include_in_web_ui=True,
                        help="Prompt set: a JSONL path or built-in name, optionally NAME:WEIGHT; "
                             "repeatable (default: all built-in sets)")
     parser.add_argument("--model", default="", include_in_web_ui=True,
                        help="Model name (default: the first id from GET /v1/models)")
-    parser.add_argument("--max-tokens", type=int, default=256, include_in_web_ui=True,
-                       help="max_tokens per request unless a prompt sets its own")
+    parser.add_argument("--max-tokens", type=positive_int, default=None, include_in_web_ui=True,
+                       help="Cap on every request's max_tokens, a prompt's own included (default: a "
+                            f"prompt's own, else {DEFAULT_MAX_TOKENS})")
     parser.add_argument("--temperature", type=float, default=0.0, include_in_web_ui=True)
     parser.add_argument("--ignore-eos", action="store_true", default=False, include_in_web_ui=True,
                        help="Ask the server (vLLM) to generate max_tokens regardless of EOS")
@@ -68,6 +70,9 @@ class RequestSettings:
 
     model: str
     max_tokens: int
+    """For a request that does not set its own."""
+    max_tokens_cap: int | None
+    """`--max-tokens`: no request asks for more, whatever its prompt says."""
     temperature: float
     ignore_eos: bool
     response_format: dict | None
@@ -78,6 +83,11 @@ class RequestSettings:
     idle_timeout: float
     max_line_bytes: int = MAX_LINE_BYTES
     max_response_bytes: int = MAX_RESPONSE_BYTES
+
+    def max_tokens_for(self, own: int | None) -> int:
+        """What a request asks for: its own max_tokens (else the default), never above the cap."""
+        value = own if own is not None else self.max_tokens
+        return min(value, self.max_tokens_cap) if self.max_tokens_cap is not None else value
 
 
 def response_format(value: str) -> dict | None:
@@ -96,10 +106,20 @@ def response_format(value: str) -> dict | None:
     return {"type": "json_schema", "json_schema": {"name": path.stem, "schema": schema}}
 
 
+def positive_int(text: str | int) -> int:
+    value = int(text)
+    if value < 1:
+        raise ValueError(f"must be at least 1, got {value}")
+    return value
+
+
 def settings_from(options, model: str) -> RequestSettings:
+    # the web UI hands an option without a default back as text ("" when left empty)
+    cap = positive_int(options.max_tokens) if options.max_tokens not in (None, "") else None
     return RequestSettings(
         model=model,
-        max_tokens=options.max_tokens,
+        max_tokens=cap or DEFAULT_MAX_TOKENS,
+        max_tokens_cap=cap,
         temperature=options.temperature,
         ignore_eos=options.ignore_eos,
         response_format=response_format(options.response_format),

@@ -133,6 +133,20 @@ class PromptSampler:
     def classes(self) -> list[str]:
         return sorted({p.cls for s in self._sets for p in s})
 
+    @property
+    def prompts(self) -> list[Prompt]:
+        return [p for s in self._sets for p in s]
+
+    def leave_out(self, prompts: list[Prompt]) -> None:
+        """Never draw these again; a set left empty goes with its weight. PromptError when none is left."""
+        gone = {id(p) for p in prompts}
+        pairs = zip(self._sets, self._weights, strict=True)
+        kept = [(left, w) for s, w in pairs if (left := [p for p in s if id(p) not in gone])]
+        if not kept:
+            raise PromptError("no prompt is left to send")
+        self._sets, self._weights = [s for s, _ in kept], [w for _, w in kept]
+        self._positions = [0] * len(self._sets)
+
     def next(self) -> Prompt:
         i = self._rng.choices(range(len(self._sets)), self._weights)[0] if len(self._sets) > 1 else 0
         prompts = self._sets[i]

@@ -3,41 +3,15 @@
 from __future__ import annotations
 
 import csv
-from dataclasses import astuple, dataclass, fields
+from dataclasses import astuple
 from pathlib import Path
 from typing import Protocol
 
 from locust_spec.histograms import LatencyHistograms
+from locust_spec.runfiles import COLUMNS, RequestRow, RunFiles
 from locust_spec.timing import RequestTiming
 
-
-@dataclass(frozen=True, slots=True)
-class RequestRow:
-    """One request started: the contract's columns in order, plus `warmup`. None = empty cell."""
-
-    start_unix_s: float
-    level_users: int
-    prompt_class: str
-    prompt_id: str
-    prompt_tokens: int | None = None
-    output_tokens: int | None = None
-    tokens_estimated: int | None = None
-    chunks: int | None = None
-    max_tokens_per_chunk: int | None = None
-    ttft_ms: float | None = None
-    tpot_ms: float | None = None
-    e2e_ms: float | None = None
-    itl_p50_ms: float | None = None
-    itl_p99_ms: float | None = None
-    chunk_gap_p50_ms: float | None = None
-    finish_reason: str | None = None
-    spec_accepted_tokens: int | None = None
-    spec_draft_tokens: int | None = None
-    error: str | None = None
-    warmup: int = 0
-
-
-COLUMNS = tuple(f.name for f in fields(RequestRow))
+__all__ = ["COLUMNS", "FileSink", "RecordSink", "RequestRow", "RowWriter", "make_row", "record_histograms"]
 
 
 def make_row(start_unix_s: float, level_users: int, prompt_class: str, prompt_id: str, warmup: bool,
@@ -145,8 +119,9 @@ class FileSink:
     flush_interval_s = 30.0
 
     def __init__(self, prefix: str) -> None:
-        self.requests_path = Path(f"{prefix}_requests.csv")
-        self.latency_path = Path(f"{prefix}_latency.json")
+        files = RunFiles(prefix)
+        self.requests_path = files.requests
+        self.latency_path = files.latency
         self.rows = RowWriter(self.requests_path)
         self.histograms = LatencyHistograms()
 

@@ -1,27 +1,23 @@
-"""Scrapes the server's /metrics once per test (master or local runner): CSV rows and counter windows."""
+"""Scrapes the server's /metrics during each test (master or local runner): CSV rows and counter windows."""
 
 from __future__ import annotations
 
 import csv
 import logging
-import os
 import time
-import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 import gevent
 from gevent.event import Event
 from gevent.lock import Semaphore
-from locust import events
-from locust.runners import WorkerRunner
 
 from locust_spec import http_fetch
-from locust_spec import level as ladder
 from locust_spec.counters import Snapshot, SpecWindow, WindowAccumulator, parse_exposition_checked
 from locust_spec.exposition import CSV_COLUMNS, rows_from_snapshot
 from locust_spec.http_fetch import METRICS_URLS_ENV as URLS_ENV
 from locust_spec.http_fetch import FetchError, UrlError, check_urls, display_url
+from locust_spec.runfiles import RunFiles
 
 log = logging.getLogger(__name__)
 
@@ -35,7 +31,6 @@ MAX_BODY_BYTES = 4 * 1024 * 1024
 SCRAPE_TIMEOUT_S = 5.0
 # Short enough to sample the running/waiting gauges (the batch the server ran) several times per level.
 DEFAULT_INTERVAL_S = 1.0
-CSV_SUFFIX = "_server_metrics.csv"
 
 Fetch = Callable[[str], str]
 
@@ -240,16 +235,7 @@ def _reason(e: BaseException) -> str:
     return text if len(text) <= 200 else text[:200] + "..."
 
 
-_scrapers: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-
-
-def scraper_for(environment) -> Scraper | None:
-    """This environment's scraper (None on workers, with `--metrics-url off`, or with no host)."""
-    return _scrapers.get(environment)
-
-
-@events.init_command_line_parser.add_listener
-def _add_options(parser) -> None:
+def add_options(parser) -> None:
     # Locust's own add_argument (not an argument group's) knows include_in_web_ui: keep URLs and the token
     # out of the web UI's form.
     parser.add_argument(
@@ -276,17 +262,20 @@ def _add_options(parser) -> None:
     )
 
 
-def _is_worker(environment) -> bool:
-    return isinstance(getattr(environment, "runner", None), WorkerRunner)
+def url_option(opts, environ: Mapping[str, str]) -> list[str] | None:
+    """`--metrics-url`, else the URLs in $LOCUST_SPEC_METRICS_URL (how spec-ab hands them to its child)."""
+    return getattr(opts, "metrics_url", None) or environ.get(URLS_ENV, "").split() or None
 
 
-def _scraper_for_test(environment) -> Scraper | None:
-    existing = _scrapers.get(environment)
-    if existing is not None:
-        return existing
-    opts = environment.parsed_options
-    host = environment.host or getattr(opts, "host", None)
-    urls = metrics_urls(_url_option(opts), host)
+def check_url_options(opts, environ: Mapping[str, str]) -> None:
+    """Raise UrlError, whose message holds none of their secrets, for unusable metrics URLs."""
+    check_urls(metrics_urls(url_option(opts, environ), None))
+
+
+def scraper_from_options(opts, host: str | None, files: RunFiles | None,
+                         environ: Mapping[str, str]) -> Scraper | None:
+    """The scraper the options ask for (None with `--metrics-url off` or no host); its CSV with `--csv`."""
+    urls = metrics_urls(url_option(opts, environ), host or getattr(opts, "host", None))
     if not urls:
         return None
     try:
@@ -297,59 +286,6 @@ def _scraper_for_test(environment) -> Scraper | None:
     interval = max(0.1, float(getattr(opts, "metrics_interval", None) or DEFAULT_INTERVAL_S))
     deadline = max(0.1, float(getattr(opts, "metrics_timeout", SCRAPE_TIMEOUT_S) or SCRAPE_TIMEOUT_S))
     max_bytes = int(getattr(opts, "metrics_max_bytes", MAX_BODY_BYTES) or MAX_BODY_BYTES)
-    token = getattr(opts, "metrics_token", None) or os.environ.get(TOKEN_ENV) or None
-    prefix = getattr(opts, "csv_prefix", None)
-    csv_path = Path(prefix + CSV_SUFFIX) if prefix else None
-    scraper = Scraper(urls, interval, http_fetcher(token, deadline, max_bytes), csv_path)
-    _scrapers[environment] = scraper
-    return scraper
-
-
-def _url_option(opts) -> list[str] | None:
-    """`--metrics-url`, else the URLs in $LOCUST_SPEC_METRICS_URL (how spec-ab hands them to its child)."""
-    return getattr(opts, "metrics_url", None) or os.environ.get(URLS_ENV, "").split() or None
-
-
-@events.init.add_listener
-def _on_init(environment, **_kw) -> None:
-    """An unusable --metrics-url stops the run at start with one line that holds none of its secrets (in
-    every process: a worker of --processes would otherwise wait for a master that has gone)."""
-    opts = environment.parsed_options
-    if opts is None or not hasattr(opts, "metrics_url"):
-        return
-    urls = metrics_urls(_url_option(opts), None)
-    try:
-        check_urls(urls)
-    except UrlError as e:
-        raise SystemExit(f"locust-spec: {e}") from None
-
-
-@events.test_start.add_listener
-def _on_test_start(environment, **_kw) -> None:
-    if _is_worker(environment) or environment.parsed_options is None:
-        return
-    scraper = _scraper_for_test(environment)
-    if scraper is not None:
-        scraper.start()
-
-
-@events.spawning_complete.add_listener
-def _on_spawning_complete(user_count: int, **_kw) -> None:
-    # Scrapers exist only on the master or local runner, so a worker's event finds none running.
-    for scraper in list(_scrapers.values()):
-        if scraper.running:
-            scraper.level_changed(int(user_count), ladder.current().warmup_until_unix_s)
-
-
-@events.test_stop.add_listener
-def _on_test_stop(environment, **_kw) -> None:
-    scraper = None if _is_worker(environment) else _scrapers.get(environment)
-    if scraper is not None:
-        scraper.stop()
-
-
-@events.quitting.add_listener
-def _on_quitting(environment, **_kw) -> None:
-    scraper = _scrapers.get(environment)
-    if scraper is not None:
-        scraper.close()
+    token = getattr(opts, "metrics_token", None) or environ.get(TOKEN_ENV) or None
+    csv_path = files.server_metrics if files is not None else None
+    return Scraper(urls, interval, http_fetcher(token, deadline, max_bytes), csv_path)

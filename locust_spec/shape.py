@@ -10,7 +10,8 @@ from dataclasses import dataclass
 
 from locust import LoadTestShape, events
 
-from locust_spec import level
+from locust_spec.level import Level
+from locust_spec.run import run_of
 
 logger = logging.getLogger(__name__)
 
@@ -128,8 +129,8 @@ class ConcurrencyLadder(LoadTestShape):
         if self._stage is None or stage.index != self._stage.index:
             previous_users = self._stage.users if self._stage else 0
             # The level starts when the ladder asks for it, not at the nominal boundary: ticks are ~1 s apart.
-            level.publish(level.Level(stage.users, time.time() + (stage.warmup_end_s - stage.start_s)),
-                          self.runner.environment)
+            run_of(self.runner.environment).levels.publish(
+                Level(stage.users, time.time() + (stage.warmup_end_s - stage.start_s)))
             logger.info("Ladder level %d/%d: %d users for %gs (warm-up %gs)", stage.index + 1,
                         len(settings.levels), stage.users, settings.stage_s, settings.warmup_s)
             self._rate = spawn_rate(previous_users, stage.users)

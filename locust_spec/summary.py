@@ -27,19 +27,20 @@ import os
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import gevent
 import orjson
-from locust import events
-from locust.runners import WorkerRunner
 
-from locust_spec import budget, crosscheck, distributed, plugin, scraper
+from locust_spec import budget, crosscheck
 from locust_spec.counters import SpecWindow
+from locust_spec.runfiles import SUMMARY_SCHEMA
+
+if TYPE_CHECKING:
+    from locust_spec.run import SpecRun
 
 log = logging.getLogger(__name__)
 
-SCHEMA = 1
-SUFFIX = "_summary.json"
 # Peak running + waiting below this share of the users means the client under-delivered: the peak is taken
 # at scrape instants, so it can only be higher than the typical concurrency, never lower.
 DELIVERED_MIN = 0.9
@@ -153,7 +154,7 @@ def build_summary(totals: crosscheck.ClientTotals | None, run: SpecWindow | None
         )
     ]
     return {
-        "schema": SCHEMA,
+        "schema": SUMMARY_SCHEMA,
         "warnings": warnings,
         "crosscheck": parts["crosscheck"],
         "client": {**parts["client"], "generators": generators},
@@ -169,47 +170,33 @@ def write(path: Path, summary: dict) -> None:
     os.replace(tmp, path)
 
 
-def build_run_summary(environment) -> dict | None:
+def build_run_summary(run: SpecRun) -> dict | None:
     """The summary of this process's run so far, from its files and scraper; None without `--csv`."""
-    prefix = getattr(environment.parsed_options, "csv_prefix", None)
-    if not prefix:
+    if run.files is None:
         return None
     notes: list[str] = []
     totals = None
-    requests_path = Path(prefix + "_requests.csv")
+    requests_path = run.files.requests
     if requests_path.exists():
         try:
             # in a native thread: the file grows with the run, and the web UI asks for this mid-run
             totals = gevent.get_hub().threadpool.apply(crosscheck.read_client_totals, (requests_path,))
         except ValueError as e:
             notes.append(f"cannot read {requests_path}: {e}")
-    found = scraper.scraper_for(environment)
-    run = found.run_window() if found is not None else None
+    found = run.scraper
+    window = found.run_window() if found is not None else None
     levels = found.level_windows() if found is not None else []
     notes += found.warnings() if found is not None else []
-    collector = distributed.collector(environment)
-    notes += collector.warnings() if collector is not None else []
-    return build_summary(totals, run, levels, distributed.client_summaries(environment), notes)
+    notes += run.collector.warnings() if run.collector is not None else []
+    return build_summary(totals, window, levels, run.client_summaries(), notes)
 
 
-def summarize_run(environment) -> dict | None:
+def summarize_run(run: SpecRun) -> dict | None:
     """Build, write and log the summary at the end of the run; None without `--csv`."""
-    summary = build_run_summary(environment)
+    summary = build_run_summary(run)
     if summary is None:
         return None
-    write(Path(environment.parsed_options.csv_prefix + SUFFIX), summary)
+    write(run.files.summary, summary)
     for line in summary["warnings"]:
         log.warning("locust-spec: %s", line)
     return summary
-
-
-@events.init.add_listener
-def _on_init(environment, **_kw) -> None:
-    if isinstance(environment.runner, WorkerRunner):
-        return
-    try:
-        plugin.get(environment)
-    except KeyError:  # not a locust-spec run
-        return
-    # `quit` comes after every `quitting` listener: the rows are closed, the workers' last batches are in.
-    environment.events.quit.add_listener(lambda **_kw: summarize_run(environment))

@@ -13,27 +13,28 @@ from __future__ import annotations
 import time
 from collections import deque
 from collections.abc import Iterable, Sequence
-from pathlib import Path
 
 import orjson
 from flask import Blueprint, Response, abort, request, send_file
-from locust import events
-from locust.runners import STATE_STOPPED, WorkerRunner
+from locust.runners import STATE_STOPPED
 
-from locust_spec import crosscheck, distributed, live, plugin, scraper, summary
+from locust_spec import crosscheck, live, runfiles, summary
 from locust_spec.counters import SpecWindow
 from locust_spec.histograms import LatencyHistograms, new_histogram, percentiles_us
+from locust_spec.processor import E2E, INTERRUPTED, TPOT
 from locust_spec.records import FileSink
+from locust_spec.run import SpecRun
+from locust_spec.runfiles import ErrorKind
 
 TAB = "speculation"
 LATENCY_TAB = "spec-latency"
 REFRESH_S = 2.0  # the UI polls every 2 s; percentiles over many histograms should not run more often
 RATE_WINDOW_S = 15.0  # workers report every 3 s: a shorter window would show their reporting rhythm
 FILES = {  # name in the URL -> (suffix after PREFIX, link title)
-    "requests": ("_requests.csv", "Download locust-spec request rows CSV"),
-    "latency": ("_latency.json", "Download locust-spec exact latency JSON (HDR histograms)"),
-    "server_metrics": ("_server_metrics.csv", "Download locust-spec server metrics CSV"),
-    "summary": (summary.SUFFIX, "Download locust-spec run summary JSON"),
+    "requests": (runfiles.REQUESTS, "Download locust-spec request rows CSV"),
+    "latency": (runfiles.LATENCY, "Download locust-spec exact latency JSON (HDR histograms)"),
+    "server_metrics": (runfiles.SERVER_METRICS, "Download locust-spec server metrics CSV"),
+    "summary": (runfiles.SUMMARY, "Download locust-spec run summary JSON"),
 }
 
 
@@ -79,27 +80,26 @@ def token_rate(samples: Sequence[tuple[float, float]]) -> float | None:
 
 
 def live_totals(entries: Iterable, errors: Iterable) -> crosscheck.ClientTotals:
-    """Client totals from Locust's stats (its E2E rows carry output tokens as response length).
+    """Client totals from Locust's stats (its E2E rows carry output tokens as response length; requests
+    cut off at stop are its Interrupted rows).
 
     Locust's stats are at hand on the master and cost nothing to read; reading the request rows instead
     would grow with the run. Per-request acceptance is not in them, so the live check skips it.
     """
     t = crosscheck.ClientTotals()
     for entry in entries:
-        if entry.method == "E2E":
+        if entry.method == E2E:
             t.requests += entry.num_requests
             t.ok += entry.num_requests - entry.num_failures
             t.output_tokens += entry.total_content_length
-        elif entry.method == "TPOT":
+        elif entry.method == INTERRUPTED:
+            t.requests += entry.num_requests
+            t.interrupted += entry.num_requests
+        elif entry.method == TPOT:
             t.tpot_sum_ms += entry.total_response_time
             t.tpot_count += entry.num_requests
     for error in errors:
-        if error.method != "E2E":
-            continue
-        text = str(error.error)
-        if "interrupted:" in text:
-            t.interrupted += error.occurrences
-        elif "http_" not in text:
+        if error.method == E2E and f"{ErrorKind.HTTP.value}_" not in str(error.error):
             t.unknown_outcome += error.occurrences
     return t
 
@@ -143,10 +143,11 @@ def speculation_rows(run: SpecWindow | None, levels: Sequence[tuple[int, SpecWin
 
 
 class SpecView:
-    """What the tabs show for one environment, recomputed at most every REFRESH_S."""
+    """What the tabs show for one run, recomputed at most every REFRESH_S."""
 
-    def __init__(self, environment) -> None:
-        self.environment = environment
+    def __init__(self, run: SpecRun) -> None:
+        self.run = run
+        self.environment = run.environment
         self._tokens: deque[tuple[float, float]] = deque()
         self._cached: dict | None = None
         self._at = 0.0
@@ -159,10 +160,7 @@ class SpecView:
 
     def sink(self) -> FileSink | None:
         """The master's or local runner's FileSink, whose histograms hold every request so far."""
-        try:
-            sink = plugin.get(self.environment).sink
-        except KeyError:
-            return None
+        sink = self.run.sink
         return sink if isinstance(sink, FileSink) else None
 
     def stats(self) -> dict:
@@ -178,12 +176,12 @@ class SpecView:
         self._tokens.append((now, float(totals.output_tokens)))
         while len(self._tokens) > 2 and now - self._tokens[1][0] >= RATE_WINDOW_S:
             self._tokens.popleft()
-        found = scraper.scraper_for(self.environment)
+        found = self.run.scraper
         run = found.run_window() if found is not None and found.first else None
         levels = found.level_windows() if found is not None else []
         checks = crosscheck.cross_check(totals, run) if run is not None else []
         warnings = found.warnings() if found is not None else []
-        found_collector = distributed.collector(self.environment)
+        found_collector = self.run.collector
         stopped = runner.state == STATE_STOPPED
         if found_collector is not None and stopped:
             warnings += found_collector.warnings()
@@ -199,14 +197,10 @@ class SpecView:
         }
 
 
-def _prefix(environment) -> str | None:
-    return getattr(environment.parsed_options, "csv_prefix", None)
-
-
-def install(environment, web_ui) -> SpecView:
+def install(run: SpecRun, web_ui) -> SpecView:
     """Add the tabs, the JSON endpoint and the file downloads to Locust's web UI."""
-    view = SpecView(environment)
-    base = getattr(environment.parsed_options, "web_base_path", "") or ""
+    view = SpecView(run)
+    base = getattr(run.environment.parsed_options, "web_base_path", "") or ""
     blueprint = Blueprint("locust_spec", __name__, url_prefix=base)
 
     @blueprint.route("/spec/stats")
@@ -217,16 +211,15 @@ def install(environment, web_ui) -> SpecView:
     @blueprint.route("/spec/files/<name>")
     @web_ui.auth_required_if_enabled
     def spec_file(name: str) -> Response:
-        prefix = _prefix(environment)
-        if name not in FILES or not prefix:
+        if name not in FILES or run.files is None:
             abort(404)
-        path = Path(prefix + FILES[name][0]).resolve()
+        path = run.files.path(FILES[name][0]).resolve()
         sink = view.sink()
         if name == "latency" and sink is not None:  # the file is rewritten only now and then
             body = orjson.dumps(sink.histograms.to_json(), option=orjson.OPT_INDENT_2)
             return _download(body, path.name, "application/json")
         if name == "summary" and not path.exists():
-            built = summary.build_run_summary(environment)
+            built = summary.build_run_summary(run)
             return _download(orjson.dumps(built, option=orjson.OPT_INDENT_2), path.name, "application/json")
         if not path.exists():
             abort(404)
@@ -246,7 +239,6 @@ def install(environment, web_ui) -> SpecView:
         response.set_data(orjson.dumps(data))
         return response
 
-    prefix = _prefix(environment)
     web_ui.template_args.update({
         "extended_tabs": [{"title": "Speculation", "key": TAB},
                           {"title": "Exact latency", "key": LATENCY_TAB}],
@@ -263,22 +255,10 @@ def install(environment, web_ui) -> SpecView:
             ]},
         ],
         "extended_csv_files": [{"href": f"./spec/files/{name}", "title": title}
-                               for name, (_, title) in FILES.items()] if prefix else [],
+                               for name, (_, title) in FILES.items()] if run.files is not None else [],
     })
     return view
 
 
 def _download(body: bytes, name: str, mimetype: str) -> Response:
     return Response(body, mimetype=mimetype, headers={"Content-Disposition": f"attachment; filename={name}"})
-
-
-@events.init.add_listener
-def _on_init(environment, web_ui=None, **_kw) -> None:
-    if web_ui is None or isinstance(environment.runner, WorkerRunner):
-        return
-    try:
-        plugin.get(environment)
-    except KeyError:  # not a locust-spec run
-        return
-    view = install(environment, web_ui)
-    environment.events.test_start.add_listener(lambda **_kw: view.test_started())

@@ -264,6 +264,8 @@ class SimServer:
         elif path == b"/v1/models" and method == b"GET":
             self._json(sock, 200, protocol.models(self.opts.served_model_name, self.created,
                                                   self.opts.max_model_len))
+        elif path == b"/tokenize" and method == b"POST":  # vLLM's: the prompt's tokens, template included
+            self.tokenize(sock, body)
         elif path == b"/admin/restart" and method == b"POST":
             if not self._admin(headers):
                 self._json(sock, 403, protocol.error(
@@ -285,6 +287,17 @@ class SimServer:
 
     def _json(self, sock, status: int, payload: bytes, extra: bytes = b"") -> None:
         sock.sendall(_head(status, b"application/json", len(payload), extra) + payload)
+
+    def tokenize(self, sock, body: bytes) -> None:
+        try:
+            request = orjson.loads(body)
+            messages = request["messages"]
+            tokens = sim_model.tokenizer().encode(sim_model.render_prompt(messages))
+        except (orjson.JSONDecodeError, KeyError, TypeError, AttributeError):
+            self._json(sock, 400, protocol.error(400, "expected a JSON object with messages"))
+            return
+        self._json(sock, 200, orjson.dumps({"count": len(tokens), "max_model_len": self.opts.max_model_len,
+                                            "tokens": list(tokens)}))
 
     def chat(self, sock, body: bytes) -> bool:
         try:

@@ -63,8 +63,10 @@ def run_distributed(tmp_path: Path, host: str, stop_worker_after_s: float | None
 
 
 def locust_e2e_count(stats_csv: Path) -> int:
-    """Locust's own count of streams: its E2E rows' request counts (failures included)."""
-    return sum(int(r["Request Count"]) for r in csv.DictReader(stats_csv.open()) if r["Type"] == "E2E")
+    """Locust's own count of streams: its E2E rows' request counts (failures included) and those cut off
+    at stop (Interrupted)."""
+    return sum(int(r["Request Count"]) for r in csv.DictReader(stats_csv.open())
+               if r["Type"] in ("E2E", "Interrupted"))
 
 
 def test_master_with_two_workers_writes_each_request_once_with_exact_merged_percentiles(tmp_path, spec_sim):

@@ -1,5 +1,5 @@
 """Any JSON value in any field of a chunk, any bytes, any read boundaries: through the real transport (a
-loopback socket), the plugin's processor greenlet and its row writer, every request gets exactly one row,
+loopback socket), the processor greenlet and its row writer, every request gets exactly one row,
 good streams keep their exact numbers, bad ones a named error, and the processor lives on."""
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ from hypothesis import strategies as st
 from locust import events
 from locust.env import Environment
 
-from locust_spec import plugin
-from locust_spec.prompts import Prompt
+from locust_spec.client import Capture
+from locust_spec.processor import Processor
 from locust_spec.records import FileSink
 from locust_spec.transport import Arrivals, Connection, Endpoint, StreamFailure, request_bytes
 
@@ -126,30 +126,28 @@ class Server:
 @pytest.fixture(scope="module")
 def rig(tmp_path_factory):
     prefix = tmp_path_factory.mktemp("hostile") / "run"
-    options = Namespace(prompts=["all"], seed=0, api_key="", model="m", csv_prefix=str(prefix))
-    env = Environment(events=events, parsed_options=options)
-    proc = plugin.Plugin(env)
-    proc.sink = FileSink(str(prefix))
+    env = Environment(events=events, parsed_options=Namespace())
+    sink = FileSink(str(prefix))
+    proc = Processor(env.events.request.fire, lambda: sink)
     proc.start()
     server = Server()
     conn = Connection(Endpoint(f"http://127.0.0.1:{server.server.server_port}"), 5.0)
     yield proc, server, conn, prefix
     proc.stop()
-    proc.close()
+    sink.close()
     server.server.stop()
 
 
-def send(proc: plugin.Plugin, conn: Connection) -> None:
-    started = plugin.Started(Prompt("p", "chat", (), None), 1, False)
-    started.arrivals = Arrivals()
+def send(proc: Processor, conn: Connection) -> None:
+    capture = Capture("chat", "p", 1, False, wire=Arrivals())
     try:
-        conn.stream(request_bytes(conn.endpoint, "/chat/completions", b"{}", ""), started.arrivals, 5.0, 5.0,
+        conn.stream(request_bytes(conn.endpoint, "/chat/completions", b"{}", ""), capture.wire, 5.0, 5.0,
                     MAX_LINE, MAX_BODY)
     except StreamFailure as e:
-        started.error = str(e)
-    started.start_unix, started.start = conn.start_unix, conn.start
-    started.end = time.perf_counter()
-    proc.submit(started)
+        capture.error = str(e)
+    capture.start_unix, capture.start = conn.start_unix, conn.start
+    capture.end = time.perf_counter()
+    proc.submit(capture)
 
 
 def rows(prefix) -> list[dict]:
@@ -157,7 +155,7 @@ def rows(prefix) -> list[dict]:
         return list(csv.DictReader(fh))
 
 
-def last_row(proc: plugin.Plugin, conn: Connection, server: Server, pieces: list[bytes], prefix) -> dict:
+def last_row(proc: Processor, conn: Connection, server: Server, pieces: list[bytes], prefix) -> dict:
     """Serve `pieces` to one request; once the processor has reported it, its row (one per request)."""
     server.body = pieces
     before = proc.requests

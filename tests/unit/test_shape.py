@@ -9,7 +9,8 @@ import pytest
 from locust import User, constant, task
 from locust.env import Environment
 
-from locust_spec import level
+from locust_spec.level import LevelBoard, runner_users
+from locust_spec.run import SpecRun, attach, run_of
 from locust_spec.shape import (
     RAMP_S,
     ConcurrencyLadder,
@@ -103,6 +104,7 @@ def _ladder(levels: str = "1,8", stage_time: str = "10s",
     options = Namespace(levels=levels, stage_time=stage_time, warmup=warmup, headless=True)
     env = Environment(user_classes=[_Idle], shape_class=ladder, parsed_options=options)
     env.create_local_runner()
+    attach(env, SpecRun(env, LevelBoard(runner_users(env))))
     ladder.reset_time()
     return ladder, env
 
@@ -111,35 +113,32 @@ def _at(ladder: ConcurrencyLadder, elapsed_s: float) -> None:
     ladder.start_time = time.perf_counter() - elapsed_s
 
 
-@pytest.fixture(autouse=True)
-def _fresh_level():
-    level.reset()
-    yield
-    level.reset()
+def current(env: Environment):
+    return run_of(env).levels.current()
 
 
 def test_the_ladder_publishes_each_level_with_its_warmup_end_as_it_starts():
     ladder, env = _ladder()
     before = time.time()
     assert ladder.tick() == (1, 1.0)
-    published = level.current(env)
+    published = current(env)
     assert published.users == 1
     assert before + 2 <= published.warmup_until_unix_s <= time.time() + 2
     assert published.in_warmup(before + 1) and not published.in_warmup(time.time() + 2.01)
 
     _at(ladder, 10.5)
     users, rate = ladder.tick()
-    assert (users, level.current(env).users) == (8, 8)
+    assert (users, current(env).users) == (8, 8)
     assert rate == spawn_rate(1, 8)
 
 
 def test_the_ladder_publishes_once_per_level_not_once_per_tick():
     ladder, env = _ladder()
     ladder.tick()
-    first = level.current(env)
+    first = current(env)
     _at(ladder, 5)
     ladder.tick()
-    assert level.current(env) is first
+    assert current(env) is first
 
 
 def test_the_ladder_stops_the_test_after_its_last_level():
@@ -161,4 +160,4 @@ def test_restarting_the_test_starts_the_ladder_over():
     ladder.tick()
     ladder.reset_time()
     assert ladder.tick()[0] == 1
-    assert level.current(env).users == 1
+    assert current(env).users == 1

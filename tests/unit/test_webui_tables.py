@@ -7,7 +7,7 @@ from locust.stats import RequestStats
 
 from locust_spec.crosscheck import cross_check
 from locust_spec.histograms import LatencyHistograms, new_histogram, percentiles_us, record_ms
-from locust_spec.plugin import StreamError
+from locust_spec.processor import StreamError
 from locust_spec.webui import latency_rows, live_totals, speculation_rows, token_rate
 from tests.support import ngram_capture_window
 
@@ -49,13 +49,14 @@ def test_token_rate_is_the_slope_between_oldest_and_newest_sample():
     assert token_rate([(10.0, 900.0), (11.0, 0.0)]) == 0.0  # stats were reset
 
 
-def test_live_totals_read_locust_stats_where_e2e_carries_output_tokens():
+def test_live_totals_read_locust_stats_where_e2e_carries_output_tokens_and_interrupted_apart():
     stats = RequestStats()
     for tokens, tpot in ((100, 1.25), (300, 2.75)):
         stats.log_request("E2E", "code", 400, tokens)
         stats.log_request("TPOT", "code", tpot, 0)
         stats.log_request("TTFT", "code", 30, 0)
-    for error in ("interrupted: test stopped", "http_500: boom", "reset: peer"):
+    stats.log_request("Interrupted", "code", 10, 0)  # cut off at stop: counted, not a failure
+    for error in ("http_500: boom", "reset: peer"):
         stats.log_request("E2E", "code", 10, 0)
         stats.log_error("E2E", "code", StreamError(error))
     totals = live_totals(stats.entries.values(), stats.errors.values())

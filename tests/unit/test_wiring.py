@@ -1,0 +1,47 @@
+"""Whatever module a locustfile imports first, the plugin's listeners are the same (in a child process each:
+importing Locust patches the interpreter, and listeners are registered once per process)."""
+
+from __future__ import annotations
+
+import subprocess
+
+import pytest
+
+from tests.support import PY, REPO
+
+LISTENERS = """
+import {module}
+from locust import events
+names = sorted(f"{{hook}}:{{h.__module__}}.{{h.__qualname__}}" for hook in
+               ("init", "init_command_line_parser", "test_start", "test_stopping", "test_stop", "quitting")
+               for h in getattr(events, hook)._handlers if h.__module__.startswith("locust_spec"))
+print("\\n".join(names))
+"""
+
+
+def listeners(module: str) -> list[str]:
+    child = subprocess.run([PY, "-c", LISTENERS.format(module=module)], capture_output=True, text=True,
+                           timeout=120, cwd=REPO)
+    assert child.returncode == 0, child.stderr[-2000:]
+    return child.stdout.split()
+
+
+@pytest.fixture(scope="module")
+def from_the_package():
+    return listeners("locust_spec")
+
+
+@pytest.mark.parametrize("module", ["locust_spec.user", "locust_spec.scraper", "locust_spec.analysis.runs"])
+def test_any_import_path_registers_the_same_listeners(from_the_package, module):
+    assert listeners(module) == from_the_package
+
+
+def test_the_ladder_adds_only_its_own_options(from_the_package):
+    # --levels, --stage-time, --warmup exist where a locustfile runs the ladder (sweep.py), not in chat.py's
+    added = set(listeners("locust_spec.shape")) - set(from_the_package)
+    assert added == {"init_command_line_parser:locust_spec.shape._add_options"}
+
+
+def test_one_init_listener_and_all_of_them_in_the_wiring_module(from_the_package):
+    assert [n for n in from_the_package if n.startswith("init:")] == ["init:locust_spec.plugin._on_init"]
+    assert all(".plugin." in n for n in from_the_package)
