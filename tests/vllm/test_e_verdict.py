@@ -26,7 +26,8 @@ def verdict(arm_runs, candidate: str) -> dict:
     doc = json.loads(done.stdout)
     level = doc["levels"][0]
     log.info("off vs %s: verdict %s, acceptance %s, per position %s, change %% %s, reasons %s, diagnoses %s",
-             candidate, level["verdict"], level["acceptance"], level["per_position"], level["change_pct"],
+             candidate, level["verdict"], level["acceptance"], level["per_position"],
+             {k: m["change_pct"] for k, m in level["metrics"].items()},
              level["reasons"], [d["kind"] for d in level["diagnoses"]])
     assert [lv["users"] for lv in doc["levels"]] == [1]
     return level
@@ -41,21 +42,28 @@ def test_an_unrelated_draft_is_switched_off_because_draft_and_target_disagree(ar
 
 def test_a_copy_draft_is_accepted_in_full(arm_runs):
     level = verdict(arm_runs, "draft-copy")
-    assert level["acceptance"] == 1.0
-    assert level["per_position"] == [1.0, 1.0, 1.0, 1.0]
-    assert level["candidate"]["tokens_per_chunk"] > 3
+    # an identical draft is accepted almost always, not always: see test_c_drafts (vLLM's numerics)
+    assert level["acceptance"] >= 0.95
+    assert min(level["per_position"]) >= 0.9
+    assert level["metrics"]["tokens_per_chunk"]["candidate"] > 3
     assert "draft_disagrees" not in {d["kind"] for d in level["diagnoses"]}
 
 
 def test_ngram_gets_the_verdict_its_numbers_support(arm_runs):
     level = verdict(arm_runs, "ngram")
-    acceptance, change = level["acceptance"], level["change_pct"]
+    acceptance, (lo, hi) = level["acceptance"], level["acceptance_ci95"] or [level["acceptance"]] * 2
+    metrics = level["metrics"]
+
+    def clears(key: str, sign: int) -> bool:  # the whole 95% interval beyond the 2% band, in that direction
+        ci = metrics[key]["ci95_pct"] or [metrics[key]["change_pct"]] * 2
+        return min(ci) > 2 if sign > 0 else max(ci) < -2
+
     assert 0 < acceptance < 1
-    if acceptance < OFF_AT:
+    if hi < OFF_AT:
         assert level["verdict"] == "off"
-    elif acceptance >= SHIP_AT and change["output_tok_s"] > 2 and change["itl_p50_ms"] < -2:
+    elif lo >= SHIP_AT and clears("output_tok_s", +1) and clears("tpot_p50_ms", -1):
         assert level["verdict"] == "ship"
-    elif change["output_tok_s"] < -2 and change["itl_p50_ms"] > 2:
+    elif lo >= OFF_AT and clears("output_tok_s", -1) and clears("tpot_p50_ms", +1):
         assert level["verdict"] == "off"
     else:
-        assert level["verdict"] in {"ship", "tradeoff", "inconclusive"}
+        assert level["verdict"] in {"ship", "off", "tradeoff", "inconclusive"}
