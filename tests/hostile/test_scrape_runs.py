@@ -30,7 +30,8 @@ def test_a_metrics_endpoint_sending_a_byte_a_second_neither_blocks_the_load_nor_
     out, _ = proc.communicate(timeout=120)  # before: it never exited
     assert "Traceback" not in out, out[-3000:]
     rows = _rows(tmp_path)
-    assert len(rows) > 10 and all(r["error"] == "" for r in rows)
+    # a request still in flight when the run ends is `interrupted`; every other one is fine
+    assert len(rows) > 10 and all(r["error"] == "" or r["error"].startswith("interrupted") for r in rows)
     warnings = " ".join(_summary(tmp_path)["warnings"])
     assert f"metrics scrape of {server.url}/metrics failed" in warnings
     assert "timed out: no complete answer within 2 s" in warnings
