@@ -99,6 +99,11 @@ def test_prompt_fields_changed_in_the_web_ui_reach_every_worker(tmp_path, spec_s
     url = f"http://127.0.0.1:{port}"
     try:
         wait_http(url + "/", proc=proc)
+        # a start posted before both --processes workers have connected would spawn no user
+        deadline = time.monotonic() + 60
+        while len(json.loads(get(url + "/stats/requests")).get("workers", [])) < 2:
+            assert time.monotonic() < deadline and proc.poll() is None, "the workers never connected"
+            time.sleep(0.5)
         form = {"user_count": "2", "spawn_rate": "2", "host": sim.url, "prompts": ",".join(map(str, sets)),
                 "max_tokens": "5", "seed": "3"}
         swarm = urllib.request.Request(url + "/swarm", data=urllib.parse.urlencode(form).encode())
