@@ -1,16 +1,18 @@
 """Measurement fidelity: how far our client's timestamps, TTFT and ITL are from the server's truth.
 
 Usage: .venv/bin/python benchmarks/fidelity.py [--quick] [--realtime] [--streams 1,16,64,256] [--steps 10,2]
-       [--clients fast,openai] [--repeats 2] [--seconds 15] [--no-vllm] [--keep DIR]
+       [--clients fast,openai] [--repeats 2] [--seconds 15] [--server pacer|sim] [--no-vllm] [--keep DIR]
 
-Ground truth is spec-sim's --send-log (time.time_ns() just before each chunk's write), the server on core
+Ground truth is the server's send log (time.time_ns() just before each chunk's write), the server on core
 0; our ChatCompletionUser runs in one headless Locust process on core 1 with LOCUST_SPEC_TRACE, which
 records each request's start and token-chunk arrivals on the wall clock by response id. Chunks are
-matched per response id in order. Where the real-vLLM tier's environment exists, `vllm bench serve` runs
-on the same server and load (10 ms steps) for comparison. spec-sim has no fixed-step mode: steps follow
-its roofline, so --time-scale is calibrated per stream count to give the wanted decode step (prefill
-steps run longer). --realtime runs server and client under SCHED_RR, so other work on a shared machine
-does not preempt them.
+matched per response id in order. The server is benchmarks/pacer.py by default: exact fixed steps, one
+token per stream per step, cheap enough to send 256 streams' chunks from one core; --server sim uses
+spec-sim, whose steps follow its roofline (--time-scale calibrated per stream count to give the wanted
+decode step; prefill steps run longer) and which saturates first at high stream counts. Where the
+real-vLLM tier's environment exists, `vllm bench serve` runs on the same server and load (10 ms steps)
+for comparison. --realtime runs server and client under SCHED_RR, so other work on a shared machine does
+not preempt them.
 """
 
 from __future__ import annotations
@@ -76,6 +78,7 @@ class Result:
     unmatched: int
     budget_share: float  # the plugin's own budget at this level (PREFIX_summary.json): CPU share of a core
     budget_us: float  # and its CPU us per chunk
+    late_steps: int  # the pacer's steps started over a step late (the server, not the client, fell behind)
 
 
 def pct(values: list[float], p: float) -> float:
@@ -110,6 +113,25 @@ def pinned(cmd: list[str], cpu: str) -> list[str]:
     return [*REALTIME, *cmd]
 
 
+SERVER = ["pacer"]  # --server
+
+
+def start_server(port: int, send_log: Path, streams: int, step_ms: float) -> subprocess.Popen:
+    """The server under the client, pinned to core 0, logging every chunk's send time.
+
+    pacer (benchmarks/pacer.py): exact step_ms steps, cheap enough to send 256 streams' chunks from one core.
+    sim: spec-sim with its roofline calibrated to step_ms (Python per token: the server saturates first at
+    high stream counts, see pacer_late_steps / "server running" in the tables)."""
+    if SERVER[0] == "pacer":
+        cmd = [sys.executable, str(REPO / "benchmarks" / "pacer.py"), "--port", str(port), "--send-log",
+               str(send_log), "--step-ms", f"{step_ms:g}"]
+    else:
+        cmd = [sys.executable, "-m", "locust_spec.sim", "--port", str(port), "--send-log", str(send_log),
+               "--gpu", GPU, "--model-size", MODEL, "--max-num-seqs", str(max(256, streams)),
+               "--time-scale", f"{time_scale(streams, step_ms):.6f}"]
+    return subprocess.Popen(pinned(cmd, "0"), cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
 def wait_http(url: str, proc: subprocess.Popen, timeout: float = 30.0) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -135,12 +157,14 @@ def scrape_running(url: str, out: list[tuple[float, float]], stop: threading.Eve
                 out.append((time.time(), s.value))
 
 
-def server_ttft_mean(url: str) -> float:
+def server_counters(url: str) -> tuple[float, int]:
+    """The server's own TTFT mean (ms) and, for the pacer, the steps it started over a step late."""
     with urllib.request.urlopen(url + "/metrics", timeout=5) as r:
         samples = parse_exposition(r.read().decode())
     total = sum(s.value for s in samples if s.metric == "vllm:time_to_first_token_seconds_sum")
     count = sum(s.value for s in samples if s.metric == "vllm:time_to_first_token_seconds_count")
-    return total / count * 1000.0 if count else float("nan")
+    late = sum(s.value for s in samples if s.metric == "pacer_late_steps_total")
+    return (total / count * 1000.0 if count else float("nan")), int(late)
 
 
 def read_send_log(path: Path) -> dict[str, list[int]]:
@@ -170,11 +194,7 @@ def run_one(cfg: Config, seconds: float, work: Path) -> Result:
     url = f"http://127.0.0.1:{port}"
     tag = f"{cfg.client}-{cfg.streams}-{cfg.step_ms:g}-{cfg.repeat}"
     send_log, trace = work / f"send-{tag}.csv", work / f"trace-{tag}.csv"
-    sim = subprocess.Popen(
-        pinned([sys.executable, "-m", "locust_spec.sim", "--port", str(port), "--send-log", str(send_log),
-                "--gpu", GPU, "--model-size", MODEL, "--max-num-seqs", str(max(256, cfg.streams)),
-                "--time-scale", f"{time_scale(cfg.streams, cfg.step_ms):.6f}"], "0"),
-        cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    sim = start_server(port, send_log, cfg.streams, cfg.step_ms)
     try:
         wait_http(url + "/health", sim)
         prompts = work / "prompts.jsonl"
@@ -201,7 +221,7 @@ def run_one(cfg: Config, seconds: float, work: Path) -> Result:
         _, stderr = loc.communicate(timeout=seconds + 120)
         stop.set()
         scraper.join()
-        srv_ttft = server_ttft_mean(url)
+        srv_ttft, late_steps = server_counters(url)
     finally:
         sim.terminate()
         sim.wait(30)
@@ -253,6 +273,7 @@ def run_one(cfg: Config, seconds: float, work: Path) -> Result:
         matched=len(errors), unmatched=unmatched,
         budget_share=float(spent.get("cpu_share", float("nan"))),
         budget_us=float(spent.get("cpu_us_per_chunk") or float("nan")),
+        late_steps=late_steps,
     )
 
 
@@ -287,11 +308,7 @@ def run_vllm_bench(exe: str, tokenizer: Path, streams: int, step_ms: float, seco
     url = f"http://127.0.0.1:{port}"
     tag = f"vllm-{streams}-{step_ms:g}"
     send_log = work / f"send-{tag}.csv"
-    sim = subprocess.Popen(
-        pinned([sys.executable, "-m", "locust_spec.sim", "--port", str(port), "--send-log", str(send_log),
-                "--gpu", GPU, "--model-size", MODEL, "--max-num-seqs", str(max(256, streams)),
-                "--time-scale", f"{time_scale(streams, step_ms):.6f}"], "0"),
-        cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    sim = start_server(port, send_log, streams, step_ms)
     rounds = max(2, round(seconds / (MAX_TOKENS * step_ms / 1000.0)))
     try:
         wait_http(url + "/health", sim)
@@ -310,7 +327,7 @@ def run_vllm_bench(exe: str, tokenizer: Path, streams: int, step_ms: float, seco
                               timeout=600)
         stop.set()
         scraper.join()
-        srv_ttft = server_ttft_mean(url)
+        srv_ttft, _ = server_counters(url)
     finally:
         sim.terminate()
         sim.wait(30)
@@ -373,13 +390,15 @@ def print_tables(results: list[Result]) -> None:
           "scrapes; lag = the plugin's loop-lag summary; own budget = what the plugin itself reports in "
           "PREFIX_summary.json (budget_by_level, whole level).")
     rows = [("client", "streams", "step", "run", "chunks/s", "CPU us/chunk", "client CPU %",
-             "own budget CPU % / us/chunk", "lag max ms", "late/samples", "server running", "matched chunks")]
+             "own budget CPU % / us/chunk", "lag max ms", "late/samples", "server running",
+             "server late steps", "matched chunks")]
     for r in results:
         c = r.cfg
         rows.append((c.client, str(c.streams), f"{c.step_ms:g}", str(c.repeat), f"{r.chunks_s:,.0f}",
                      f"{r.cpu_us_chunk:.1f}", f"{r.cpu_pct:.0f}",
                      f"{r.budget_share * 100:.0f} / {r.budget_us:.1f}", f"{r.lag_max_ms:.1f}",
-                     f"{r.lag_late}/{r.lag_samples}", f"{r.running:.1f} of {c.streams}",
+                     f"{r.lag_late}/{r.lag_samples}", f"{r.running:.1f} of {c.streams} "
+                     f"({r.running / c.streams:.1%})", str(r.late_steps),
                      f"{r.matched}" + (f" (+{r.unmatched} unmatched)" if r.unmatched else "")))
     _table(rows)
 
@@ -404,12 +423,16 @@ def main() -> None:
     ap.add_argument("--clients", default="fast,openai", help="fast (default client) and/or openai")
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--seconds", type=float, default=15.0)
+    ap.add_argument("--server", choices=("pacer", "sim"), default="pacer",
+                    help="pacer: exact fixed steps, cheap enough for 256 streams on one core (default); sim: "
+                         "spec-sim with its roofline calibrated to the step")
     ap.add_argument("--keep", type=Path, help="keep logs and traces in this folder")
     ap.add_argument("--no-vllm", action="store_true", help="skip vllm bench serve even where it is installed")
     ap.add_argument("--realtime", action="store_true",
                     help="run server and client under SCHED_RR (chrt), ahead of other work on a shared "
                          "machine; the kernel's RT throttling still leaves others 5 %% of each core")
     args = ap.parse_args()
+    SERVER[0] = args.server
     if args.realtime:
         REALTIME.extend(["chrt", "--rr", "1"])
     if args.quick:
@@ -417,7 +440,8 @@ def main() -> None:
         args.no_vllm = True
     if (os.cpu_count() or 1) > 1:
         os.sched_setaffinity(0, {0})  # the orchestrator (scrapes, bookkeeping) shares the server's core
-    print(f"load: {os.getloadavg()}  cores: {os.cpu_count()}  spec-sim: {GPU} {MODEL}, {MAX_TOKENS} tokens "
+    server = "pacer (fixed steps)" if args.server == "pacer" else f"spec-sim {GPU} {MODEL}"
+    print(f"load: {os.getloadavg()}  cores: {os.cpu_count()}  server: {server}, {MAX_TOKENS} tokens "
           f"per request (ignore_eos), {args.seconds:g} s per run, steady window excludes the first "
           f"{WARMUP_S:g} s and last {TAIL_S:g} s; realtime priority: {'yes' if args.realtime else 'no'}")
     bench, tokenizer = vllm_bench(), vllm_tokenizer()

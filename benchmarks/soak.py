@@ -1,12 +1,13 @@
 """Soak: a long headless Locust run on spec-sim, sampling the Locust process's memory; it should stay flat.
 
-Usage: python benchmarks/soak.py [--minutes 10] [--users 256] [--time-scale 0.2] [--every 5] [--out DIR]
-                                 [--tracemalloc SECONDS]
-spec-sim on core 0, Locust on core 1. Prints one line per sample (elapsed s, RSS MiB, rows written so far),
-then the RSS at the end of warm-up, its maximum after, the slope over the last half in MiB per hour, and
-checks the run's counts: rows in PREFIX_requests.csv = Locust's E2E + Interrupted requests, failed rows other
-than interrupted = its E2E failures. With --tracemalloc, the Locust process traces its allocations
-(locust_spec/memtrace.py, slower) and the sites that grew most since the first snapshot are printed.
+Usage: python benchmarks/soak.py [--minutes 10] [--users 256] [--workers N] [--time-scale 0.2] [--every 5]
+                                 [--out DIR] [--tracemalloc SECONDS]
+spec-sim on core 0, Locust on core 1 (with --workers N: a master and N workers, all on core 1). Prints one
+line per sample (elapsed s, each process's RSS MiB, rows written so far), then, per process, the RSS at the
+end of warm-up, its maximum after and the slope over the last half in MiB per hour, and checks the run's
+counts: rows in PREFIX_requests.csv = Locust's E2E + Interrupted requests, failed rows other than interrupted
+= its E2E failures. With --tracemalloc, the Locust process(es) trace their allocations (memtrace.py,
+slower) and the sites that grew most since the first snapshot are printed, per process.
 """
 
 from __future__ import annotations
@@ -84,28 +85,66 @@ def slope_mib_per_hour(samples: list[tuple[float, float]]) -> float | None:
     return sum((t - mt) * (r - mr) for t, r in samples) / var * 3600.0 if var else None
 
 
-def _print_growth(path: Path) -> None:
-    if not path.exists() or not path.read_text().strip():
+def _print_growth(path: Path, roles: dict[int, str]) -> None:
+    """Each process's last comparison with its first snapshot (processes share the file, a line each)."""
+    last: dict[int, dict] = {}
+    if path.exists():
+        for line in path.read_text().splitlines():
+            record = json.loads(line)
+            last[record["pid"]] = record
+    if not last:
         print("soak: no tracemalloc snapshot was compared (run longer than two --tracemalloc intervals)")
-        return
-    last = json.loads(path.read_text().splitlines()[-1])
-    print(f"soak: traced {last['traced_mib']} MiB at {last['t_s']} s; sites grown most since the first "
-          "snapshot:")
-    for site in last["top"]:
-        print(f"  {site['growth_kib']:+10.1f} KiB {site['count_growth']:+8d} blocks  {site['site']}")
+    for pid, record in last.items():
+        print(f"soak: {roles.get(pid, pid)}: traced {record['traced_mib']} MiB at {record['t_s']} s; "
+              "sites grown most since the first snapshot:")
+        for site in record["top"]:
+            print(f"  {site['growth_kib']:+10.1f} KiB {site['count_growth']:+8d} blocks  {site['site']}")
+
+
+def _locust_procs(args: argparse.Namespace, url: str, prefix: Path, seconds: int, env: dict,
+                  log) -> dict[str, subprocess.Popen]:
+    """The Locust processes, by role: one local process, or a master and --workers workers (all on core 1)."""
+    load = ["-f", str(REPO / "locustfiles" / "chat.py"), "--host", url, "--max-tokens", str(args.max_tokens),
+            "--metrics-interval", "5"]
+    run = ["--headless", "-u", str(args.users), "-r", str(max(1, args.users // 4)), "-t", f"{seconds}s",
+           "--csv", str(prefix), "--only-summary"]
+    locust = str(BIN / "locust")
+    if not args.workers:
+        return {"local": subprocess.Popen(_pinned([locust, *load, *run], "1"), cwd=prefix.parent, stdout=log,
+                                          stderr=subprocess.STDOUT, env=env)}
+    port = _free_port()
+    procs = {"master": subprocess.Popen(
+        _pinned([locust, *load, *run, "--master", "--expect-workers", str(args.workers),
+                 "--master-bind-host", "127.0.0.1", "--master-bind-port", str(port)], "1"),
+        cwd=prefix.parent, stdout=log, stderr=subprocess.STDOUT, env=env)}
+    for i in range(args.workers):
+        procs[f"worker{i}"] = subprocess.Popen(
+            _pinned([locust, *load, "--worker", "--master-host", "127.0.0.1", "--master-port", str(port)],
+                    "1"),
+            cwd=prefix.parent, stdout=log, stderr=subprocess.STDOUT, env=env)
+    return procs
+
+
+def _rss_mib(proc: psutil.Process) -> float | None:
+    try:
+        return proc.memory_info().rss / 2**20
+    except psutil.NoSuchProcess:
+        return None
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--minutes", type=float, default=10.0)
     p.add_argument("--users", type=int, default=256)
+    p.add_argument("--workers", type=int, default=0,
+                   help="a master and this many workers instead of one process; each one's RSS is checked")
     p.add_argument("--time-scale", type=float, default=0.2, help="spec-sim's; smaller = more requests/s")
     p.add_argument("--max-tokens", type=int, default=64)
     p.add_argument("--every", type=float, default=5.0, help="seconds between memory samples")
     p.add_argument("--warmup", type=float, default=0.2, help="fraction of the run before memory must be flat")
     p.add_argument("--out", type=Path, help="folder for the run's files (default: a temporary one)")
     p.add_argument("--tracemalloc", type=float, metavar="SECONDS",
-                   help="trace allocations in the Locust process, a snapshot every SECONDS")
+                   help="trace allocations in the Locust process(es), a snapshot every SECONDS")
     args = p.parse_args()
     out = args.out or Path(tempfile.mkdtemp(prefix="soak-"))
     out.mkdir(parents=True, exist_ok=True)
@@ -124,49 +163,52 @@ def main() -> None:
         if args.tracemalloc:
             env.update({"LOCUST_SPEC_MEMTRACE": str(out / "memtrace.jsonl"),
                         "LOCUST_SPEC_MEMTRACE_EVERY": str(args.tracemalloc)})
-        locust = subprocess.Popen(
-            _pinned([str(BIN / "locust"), "-f", str(REPO / "locustfiles" / "chat.py"), "--headless",
-                     "-u", str(args.users), "-r", str(max(1, args.users // 4)), "-t", f"{seconds}s",
-                     "--host", url, "--csv", str(prefix), "--max-tokens", str(args.max_tokens),
-                     "--metrics-interval", "5", "--only-summary"], "1"),
-            cwd=out, stdout=log, stderr=subprocess.STDOUT, env=env)
-        proc = psutil.Process(locust.pid)
+        procs = _locust_procs(args, url, prefix, seconds, env, log)
+        head = procs.get("local") or procs["master"]
+        watched = {role: psutil.Process(proc.pid) for role, proc in procs.items()}
         started = time.monotonic()
-        samples: list[tuple[float, float]] = []
-        print(f"soak: {args.users} users, {seconds} s, spec-sim time-scale {args.time_scale:g}; "
+        samples: dict[str, list[tuple[float, float]]] = {role: [] for role in procs}
+        shape = f"a master and {args.workers} workers" if args.workers else "one process"
+        print(f"soak: {args.users} users, {seconds} s, spec-sim time-scale {args.time_scale:g}, {shape}; "
               f"files in {out}")
-        print(f"{'t_s':>7} {'rss_mib':>8} {'rows':>9}")
-        while locust.poll() is None:
-            try:
-                rss = proc.memory_info().rss / 2**20
-            except psutil.NoSuchProcess:
-                break
+        print(f"{'t_s':>7} " + " ".join(f"{role + '_mib':>11}" for role in procs) + f" {'rows':>9}")
+        while head.poll() is None:
             t = time.monotonic() - started
-            samples.append((t, rss))
-            print(f"{t:7.1f} {rss:8.1f} {_lines(Path(f'{prefix}_requests.csv')):9d}", flush=True)
+            now = {role: _rss_mib(proc) for role, proc in watched.items()}
+            for role, rss in now.items():
+                if rss is not None:
+                    samples[role].append((t, rss))
+            print(f"{t:7.1f} " + " ".join(f"{rss if rss is not None else float('nan'):11.1f}"
+                                          for rss in now.values())
+                  + f" {_lines(Path(f'{prefix}_requests.csv')):9d}", flush=True)
             time.sleep(args.every)
-        locust.wait()
+        for proc in procs.values():
+            try:
+                proc.wait(30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
         log.close()
     finally:
         sim.terminate()
         sim.wait(10)
-    after = [rss for t, rss in samples if t >= args.warmup * seconds and t <= seconds]
-    if not after:
-        sys.exit("soak: no memory samples after warm-up (run longer)")
+    for role, series in samples.items():
+        after = [rss for t, rss in series if args.warmup * seconds <= t <= seconds]
+        if not after:
+            sys.exit(f"soak: no memory samples of the {role} after warm-up (run longer)")
+        slope = slope_mib_per_hour([(t, rss) for t, rss in series if seconds / 2 <= t <= seconds])
+        shown = f"{slope:+.1f} MiB/hour" if slope is not None else "n/a"
+        print(f"soak: {role}: RSS at end of warm-up {after[0]:.1f} MiB, max after {max(after):.1f} MiB, "
+              f"last {after[-1]:.1f} MiB, growth {max(after) - after[0]:+.1f} MiB "
+              f"({(max(after) - after[0]) / after[0]:+.1%}) over {len(after)} samples; "
+              f"slope over the last half {shown}")
+    if args.tracemalloc:
+        _print_growth(out / "memtrace.jsonl", {proc.pid: role for role, proc in procs.items()})
     rows = _lines(Path(f"{prefix}_requests.csv"))
     requests, failures = _locust_counts(prefix)
     failed_rows = _failed_rows(Path(f"{prefix}_requests.csv"))
-    slope = slope_mib_per_hour([(t, rss) for t, rss in samples if seconds / 2 <= t <= seconds])
-    shown = f"{slope:+.1f} MiB/hour" if slope is not None else "n/a"
-    print(f"soak: RSS at end of warm-up {after[0]:.1f} MiB, max after {max(after):.1f} MiB, "
-          f"last {after[-1]:.1f} MiB, growth {max(after) - after[0]:+.1f} MiB "
-          f"({(max(after) - after[0]) / after[0]:+.1%}) over {len(after)} samples; "
-          f"slope over the last half {shown}")
-    if args.tracemalloc:
-        _print_growth(out / "memtrace.jsonl")
     print(f"soak: {rows} rows ({failed_rows} failed); Locust E2E + Interrupted {requests} requests "
           f"({failures} failed); "
-          f"{rows / seconds:.0f} requests/s; exit code {locust.returncode}")
+          f"{rows / seconds:.0f} requests/s; exit code {head.returncode}")
     if (rows, failed_rows) != (requests, failures):
         sys.exit("soak: rows and Locust's counts disagree")
 

@@ -64,7 +64,8 @@ def decode_rows(cells: list[list]) -> list[RequestRow]:
 class WorkerSink:
     """A worker's RecordSink: rows and histogram deltas go to the master in batches of at most MAX_ROWS.
 
-    Holds at most MAX_ROWS rows and one set of histograms (classes x levels), whatever the run's length.
+    Holds at most MAX_ROWS rows and one set of histograms (classes x levels), whatever the run's length; the
+    histograms are emptied in place as each batch takes their values.
     """
 
     # Batches are cheap to send and the master's live view (web UI) is only as fresh as the last one.
@@ -93,9 +94,8 @@ class WorkerSink:
         """Send what is waiting, with the histograms recorded since the last flush and the client summary."""
         with self._lock:
             rows, self._rows = self._rows, []
-            hists, self.histograms = self.histograms, LatencyHistograms()
             encoded = {}
-            for key, blob in hists.encode_items():
+            for key, blob in self.histograms.drain_items():
                 encoded[key] = blob
                 gevent.sleep(0)  # encoding takes ~0.4 ms a histogram: let readers timestamp in between
             if rows or encoded or final:

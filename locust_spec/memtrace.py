@@ -1,7 +1,8 @@
 """Opt-in memory trace (env LOCUST_SPEC_MEMTRACE=FILE): what grows in a long run, by allocation site.
 
 tracemalloc runs from the test's start; every LOCUST_SPEC_MEMTRACE_EVERY seconds (default 60) a snapshot is
-compared with the first one and the sites that grew most are appended to FILE as one JSON line
+compared with the first one and the sites that grew most are appended to FILE as one JSON line (with the
+process id: a master and its workers may share FILE)
 (`benchmarks/soak.py --tracemalloc` reads them). Tracing slows every allocation and a snapshot blocks the
 event loop: a diagnosis mode, never for measuring.
 """
@@ -64,7 +65,7 @@ class MemTrace:
                     baseline = snapshot
                     continue
                 traced, _ = tracemalloc.get_traced_memory()
-                record = {"t_s": round(time.monotonic() - started, 1), "traced_mib": round(traced / 2**20, 2),
-                          "top": growth(baseline, snapshot)}
+                record = {"pid": os.getpid(), "t_s": round(time.monotonic() - started, 1),
+                          "traced_mib": round(traced / 2**20, 2), "top": growth(baseline, snapshot)}
                 out.write(orjson.dumps(record) + b"\n")
                 out.flush()

@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import socket
 
+import numpy as np
 import orjson
 from geventhttpclient.response import HTTPSocketResponse
 from prometheus_client import CollectorRegistry, Histogram, generate_latest
 
+from locust_spec.histograms import new_histogram
 from locust_spec.sim.metrics import _observe_many
 
 CHUNKED = (b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
@@ -69,3 +71,18 @@ def test_locust_web_ui_renders_extended_tabs_from_template_args(monkeypatch):
         assert args["extended_tabs"] == [{"title": "Speculation", "key": "spec"}]
     finally:
         env.runner.quit()
+
+
+def test_hdrhistogram_counts_are_a_flat_uint64_buffer_indexed_by_its_sub_bucket_fields():
+    # histograms.record_many computes the counts index itself and adds into the counts buffer in place
+    hist = new_histogram()
+    counts = np.frombuffer(hist.counts, dtype=np.uint64)
+    assert counts.size == hist.counts_len
+    hist.record_value(12_345)
+    index = hist._counts_index_for(12_345)
+    v, mask, half_mag = 12_345, hist.sub_bucket_mask, hist.sub_bucket_half_count_magnitude
+    bucket = (v | mask).bit_length() - half_mag - 1
+    assert index == ((bucket + 1) << half_mag) + (v >> bucket) - hist.sub_bucket_half_count
+    assert counts[index] == 1  # the view sees the library's own write
+    counts[index] += 1
+    assert hist.get_count_at_index(index) == 2 and hist.min_value == hist.max_value == 12_345

@@ -5,7 +5,14 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from locust_spec.histograms import LatencyHistograms, new_histogram, percentiles_us, record_ms
+from locust_spec.histograms import (
+    ALL_LEVELS,
+    LatencyHistograms,
+    new_histogram,
+    percentiles_us,
+    record_many,
+    record_ms,
+)
 from locust_spec.timing import RequestTiming
 
 values_ms = st.lists(st.floats(min_value=0.0, max_value=3_000_000.0, allow_nan=False),
@@ -76,3 +83,33 @@ def test_write_is_atomic_json(tmp_path):
     path = tmp_path / "x_latency.json"
     hists.write(path)
     assert path.read_text().startswith("{") and not list(tmp_path.glob("*.tmp"))
+
+
+@settings(max_examples=30, deadline=None)
+@given(values_ms)
+def test_recording_into_several_histograms_at_once_equals_recording_into_each(values):
+    pair, one, other = (new_histogram(), new_histogram()), new_histogram(), new_histogram()
+    record_many(pair, values)
+    record_ms(one, values)
+    record_ms(other, values)
+    for got, want in zip(pair, (one, other), strict=True):
+        assert list(got.counts) == list(want.counts)
+        assert (got.total_count, got.min_value, got.max_value) == (want.total_count, want.min_value,
+                                                                   want.max_value)
+
+
+def test_draining_ships_each_value_once_and_reuses_the_buffers():
+    hists = LatencyHistograms()
+    hists.record("ttft", "code", 4, [10.0, 20.0], warmup=False)
+    buffers = {key: id(h.counts) for key, h in hists._hists.items()}
+    drained = hists.drain_items()
+    first_key, first_blob = next(drained)
+    hists.record("ttft", "code", 4, [30.0], warmup=False)  # recorded while the caller yields
+    rest = dict(drained)
+    later = dict(hists.drain_items())
+    assert list(dict(hists.drain_items())) == []  # nothing left, nothing empty is shipped
+    assert {key: id(h.counts) for key, h in hists._hists.items()} == buffers
+    shipped = LatencyHistograms()
+    for batch in ({first_key: first_blob}, rest, later):
+        shipped.merge_encoded(batch)
+    assert [shipped.get("ttft", "code", lv).total_count for lv in (ALL_LEVELS, 4)] == [3, 3]

@@ -69,9 +69,9 @@ def test_spec_tune_with_a_server_command_completes(vllm_pool, vllm_env, vllm_mod
                                         ["--speculative-config", "{speculative_config}"]))
     out = tmp_path / "tune"
     cmd = pinned([sys.executable, "-m", "locust_spec.tune", "--server-cmd", template, "--k", "0,2",
-                  "--levels", "1,4", "--stage-time", "20s", "--warmup", "3s", "--ignore-eos",
+                  "--levels", "1,4", "--stage-time", "12s", "--warmup", "2s", "--ignore-eos",
                   "--prompts", str(write_prompts(tmp_path / "prompts.jsonl")), "--model", MODEL_NAME,
-                  "--no-prime", "--swing-stage-time", "5s", "--out", str(out)], CLIENT_CPU)
+                  "--no-prime", "--no-confirm", "--out", str(out)], CLIENT_CPU)
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=1500, env=server_env(vllm_env))
     log.info("spec-tune output:\n%s", done.stdout[-6000:])
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
@@ -82,7 +82,9 @@ def test_spec_tune_with_a_server_command_completes(vllm_pool, vllm_env, vllm_mod
     assert [d["users"] for d in written["levels"]] == [1, 4]
     assert all(d["batch"] is not None for d in written["levels"]), "vllm:num_requests_running not read"
     result = json.loads((out / "tune.json").read_text())
-    assert result["confirmation"] is not None or any("confirm" in n for n in result["notes"])
+    # The confirmation pass would start a third vLLM (minutes on CPU); serving a schedule is
+    # test_schedule_drafts_at_one_user_and_not_at_four's, confirming one is the spec-sim e2e test's.
+    assert result["confirmation"] is None
     assert (out / "report.html").stat().st_size > 0
     for log_file in Path(out / "servers").glob("*.log"):
         assert log_file.stat().st_size > 0
