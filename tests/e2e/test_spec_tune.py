@@ -18,8 +18,8 @@ pytestmark = pytest.mark.timeout(1200)
 
 def test_spec_tune_switches_speculation_off_at_64_users_and_confirms_the_schedule(tmp_path):
     out = tmp_path / "run"
-    cmd = [str(BIN / "spec-tune"), "--out", str(out), "--levels", "1,64", "--k", "0,4", "--stage-time", "14s",
-           "--warmup", "2s", *_fast(tmp_path)]
+    cmd = [str(BIN / "spec-tune"), "--out", str(out), "--levels", "1,64", "--k", "0,4", "--stage-time", "10s",
+           "--warmup", "2s", "--swing-stage-time", "3s", *_fast(tmp_path)]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=1100, cwd=REPO)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
 
