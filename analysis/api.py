@@ -10,7 +10,7 @@ from locust_spec.analysis.model import LevelInput, PlotData, Slo, Verdict, worst
 from locust_spec.analysis.runs import InputError, RunData, discover, read_run
 from locust_spec.analysis.verdict import Thresholds, build_verdict
 
-from locust_spec.crosscheck import CANDIDATE_METRICS_OPTIONS
+from locust_spec.metrics.crosscheck import CANDIDATE_METRICS_OPTIONS
 
 
 def load_arm(paths: Iterable[Path | str], name: str) -> list[RunData]:

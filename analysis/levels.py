@@ -13,10 +13,10 @@ from locust_spec.analysis import stats
 from locust_spec.analysis.model import METRIC_KEYS, ArmMetrics, Batch, ClassStats, Slo, SpecStats
 from locust_spec.analysis.runs import InputError, RunData
 
-from locust_spec import counters
-from locust_spec.exposition import Snapshot
+from locust_spec.metrics import counters
+from locust_spec.metrics.exposition import Snapshot
 
-# locust_spec.histograms records whole microseconds.
+# locust_spec.recording.histograms records whole microseconds.
 HDR_UNITS_PER_MS = 1000.0
 SUMMED = ("requests", "failures")
 

@@ -11,8 +11,9 @@ import orjson
 import pandas as pd
 from locust_spec.analysis.model import ClientLag
 
-from locust_spec import counters, runfiles
-from locust_spec.runfiles import REQUESTS, RunFiles
+from locust_spec.metrics import counters
+from locust_spec.recording import runfiles
+from locust_spec.recording.runfiles import REQUESTS, RunFiles
 
 REQUESTS_COLUMNS = runfiles.REQUIRED_COLUMNS
 # Only what the analysis reads, with explicit dtypes: a million rows stay well under a gigabyte.

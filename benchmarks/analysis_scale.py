@@ -21,9 +21,9 @@ import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from locust_spec.exposition import Sample, Snapshot, rows_from_snapshot  # noqa: E402
-from locust_spec.histograms import LatencyHistograms  # noqa: E402
-from locust_spec.records import COLUMNS  # noqa: E402
+from locust_spec.metrics.exposition import Sample, Snapshot, rows_from_snapshot  # noqa: E402
+from locust_spec.recording.histograms import LatencyHistograms  # noqa: E402
+from locust_spec.recording.records import COLUMNS  # noqa: E402
 
 LEVELS = (1, 8, 64)
 T0 = 1_800_000_000.0

@@ -38,7 +38,7 @@ import psutil
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from locust_spec.counters import parse_exposition  # noqa: E402
+from locust_spec.metrics.counters import parse_exposition  # noqa: E402
 from locust_spec.sim import roofline  # noqa: E402
 
 MAX_TOKENS = 128

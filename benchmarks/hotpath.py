@@ -77,23 +77,23 @@ srv.start(); gevent.spawn(stepper); print("ready", flush=True); gevent.wait()
 
 CLIENT = r"""
 import sys, time, json, gevent
-from locust_spec.transport import Arrivals, Connection, Endpoint, StreamFailure, request_bytes, with_timeout
-try:  # a tree with the processor (client.Capture) or an older one (plugin.Started)
+try:  # a tree with subpackages (locust_spec.client) or a flat one from before
+    from locust_spec.client import transport
+    from locust_spec.client.client import Capture
+    from locust_spec.client.timing import request_timing
+except ImportError:
+    from locust_spec import transport
     from locust_spec.client import Capture
     from locust_spec.timing import request_timing
-    def new_request(**kw):
-        c = Capture("c", "", 1, False, wire=kw.pop("arrivals", None) or Arrivals(), **kw)
-        c.arrivals = c.wire
-        return c
-    def measure(c):
-        return request_timing(c.start, c.wire.events(), c.end) if c.start else None
-except ImportError:
-    from locust_spec import plugin
-    def new_request(**kw):
-        return plugin.Started(None, 1, False, **kw)
-    def measure(started):
-        m = plugin._measure(started)
-        return m[1] if isinstance(m, tuple) else m
+Arrivals, Connection, Endpoint = transport.Arrivals, transport.Connection, transport.Endpoint
+StreamFailure, request_bytes = transport.StreamFailure, transport.request_bytes
+with_timeout = transport.with_timeout
+def new_request(**kw):
+    c = Capture("c", "", 1, False, wire=kw.pop("arrivals", None) or Arrivals(), **kw)
+    c.arrivals = c.wire
+    return c
+def measure(c):
+    return request_timing(c.start, c.wire.events(), c.end) if c.start else None
 port, streams, seconds, big = int(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4])
 endpoint = Endpoint(f"http://127.0.0.1:{port}")
 request = request_bytes(endpoint, "/chat/completions", b"{}", "")

@@ -5,7 +5,7 @@
 """
 
 from locust_spec import ChatCompletionUser
-from locust_spec.shape import ConcurrencyLadder  # noqa: F401  (Locust runs the shape found here)
+from locust_spec.wiring.shape import ConcurrencyLadder  # noqa: F401  (Locust runs the shape found here)
 
 
 class ChatUser(ChatCompletionUser):

@@ -112,7 +112,7 @@ def run_locust(args: list[str], cwd: Path, timeout: float = 120, cpu: str = CLIE
 def ngram_capture_window():
     """The real vLLM n-gram capture's load as one counter window: 24 requests finished by length, 4608
     generation tokens, acceptance 2619/4128, server mean TPOT 0.998 ms."""
-    from locust_spec.counters import Snapshot, parse_exposition, spec_window
+    from locust_spec.metrics.counters import Snapshot, parse_exposition, spec_window
 
     capture = REFERENCE / "vllm-0.32-cpu"
     snaps = [Snapshot(t, "u", tuple(parse_exposition((capture / f"metrics_ngram_{n}.txt").read_text())))

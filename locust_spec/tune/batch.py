@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable
 
-from locust_spec.counters import RUNNING, Snapshot
+from locust_spec.metrics.counters import RUNNING, Snapshot
 
 INFERENCE_SUM = "vllm:request_inference_time_seconds_sum"
 

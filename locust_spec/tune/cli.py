@@ -13,15 +13,16 @@ from pathlib import Path
 
 import click
 
-from locust_spec import ab, children, progress
-from locust_spec.ab import AbError, Ladder, Load, Run
+from locust_spec.ab import children, progress
+from locust_spec.ab import cli as ab
+from locust_spec.ab.children import CLIENT_CPU, ChildError
+from locust_spec.ab.cli import AbError, Ladder, Load, Run
 from locust_spec.analysis.report.table import users_label
 from locust_spec.analysis.runs import InputError
-from locust_spec.children import CLIENT_CPU, ChildError
-from locust_spec.shape import parse_duration, parse_stage_time
 from locust_spec.sim import roofline
 from locust_spec.tune import choose, confirm, measure, report, schedule, servers
 from locust_spec.tune.result import TuneResult
+from locust_spec.wiring.shape import parse_duration, parse_stage_time
 
 DEFAULT_KS = "0,1,2,3,4,5"
 BASE_CONFIG = {k: v for k, v in ab.SIM_SPECULATIVE_CONFIG.items() if k != "num_speculative_tokens"}

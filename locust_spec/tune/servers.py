@@ -9,8 +9,8 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from locust_spec import children
-from locust_spec.children import ChildError
+from locust_spec.ab import children
+from locust_spec.ab.children import ChildError
 
 PORT, CONFIG = "{port}", "{speculative_config}"
 CMD_READY_S = 600.0

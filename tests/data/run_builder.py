@@ -14,10 +14,10 @@ from pathlib import Path
 
 import orjson
 
-from locust_spec.counters import RUNNING
-from locust_spec.exposition import Sample, Snapshot, parse_exposition, rows_from_snapshot
-from locust_spec.histograms import LatencyHistograms
-from locust_spec.records import COLUMNS
+from locust_spec.metrics.counters import RUNNING
+from locust_spec.metrics.exposition import Sample, Snapshot, parse_exposition, rows_from_snapshot
+from locust_spec.recording.histograms import LatencyHistograms
+from locust_spec.recording.records import COLUMNS
 from tests.support import REFERENCE
 
 CAPTURES = REFERENCE / "vllm-0.32-cpu"

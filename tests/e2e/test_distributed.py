@@ -9,8 +9,8 @@ import subprocess
 import time
 from pathlib import Path
 
-from locust_spec.histograms import new_histogram, percentiles_us, record_ms
 from locust_spec.prompts import PromptSampler, stream_seed
+from locust_spec.recording.histograms import new_histogram, percentiles_us, record_ms
 from tests.support import BIN, CLIENT_CPU, REPO, free_port, pinned
 
 NGRAM = '{"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_max": 4}'

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from locust_spec.counters import snapshots_from_rows, spec_window
+from locust_spec.metrics.counters import snapshots_from_rows, spec_window
 from tests.e2e.chat_runs import (
     Run,
     assert_reconciles,

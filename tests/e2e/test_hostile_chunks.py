@@ -17,10 +17,10 @@ from hypothesis import strategies as st
 from locust import events
 from locust.env import Environment
 
-from locust_spec.client import Capture
-from locust_spec.processor import Processor
-from locust_spec.records import FileSink
-from locust_spec.transport import Arrivals, Connection, Endpoint, StreamFailure, request_bytes
+from locust_spec.client.client import Capture
+from locust_spec.client.transport import Arrivals, Connection, Endpoint, StreamFailure, request_bytes
+from locust_spec.recording.processor import Processor
+from locust_spec.recording.records import FileSink
 
 KINDS = ("malformed_sse", "server_error", "no_done", "too_large", "reset")
 MAX_LINE = 1 << 16

@@ -8,8 +8,8 @@ import subprocess
 import threading
 import urllib.request
 
-from locust_spec.counters import parse_exposition
-from locust_spec.sse import Chunk, parse_lines
+from locust_spec.client.sse import Chunk, parse_lines
+from locust_spec.metrics.counters import parse_exposition
 from tests.e2e.test_sim_api import post
 from tests.support import PY, REPO, SERVER_CPU, free_port, pinned, wait_http
 

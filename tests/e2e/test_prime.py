@@ -8,8 +8,8 @@ import urllib.request
 import orjson
 import pytest
 
+from locust_spec.client.server_api import first_model, prime, prime_body
 from locust_spec.prompts import Prompt, load_prompt_set
-from locust_spec.server_api import first_model, prime, prime_body
 from tests.support import BIN, free_port
 
 

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from locust_spec.counters import snapshots_from_rows, spec_window
-from locust_spec.crosscheck import cross_check, read_client_totals, warnings
+from locust_spec.metrics.counters import snapshots_from_rows, spec_window
+from locust_spec.metrics.crosscheck import cross_check, read_client_totals, warnings
 from tests.support import REFERENCE, REPO, restart_sim, run_locust
 
 CPU = REFERENCE / "vllm-0.32-cpu"

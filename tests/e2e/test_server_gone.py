@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from locust_spec.counters import snapshots_from_rows, spec_window
+from locust_spec.metrics.counters import snapshots_from_rows, spec_window
 from tests.e2e.chat_runs import assert_reconciles, chat, error_kind, finish, start_locust
 from tests.support import free_port, start_spec_sim
 
@@ -74,7 +74,8 @@ def test_server_down_mid_run_fails_named_then_recovers_on_its_return(tmp_path):
     assert any(not r["error"] for r in after)
     assert all(not r["error"] or error_kind(r) == "interrupted" for r in after), {r["error"] for r in after}
     # /metrics went down too: a warning per failed scrape, a gap in the series, a counter reset flagged
-    warnings = [line for line in run.proc.stderr.splitlines() if "/WARNING/locust_spec.scraper:" in line]
+    warnings = [line for line in run.proc.stderr.splitlines()
+                if "/WARNING/locust_spec.metrics.scraper:" in line]
     assert warnings and all("a gap in the server counters" in line for line in warnings)
     with Path(f"{run.prefix}_server_metrics.csv").open() as f:
         snapshots = snapshots_from_rows(list(csv.DictReader(f)))

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from locust_spec.records import COLUMNS
+from locust_spec.recording.records import COLUMNS
 from tests.e2e.chat_runs import assert_reconciles, error_kind, finish, start_locust, start_sims, stop_all
 from tests.support import Server
 

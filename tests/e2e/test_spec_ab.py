@@ -11,7 +11,7 @@ from pathlib import Path
 
 import psutil
 
-from locust_spec.ab import DEMO_PROMPTS
+from locust_spec.ab.cli import DEMO_PROMPTS
 from tests.support import BIN, REPO
 
 SPEC_AB = str(BIN / "spec-ab")

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from locust_spec.ab import main as spec_ab_main
+from locust_spec.ab.cli import main as spec_ab_main
 from tests.support import BIN, REPO, free_port
 
 SPEC_AB = str(BIN / "spec-ab")

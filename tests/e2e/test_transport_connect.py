@@ -7,7 +7,7 @@ import subprocess
 
 import pytest
 
-from locust_spec.transport import Connection, Endpoint, StreamFailure
+from locust_spec.client.transport import Connection, Endpoint, StreamFailure
 from tests.support import PY
 
 # A plain-TCP server: each connection gets `reply` (nothing: it stays silent) after the client's first bytes.

@@ -9,8 +9,8 @@ import time
 import gevent
 import pytest
 
-from locust_spec.sse import DONE
-from locust_spec.transport import Arrivals, Connection, Endpoint, request_bytes
+from locust_spec.client.sse import DONE
+from locust_spec.client.transport import Arrivals, Connection, Endpoint, request_bytes
 from tests.support import PY, free_port
 
 SERVER = r"""

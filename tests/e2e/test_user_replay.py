@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from locust_spec.sse import Chunk, EventSplitter, parse_payload
+from locust_spec.client.sse import Chunk, EventSplitter, parse_payload
 from tests.replay import load_capture
 from tests.support import PY, REPO, SERVER_CPU, free_port, pinned, run_locust, wait_http
 

@@ -8,9 +8,10 @@ from click.testing import CliRunner
 from locust.util.load_locustfile import load_locustfile
 from locust_spec.analysis.model import ArmMetrics, LevelVerdict, Verdict
 
-from locust_spec import ab, children
-from locust_spec.http_fetch import METRICS_URLS_ENV
-from locust_spec.shape import ConcurrencyLadder
+from locust_spec.ab import children
+from locust_spec.ab import cli as ab
+from locust_spec.client.http_fetch import METRICS_URLS_ENV
+from locust_spec.wiring.shape import ConcurrencyLadder
 
 OUT = Path("runs/x")
 LADDER = ab.Ladder("1,64", "20s", "2s")
@@ -115,8 +116,8 @@ def test_a_previous_run_in_the_folder_is_replaced_but_other_files_are_kept(tmp_p
 
 def test_a_failed_process_is_explained_by_its_first_error_line():
     log = ("[2026-01-01 00:00:00,000] vm/INFO/locust.main: Starting Locust\n"
-           "[2026-01-01 00:00:01,000] vm/ERROR/locust_spec.plugin: locust-spec: cannot read the model; "
-           "pass --model\n"
+           "[2026-01-01 00:00:01,000] vm/ERROR/locust_spec.wiring.plugin: locust-spec: cannot read the "
+           "model; pass --model\n"
            " Name | # reqs\n--------|------\n")
     assert children.log_reason(log) == "locust-spec: cannot read the model; pass --model"
     assert children.log_reason("spec-sim: bad --speculative-config\n") == "spec-sim: bad --speculative-config"

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from locust_spec.counters import (
+from locust_spec.metrics.counters import (
     Sample,
     Snapshot,
     parse_exposition,
@@ -17,7 +17,7 @@ from locust_spec.counters import (
     snapshots_from_rows,
     spec_window,
 )
-from locust_spec.exposition import CSV_COLUMNS, decode_labels, encode_labels, rows_from_snapshot
+from locust_spec.metrics.exposition import CSV_COLUMNS, decode_labels, encode_labels, rows_from_snapshot
 from tests.support import REFERENCE
 
 CPU = REFERENCE / "vllm-0.32-cpu"

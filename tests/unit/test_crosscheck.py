@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from locust_spec.counters import spec_window
-from locust_spec.crosscheck import (
+from locust_spec.metrics.counters import spec_window
+from locust_spec.metrics.crosscheck import (
     ClientTotals,
     cross_check,
     read_client_totals,
@@ -16,7 +16,7 @@ from locust_spec.crosscheck import (
     totals_from_rows,
     warnings,
 )
-from locust_spec.records import COLUMNS
+from locust_spec.recording.records import COLUMNS
 from tests.support import ngram_capture_window
 
 

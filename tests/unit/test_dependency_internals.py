@@ -11,7 +11,7 @@ import orjson
 from geventhttpclient.response import HTTPSocketResponse
 from prometheus_client import CollectorRegistry, Histogram, generate_latest
 
-from locust_spec.histograms import new_histogram
+from locust_spec.recording.histograms import new_histogram
 from locust_spec.sim.metrics import _observe_many
 
 CHUNKED = (b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"

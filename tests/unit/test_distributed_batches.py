@@ -7,10 +7,10 @@ import json
 
 import msgpack
 
-from locust_spec.distributed import VERSION, Collector, WorkerSink
-from locust_spec.histograms import LatencyHistograms
-from locust_spec.records import FileSink, make_row
-from locust_spec.timing import RequestTiming
+from locust_spec.client.timing import RequestTiming
+from locust_spec.recording.histograms import LatencyHistograms
+from locust_spec.recording.records import FileSink, make_row
+from locust_spec.wiring.distributed import VERSION, Collector, WorkerSink
 
 
 def timing(i: int) -> RequestTiming:

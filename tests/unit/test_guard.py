@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from locust_spec.guard import exposure_warning, is_loopback, refusal
+from locust_spec.wiring.guard import exposure_warning, is_loopback, refusal
 
 OPTIONS = {"host": "http://vllm:8000", "api_key": "k", "metrics_url": None, "csv_prefix": "out/run",
            "response_format": "", "prompts": ["code", "json:2"], "max_tokens": 256, "num_users": 1}

@@ -5,7 +5,8 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from locust_spec.histograms import (
+from locust_spec.client.timing import RequestTiming
+from locust_spec.recording.histograms import (
     ALL_LEVELS,
     LatencyHistograms,
     new_histogram,
@@ -13,7 +14,6 @@ from locust_spec.histograms import (
     record_many,
     record_ms,
 )
-from locust_spec.timing import RequestTiming
 
 values_ms = st.lists(st.floats(min_value=0.0, max_value=3_000_000.0, allow_nan=False),
                      min_size=1, max_size=300)

@@ -6,7 +6,7 @@ import logging
 
 import gevent
 
-from locust_spec.lag import MAX_LEVELS, LagMonitor
+from locust_spec.wiring.lag import MAX_LEVELS, LagMonitor
 
 
 def feed(monitor: LagMonitor, lags_ms: list[float], users: int = 0) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import tracemalloc
 
-from locust_spec.memtrace import growth
+from locust_spec.recording.memtrace import growth
 
 
 def test_the_site_that_grew_most_comes_first():

@@ -12,10 +12,10 @@ from locust_spec.analysis import api, diagnoses
 from locust_spec.analysis.cli import cli
 from locust_spec.analysis.model import LevelInput
 
-from locust_spec import crosscheck, options, scraper, shape  # noqa: F401  (their Locust options)
-from locust_spec.ab import main as spec_ab
-from locust_spec.crosscheck import ClientTotals
-from locust_spec.summary import build_summary
+from locust_spec.ab.cli import main as spec_ab
+from locust_spec.metrics import crosscheck, scraper  # noqa: F401  (their Locust options)
+from locust_spec.metrics.crosscheck import ClientTotals
+from locust_spec.recording.summary import build_summary
 from tests.data.run_builder import write_pair
 from tests.support import REPO, ngram_capture_window
 from tests.unit.test_verdict_rules import arm, spec
@@ -45,7 +45,7 @@ def _command_options() -> dict[str, set[str]]:
 def test_every_option_a_message_names_for_a_command_is_one_that_command_accepts():
     accepted = _command_options()
     assert "--metrics-url" in accepted["locust"] and "--off-acceptance" in accepted["spec-verdict"]
-    sources = [*Path(REPO, "analysis").rglob("*.py"), *Path(REPO, "locust_spec").glob("*.py")]
+    sources = [*Path(REPO, "analysis").rglob("*.py"), *Path(REPO, "locust_spec").rglob("*.py")]
     named = 0
     for path in sources:
         text = path.read_text()

@@ -7,9 +7,9 @@ from dataclasses import replace
 
 import pytest
 
-from locust_spec import preflight
-from locust_spec.counters import parse_exposition_checked
-from locust_spec.preflight import Arm, Flags, Observed, Probe
+from locust_spec.ab import preflight
+from locust_spec.ab.preflight import Arm, Flags, Observed, Probe
+from locust_spec.metrics.counters import parse_exposition_checked
 from locust_spec.prompts import Prompt
 
 BASE = Arm("baseline", "http://a:8000", None, False, "--baseline", "--metrics-url-baseline")

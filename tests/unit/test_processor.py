@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 from locust.event import Events
 
-from locust_spec.client import Capture
-from locust_spec.processor import E2E, INTERRUPTED, TPOT, TTFT, Processor, StreamError, held_bytes
-from locust_spec.records import FileSink
-from locust_spec.transport import Arrivals
+from locust_spec.client.client import Capture
+from locust_spec.client.transport import Arrivals
+from locust_spec.recording.processor import E2E, INTERRUPTED, TPOT, TTFT, Processor, StreamError, held_bytes
+from locust_spec.recording.records import FileSink
 from tests.replay import load_capture
 
 START = 100.0
@@ -135,7 +135,7 @@ def test_the_backlog_is_bounded_in_bytes_and_says_so_when_full(pipeline, monkeyp
     processor, sink, fired, prefix = pipeline
     arrivals, last = wire()
     one = held_bytes(capture("x", start=START, end=last, wire=arrivals))
-    monkeypatch.setattr("locust_spec.processor.BACKLOG_BYTES", 2 * one)
+    monkeypatch.setattr("locust_spec.recording.processor.BACKLOG_BYTES", 2 * one)
     for i in range(4):
         arrivals, last = wire()
         processor.submit(capture(str(i), start=START, end=last, wire=arrivals))

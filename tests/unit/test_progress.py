@@ -9,9 +9,9 @@ from pathlib import Path
 from locust.env import Environment
 from locust.stats import PERCENTILES_TO_REPORT, StatsCSV
 
-from locust_spec import progress
-from locust_spec.exposition import CSV_COLUMNS, Sample, Snapshot, rows_from_snapshot
-from locust_spec.shape import LadderSettings
+from locust_spec.ab import progress
+from locust_spec.metrics.exposition import CSV_COLUMNS, Sample, Snapshot, rows_from_snapshot
+from locust_spec.wiring.shape import LadderSettings
 
 SWEEP = progress.Sweep(1, 2, "candidate", 0, LadderSettings((1, 64), 20.0, 2.0))
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import csv
 import json
 
-from locust_spec.records import COLUMNS, FileSink, RowWriter, make_row
-from locust_spec.sse import EventSplitter, parse_payload
-from locust_spec.timing import request_timing
+from locust_spec.client.sse import EventSplitter, parse_payload
+from locust_spec.client.timing import request_timing
+from locust_spec.recording.records import COLUMNS, FileSink, RowWriter, make_row
 from tests.replay import load_capture
 
 CONTRACT = ("start_unix_s, level_users, prompt_class, prompt_id, prompt_tokens, output_tokens, "

@@ -12,9 +12,9 @@ import pytest
 from locust_spec.analysis import levels
 from locust_spec.analysis.runs import discover, read_run
 
-from locust_spec.exposition import Sample, Snapshot
-from locust_spec.histograms import LatencyHistograms
-from locust_spec.records import COLUMNS
+from locust_spec.metrics.exposition import Sample, Snapshot
+from locust_spec.recording.histograms import LatencyHistograms
+from locust_spec.recording.records import COLUMNS
 
 T0 = 1_800_000_000.0
 

@@ -10,7 +10,7 @@ import urllib.error
 import orjson
 import pytest
 
-from locust_spec import server_api
+from locust_spec.client import server_api
 
 
 def _http_error(status: int, body: bytes) -> urllib.error.HTTPError:

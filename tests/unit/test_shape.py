@@ -9,9 +9,9 @@ import pytest
 from locust import User, constant, task
 from locust.env import Environment
 
-from locust_spec.level import LevelBoard, runner_users
-from locust_spec.run import SpecRun, attach, run_of
-from locust_spec.shape import (
+from locust_spec.wiring.level import LevelBoard, runner_users
+from locust_spec.wiring.run import SpecRun, attach, run_of
+from locust_spec.wiring.shape import (
     RAMP_S,
     ConcurrencyLadder,
     Stage,

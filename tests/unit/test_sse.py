@@ -8,7 +8,7 @@ import orjson
 from hypothesis import given
 from hypothesis import strategies as st
 
-from locust_spec.sse import (
+from locust_spec.client.sse import (
     DONE,
     MAX_TOKEN_COUNT,
     Chunk,

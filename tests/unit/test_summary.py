@@ -9,9 +9,15 @@ import pytest
 from locust_spec.analysis.model import ClientLag
 from locust_spec.analysis.runs import read_summary
 
-from locust_spec.crosscheck import ClientTotals
-from locust_spec.lag import LagMonitor
-from locust_spec.summary import build_summary, combine_clients, concurrency, generator_warnings, write
+from locust_spec.metrics.crosscheck import ClientTotals
+from locust_spec.recording.summary import (
+    build_summary,
+    combine_clients,
+    concurrency,
+    generator_warnings,
+    write,
+)
+from locust_spec.wiring.lag import LagMonitor
 from tests.support import ngram_capture_window
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import orjson
 import pytest
 
-from locust_spec.sse import DONE, Chunk, EventSplitter, parse_payload
-from locust_spec.timing import percentile, request_timing
+from locust_spec.client.sse import DONE, Chunk, EventSplitter, parse_payload
+from locust_spec.client.timing import percentile, request_timing
 from tests.replay import CAPTURES, load_capture
 
 

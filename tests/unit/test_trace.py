@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from locust_spec.sse import parse_lines
-from locust_spec.timing import request_timing
-from locust_spec.trace import response_id, trace_rows
+from locust_spec.client.sse import parse_lines
+from locust_spec.client.timing import request_timing
+from locust_spec.recording.trace import response_id, trace_rows
 
 ROLE = b'data: {"id":"chatcmpl-7","choices":[{"index":0,"delta":{"role":"assistant"}}]}\n'
 TOKEN = b'data: {"id":"chatcmpl-7","choices":[{"index":0,"delta":{"content":"a"}}]}\n'

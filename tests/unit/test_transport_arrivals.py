@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from locust_spec.sse import DONE, Chunk, timed_events
+from locust_spec.client.sse import DONE, Chunk, timed_events
 
 A = b'data: {"choices":[{"delta":{"content":"a"}}]}\n\n'
 B = b'data: {"choices":[{"delta":{"content":"b"}}]}\n\n'

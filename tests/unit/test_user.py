@@ -14,7 +14,7 @@ from locust.env import Environment
 from locust.event import Events
 
 from locust_spec import ChatClientUser, ChatCompletionUser
-from locust_spec.run import SpecRun, attach
+from locust_spec.wiring.run import SpecRun, attach
 from tests.support import PY, REPO, free_port, wait_http
 
 PROMPTS = ('{"id": "a", "class": "code", "prompt": "def f(x):", "max_tokens": 40}\n'

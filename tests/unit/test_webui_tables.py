@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 from locust.stats import RequestStats
 
-from locust_spec.crosscheck import cross_check
-from locust_spec.histograms import LatencyHistograms, new_histogram, percentiles_us, record_ms
-from locust_spec.processor import StreamError
-from locust_spec.webui import latency_rows, live_totals, speculation_rows, token_rate
+from locust_spec.metrics.crosscheck import cross_check
+from locust_spec.recording.histograms import LatencyHistograms, new_histogram, percentiles_us, record_ms
+from locust_spec.recording.processor import StreamError
+from locust_spec.web.webui import latency_rows, live_totals, speculation_rows, token_rate
 from tests.support import ngram_capture_window
 
 

@@ -31,17 +31,19 @@ def from_the_package():
     return listeners("locust_spec")
 
 
-@pytest.mark.parametrize("module", ["locust_spec.user", "locust_spec.scraper", "locust_spec.analysis.runs"])
+@pytest.mark.parametrize("module", ["locust_spec.wiring.user", "locust_spec.metrics.scraper",
+                                    "locust_spec.analysis.runs"])
 def test_any_import_path_registers_the_same_listeners(from_the_package, module):
     assert listeners(module) == from_the_package
 
 
 def test_the_ladder_adds_only_its_own_options(from_the_package):
     # --levels, --stage-time, --warmup exist where a locustfile runs the ladder (sweep.py), not in chat.py's
-    added = set(listeners("locust_spec.shape")) - set(from_the_package)
-    assert added == {"init_command_line_parser:locust_spec.shape._add_options"}
+    added = set(listeners("locust_spec.wiring.shape")) - set(from_the_package)
+    assert added == {"init_command_line_parser:locust_spec.wiring.shape._add_options"}
 
 
 def test_one_init_listener_and_all_of_them_in_the_wiring_module(from_the_package):
-    assert [n for n in from_the_package if n.startswith("init:")] == ["init:locust_spec.plugin._on_init"]
+    inits = [n for n in from_the_package if n.startswith("init:")]
+    assert inits == ["init:locust_spec.wiring.plugin._on_init"]
     assert all(".plugin." in n for n in from_the_package)

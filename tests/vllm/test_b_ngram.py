@@ -5,7 +5,7 @@ import logging
 
 import pytest
 
-from locust_spec.counters import snapshots_from_rows, spec_window
+from locust_spec.metrics.counters import snapshots_from_rows, spec_window
 from tests.vllm.arms import ARM_MAX_TOKENS
 from tests.vllm.client import complete, final_usage, spec_counters, spec_stats, stream_chat, token_increments
 from tests.vllm.prompts import PROMPTS

@@ -14,12 +14,12 @@ from collections.abc import Callable
 import gevent
 import gevent.event
 
-from locust_spec.budget import ClientBudget
-from locust_spec.client import Capture
-from locust_spec.records import RecordSink, RequestRow, make_row
-from locust_spec.runfiles import ErrorKind, error_kind
-from locust_spec.timing import RequestTiming
-from locust_spec.trace import Trace
+from locust_spec.client.client import Capture
+from locust_spec.client.timing import RequestTiming
+from locust_spec.recording.records import RecordSink, RequestRow, make_row
+from locust_spec.recording.runfiles import ErrorKind, error_kind
+from locust_spec.recording.trace import Trace
+from locust_spec.wiring.budget import ClientBudget
 
 log = logging.getLogger(__name__)
 

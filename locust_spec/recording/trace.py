@@ -7,7 +7,7 @@ import os
 
 import orjson
 
-from locust_spec.timing import RequestTiming
+from locust_spec.client.timing import RequestTiming
 
 ENV = "LOCUST_SPEC_TRACE"
 HEADER = "request_id,event,time_ns\n"

@@ -7,9 +7,9 @@ from dataclasses import astuple
 from pathlib import Path
 from typing import Protocol
 
-from locust_spec.histograms import LatencyHistograms
-from locust_spec.runfiles import COLUMNS, RequestRow, RunFiles
-from locust_spec.timing import RequestTiming
+from locust_spec.client.timing import RequestTiming
+from locust_spec.recording.histograms import LatencyHistograms
+from locust_spec.recording.runfiles import COLUMNS, RequestRow, RunFiles
 
 __all__ = ["COLUMNS", "FileSink", "RecordSink", "RequestRow", "RowWriter", "make_row", "record_histograms"]
 

@@ -9,7 +9,9 @@ import time
 
 import click
 
-from locust_spec import ab, progress, server_api
+from locust_spec.ab import cli as ab
+from locust_spec.ab import progress
+from locust_spec.client import server_api
 from locust_spec.prompts import prompt_specs
 
 POLL_S = 5.0

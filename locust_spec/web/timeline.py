@@ -22,8 +22,8 @@ from dataclasses import dataclass
 import numpy as np
 from hdrh.histogram import HdrHistogram
 
-from locust_spec.counters import RUNNING, WAITING, Snapshot, WindowAccumulator
-from locust_spec.histograms import HIGHEST_US, LOWEST_US, percentiles_us, record_ms
+from locust_spec.metrics.counters import RUNNING, WAITING, Snapshot, WindowAccumulator
+from locust_spec.recording.histograms import HIGHEST_US, LOWEST_US, percentiles_us, record_ms
 
 TICK_S = 2.0
 WINDOW_S = 10.0  # Locust's own charts use a 10 s window too; 2 s at one user holds one or two requests

@@ -18,7 +18,7 @@ import gevent.socket
 import gevent.ssl
 from geventhttpclient.response import HTTPParseError, HTTPSocketResponse
 
-from locust_spec.sse import DONE, Chunk, Event, parse_payload, timed_events
+from locust_spec.client.sse import DONE, Chunk, Event, parse_payload, timed_events
 
 # Real vLLM chunks are 0.3-0.6 kB (one token and its usage; the last one with spec-decode stats); a tool
 # call's arguments or a long reasoning delta can make one a few kB. A line 1000x that is no chunk, and

@@ -6,7 +6,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from locust_spec.sse import Chunk, Done, Event, Malformed
+from locust_spec.client.sse import Chunk, Done, Event, Malformed
 
 
 @dataclass(frozen=True, slots=True)

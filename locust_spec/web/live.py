@@ -19,11 +19,11 @@ import orjson
 from flask import Blueprint, Response, request
 from locust.runners import STATE_STOPPED
 
-from locust_spec.records import RequestRow
-from locust_spec.timeline import TICK_S, Timeline
+from locust_spec.recording.records import RequestRow
+from locust_spec.web.timeline import TICK_S, Timeline
 
 if TYPE_CHECKING:
-    from locust_spec.run import SpecRun
+    from locust_spec.wiring.run import SpecRun
 
 PATH = "/spec/live"
 LEVEL_POLL_S = 0.5  # level marks land within this of the change; points are still one per tick

@@ -18,13 +18,15 @@ import orjson
 from flask import Blueprint, Response, abort, request, send_file
 from locust.runners import STATE_STOPPED
 
-from locust_spec import crosscheck, live, runfiles, summary
-from locust_spec.counters import SpecWindow
-from locust_spec.histograms import LatencyHistograms, new_histogram, percentiles_us
-from locust_spec.processor import E2E, INTERRUPTED, TPOT
-from locust_spec.records import FileSink
-from locust_spec.run import SpecRun
-from locust_spec.runfiles import ErrorKind
+from locust_spec.metrics import crosscheck
+from locust_spec.metrics.counters import SpecWindow
+from locust_spec.recording import runfiles, summary
+from locust_spec.recording.histograms import LatencyHistograms, new_histogram, percentiles_us
+from locust_spec.recording.processor import E2E, INTERRUPTED, TPOT
+from locust_spec.recording.records import FileSink
+from locust_spec.recording.runfiles import ErrorKind
+from locust_spec.web import live
+from locust_spec.wiring.run import SpecRun
 
 TAB = "speculation"
 LATENCY_TAB = "spec-latency"

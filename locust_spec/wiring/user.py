@@ -17,15 +17,15 @@ import math
 import gevent
 from locust import User, constant, task
 
-from locust_spec.client import Capture, ChatClient
+from locust_spec.client.client import Capture, ChatClient
 from locust_spec.prompts import Prompt
-from locust_spec.run import SpecRun, run_of
+from locust_spec.wiring.run import SpecRun, run_of
 
 
 class ChatClientUser(User):
-    """A user with a measuring chat client (`self.client`, a `locust_spec.client.ChatClient`) and no task:
-    subclass it to write your own tasks. Its connection is opened in on_start, ahead of the first request.
-    """
+    """A user with a measuring chat client (`self.client`, a `locust_spec.client.client.ChatClient`) and no
+    task: subclass it to write your own tasks. Its connection is opened in on_start, ahead of the first
+    request."""
 
     abstract = True
     wait_time = constant(0)

@@ -19,22 +19,22 @@ import gevent
 import gevent.lock
 from locust.runners import STATE_RUNNING, MasterRunner, WorkerRunner
 
-from locust_spec import context, server_api
-from locust_spec.budget import ClientBudget
-from locust_spec.client import ChatClient, FastChatClient, OpenAIChatClient, Server, openai_sdk
-from locust_spec.distributed import BATCH, Collector, WorkerSink
-from locust_spec.lag import LagMonitor
-from locust_spec.level import MESSAGE as LEVEL_MESSAGE
-from locust_spec.level import LevelBoard, runner_users
-from locust_spec.memtrace import MemTrace
-from locust_spec.options import RequestSettings, settings_from
-from locust_spec.processor import Processor
+from locust_spec.client import context, server_api
+from locust_spec.client.client import ChatClient, FastChatClient, OpenAIChatClient, Server, openai_sdk
+from locust_spec.metrics.scraper import Scraper, scraper_from_options
 from locust_spec.prompts import Prompt, PromptError, PromptSampler, prompt_specs, stream_seed
-from locust_spec.records import FileSink, RecordSink
-from locust_spec.runfiles import RunFiles
-from locust_spec.scraper import Scraper, scraper_from_options
-from locust_spec.timeline import Timeline
-from locust_spec.trace import Trace
+from locust_spec.recording.memtrace import MemTrace
+from locust_spec.recording.processor import Processor
+from locust_spec.recording.records import FileSink, RecordSink
+from locust_spec.recording.runfiles import RunFiles
+from locust_spec.recording.trace import Trace
+from locust_spec.web.timeline import Timeline
+from locust_spec.wiring.budget import ClientBudget
+from locust_spec.wiring.distributed import BATCH, Collector, WorkerSink
+from locust_spec.wiring.lag import LagMonitor
+from locust_spec.wiring.level import MESSAGE as LEVEL_MESSAGE
+from locust_spec.wiring.level import LevelBoard, runner_users
+from locust_spec.wiring.options import RequestSettings, settings_from
 
 log = logging.getLogger(__name__)
 

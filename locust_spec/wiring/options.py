@@ -9,7 +9,7 @@ from pathlib import Path
 
 import orjson
 
-from locust_spec.transport import MAX_LINE_BYTES, MAX_RESPONSE_BYTES, MIN_LINE_BYTES
+from locust_spec.client.transport import MAX_LINE_BYTES, MAX_RESPONSE_BYTES, MIN_LINE_BYTES
 
 
 def _byte_limit(text: str) -> int:

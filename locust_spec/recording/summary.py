@@ -32,12 +32,13 @@ from typing import TYPE_CHECKING
 import gevent
 import orjson
 
-from locust_spec import budget, crosscheck
-from locust_spec.counters import SpecWindow
-from locust_spec.runfiles import SUMMARY_SCHEMA
+from locust_spec.metrics import crosscheck
+from locust_spec.metrics.counters import SpecWindow
+from locust_spec.recording.runfiles import SUMMARY_SCHEMA
+from locust_spec.wiring import budget
 
 if TYPE_CHECKING:
-    from locust_spec.run import SpecRun
+    from locust_spec.wiring.run import SpecRun
 
 log = logging.getLogger(__name__)
 

@@ -6,7 +6,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from locust_spec.exposition import (
+from locust_spec.metrics.exposition import (
     Labels,
     Parsed,
     Sample,

@@ -20,13 +20,9 @@ import gevent
 import orjson
 from gevent import GreenletExit
 
-from locust_spec import trace
-from locust_spec.level import LevelBoard
-from locust_spec.options import RequestSettings
-from locust_spec.runfiles import CONNECT_FAILURES, ErrorKind, http_error
-from locust_spec.sse import DONE, Event, EventSplitter, parse_object
-from locust_spec.timing import RequestTiming, request_timing
-from locust_spec.transport import (
+from locust_spec.client.sse import DONE, Event, EventSplitter, parse_object
+from locust_spec.client.timing import RequestTiming, request_timing
+from locust_spec.client.transport import (
     Arrivals,
     BodyRefused,
     Connection,
@@ -38,6 +34,10 @@ from locust_spec.transport import (
     sdk_saw_done,
     with_timeout,
 )
+from locust_spec.recording import trace
+from locust_spec.recording.runfiles import CONNECT_FAILURES, ErrorKind, http_error
+from locust_spec.wiring.level import LevelBoard
+from locust_spec.wiring.options import RequestSettings
 
 log = logging.getLogger(__name__)
 

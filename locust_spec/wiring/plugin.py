@@ -17,13 +17,16 @@ from locust import events
 from locust.runners import STATE_RUNNING, STATE_SPAWNING, LocalRunner, MasterRunner, WorkerRunner
 from locust.stats import CSV_STATS_INTERVAL_SEC
 
-from locust_spec import distributed, guard, live, options, scraper, summary, webui
-from locust_spec.distributed import BATCH, FINISH, WorkerSink
-from locust_spec.level import MESSAGE as LEVEL_MESSAGE
-from locust_spec.level import Level
+from locust_spec.metrics import scraper
 from locust_spec.prompts import PromptError
-from locust_spec.run import SpecRun, attach, run_of
-from locust_spec.user import ChatClientUser
+from locust_spec.recording import summary
+from locust_spec.web import live, webui
+from locust_spec.wiring import distributed, guard, options
+from locust_spec.wiring.distributed import BATCH, FINISH, WorkerSink
+from locust_spec.wiring.level import MESSAGE as LEVEL_MESSAGE
+from locust_spec.wiring.level import Level
+from locust_spec.wiring.run import SpecRun, attach, run_of
+from locust_spec.wiring.user import ChatClientUser
 
 
 @events.init_command_line_parser.add_listener

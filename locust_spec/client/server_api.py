@@ -10,9 +10,9 @@ from dataclasses import dataclass
 
 import orjson
 
-from locust_spec import http_fetch
+from locust_spec.client import http_fetch
+from locust_spec.client.transport import Endpoint
 from locust_spec.prompts import Prompt
-from locust_spec.transport import Endpoint
 
 
 def api_url(host: str, path: str) -> str:

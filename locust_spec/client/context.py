@@ -15,9 +15,9 @@ from dataclasses import dataclass
 
 import orjson
 
+from locust_spec.client.server_api import api_url
+from locust_spec.client.transport import Endpoint
 from locust_spec.prompts import Prompt
-from locust_spec.server_api import api_url
-from locust_spec.transport import Endpoint
 
 BYTES_PER_TOKEN_MAX = 8
 """Longer than almost any tokenizer's tokens: bytes / 8 never counts more tokens than the server will."""

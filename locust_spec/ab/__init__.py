@@ -1,0 +1,1 @@
+"""spec-ab: the A/B sweep's command, its preflight, child processes, progress display and prompt priming."""
