@@ -72,7 +72,10 @@ def test_sigint_during_the_second_arm_stops_everything_and_keeps_the_first_arm(t
     out = tmp_path / "run"
     cmd = [SPEC_AB, "--out", str(out), "--levels", "1", "--stage-time", "6s", "--warmup", "1s",
            *_fast(tmp_path)]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=REPO)
+    # A shell starts background jobs with SIGINT ignored and Python keeps that: give spec-ab a Ctrl-C it can
+    # hear, however this suite was launched.
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=REPO,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         second_arm = out / "candidate" / "r0.log"
         deadline = time.monotonic() + 90
