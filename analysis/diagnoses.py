@@ -48,11 +48,11 @@ def speculation_inactive(level: LevelInput, speculating_levels: Sequence[int] = 
     if spec is None or completed <= 0 or spec.drafts > 0 or spec.draft_tokens > 0:
         return None
     elsewhere = sorted(u for u in speculating_levels if u != level.users)
-    batch = level.candidate_batch.running_p50 if level.candidate_batch is not None else None
+    batch = level.candidate_batch.size if level.candidate_batch is not None else None
     evidence = {"completed_requests": completed, "drafts": spec.drafts, "draft_tokens": spec.draft_tokens,
                 "server_generation_tokens": spec.generation_tokens, "server_kind": spec.server_kind,
                 "families_seen": list(spec.families_seen), "speculating_levels": elsewhere,
-                "batch_p50": batch}
+                "batch": batch}
     has_spec_family = any("spec" in f or "draft" in f for f in spec.families_seen)
     wrong_url = f"the candidate's metrics URL points at another server ({CANDIDATE_METRICS_OPTIONS})"
     base_tpc = level.baseline.tokens_per_chunk

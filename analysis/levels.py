@@ -14,6 +14,7 @@ from locust_spec.analysis.model import METRIC_KEYS, ArmMetrics, Batch, ClassStat
 from locust_spec.analysis.runs import InputError, RunData
 
 from locust_spec.metrics import counters
+from locust_spec.metrics.batch import mean_running
 from locust_spec.metrics.exposition import Snapshot
 
 # locust_spec.recording.histograms records whole microseconds.
@@ -438,16 +439,18 @@ def server_batch(snapshots: Sequence[Snapshot]) -> Batch | None:
         return None
     return Batch(running_p50=_weighted_quantile(run_v, weights, 0.5), running_max=float(max(running)),
                  waiting_p50=_weighted_quantile(wait_v, weights, 0.5), waiting_max=float(max(waiting)),
-                 samples=len(times))
+                 samples=len(times), running_mean=mean_running(snapshots, times[0], times[-1]))
 
 
 def arm_batch(pairs: Sequence[tuple[RunData, RunLevel]]) -> Batch | None:
-    """One arm's batch at a level over its runs: the median of the runs' p50s, the largest max."""
+    """One arm's batch at a level over its runs: the median of the runs' means and p50s, the largest max."""
     present = [b for run, level in pairs if run.snapshots
                if (b := server_batch(bracket(run.snapshots, level))) is not None]
     if not present:
         return None
-    return Batch(running_p50=float(statistics.median(b.running_p50 for b in present)),
+    means = [b.running_mean for b in present if b.running_mean is not None]
+    return Batch(running_mean=float(statistics.median(means)) if means else None,
+                 running_p50=float(statistics.median(b.running_p50 for b in present)),
                  running_max=max(b.running_max for b in present),
                  waiting_p50=float(statistics.median(b.waiting_p50 for b in present)),
                  waiting_max=max(b.waiting_max for b in present),

@@ -88,17 +88,27 @@ def worst_lag(lags: Sequence[ClientLag]) -> ClientLag | None:
 
 @dataclass(frozen=True)
 class Batch:
-    """The batch the server really ran over a level: its running and waiting gauges, time-weighted."""
+    """The batch the server really ran over a level: its running and waiting gauges, time-weighted, and the
+    mean number running (`locust_spec.metrics.batch.mean_running`, as spec-tune measures it)."""
 
     running_p50: float
     running_max: float
     waiting_p50: float
     waiting_max: float
     samples: int
+    running_mean: float | None = None
+
+    @property
+    def size(self) -> float:
+        """The level's batch as one number: the mean where measured (Little's law on vLLM's running-time
+        counter; a scrape of the gauge can land in the gap when synchronized requests finish together),
+        else the gauge's time-weighted median."""
+        return self.running_mean if self.running_mean is not None else self.running_p50
 
     def as_dict(self) -> dict:
-        return {"running_p50": self.running_p50, "running_max": self.running_max,
-                "waiting_p50": self.waiting_p50, "waiting_max": self.waiting_max, "samples": self.samples}
+        return {"running_mean": self.running_mean, "running_p50": self.running_p50,
+                "running_max": self.running_max, "waiting_p50": self.waiting_p50,
+                "waiting_max": self.waiting_max, "samples": self.samples}
 
 
 @dataclass(frozen=True)

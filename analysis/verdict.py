@@ -289,7 +289,7 @@ def _users(n: int) -> str:
 
 
 def _batch(lv: LevelVerdict) -> float | None:
-    return lv.candidate_batch.running_p50 if lv.candidate_batch is not None else None
+    return lv.candidate_batch.size if lv.candidate_batch is not None else None
 
 
 def _batch_text(run: Sequence[LevelVerdict]) -> str:

@@ -1,4 +1,4 @@
-"""verdict.json: the Verdict as the documented JSON document (schema 2, docs/contracts.md)."""
+"""verdict.json: the Verdict as the documented JSON document (schema 3, docs/contracts.md)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from locust_spec.analysis.model import LevelVerdict, Verdict
 from locust_spec.analysis.stats import POINT
 from locust_spec.analysis.verdict import CHANGE_KEYS
 
-SCHEMA = 2
+SCHEMA = 3
 
 
 def metric_dict(lv: LevelVerdict, key: str) -> dict:

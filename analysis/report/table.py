@@ -41,8 +41,8 @@ def rows(lv: LevelVerdict) -> list[tuple[str, str, str, str]]:
             f"{lv.baseline.requests} / {lv.baseline.failures}",
             f"{lv.candidate.requests} / {lv.candidate.failures}", "")]
     if lv.baseline_batch is not None or lv.candidate_batch is not None:
-        out.append(("server batch p50 / max", batch_cell(lv.baseline_batch), batch_cell(lv.candidate_batch),
-                    ""))
+        out.append(("server batch mean / p50 / max", batch_cell(lv.baseline_batch),
+                    batch_cell(lv.candidate_batch), ""))
         out.append(("server waiting p50 / max", batch_cell(lv.baseline_batch, waiting=True),
                     batch_cell(lv.candidate_batch, waiting=True), ""))
     for label, key, fmt in ROWS:
@@ -57,8 +57,10 @@ def rows(lv: LevelVerdict) -> list[tuple[str, str, str, str]]:
 def batch_cell(batch: Batch | None, waiting: bool = False) -> str:
     if batch is None:
         return "-"
-    p50, top = (batch.waiting_p50, batch.waiting_max) if waiting else (batch.running_p50, batch.running_max)
-    return f"{p50:.0f} / {top:.0f}"
+    if waiting:
+        return f"{batch.waiting_p50:.0f} / {batch.waiting_max:.0f}"
+    mean = "-" if batch.running_mean is None else f"{batch.running_mean:.1f}"
+    return f"{mean} / {batch.running_p50:.0f} / {batch.running_max:.0f}"
 
 
 def crossover_lines(points: tuple[CrossPoint, ...]) -> list[str]:

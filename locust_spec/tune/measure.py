@@ -10,7 +10,8 @@ import pandas as pd
 
 from locust_spec.analysis.levels import measured, run_levels
 from locust_spec.analysis.runs import RunData, read_run
-from locust_spec.tune import batch, choose
+from locust_spec.metrics import batch
+from locust_spec.tune import choose
 from locust_spec.tune.choose import Sample, Slo
 
 Part = tuple[tuple[np.ndarray, np.ndarray], float, int, float | None]

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import orjson
 
+from locust_spec.metrics.batch import INFERENCE_SUM
 from locust_spec.metrics.counters import RUNNING
 from locust_spec.metrics.exposition import Sample, Snapshot, parse_exposition, rows_from_snapshot
 from locust_spec.recording.histograms import LatencyHistograms
@@ -98,9 +99,21 @@ def _capture(name: str) -> list[Sample]:
     return parse_exposition((CAPTURES / name).read_text())
 
 
+def _sample_at(s: Sample, final: dict, done: float, running: float, busy_s: float) -> Sample:
+    """One captured sample at a scrape: counters interpolated by `done`, the running gauge and the
+    running-time counter from the requests in flight."""
+    if s.metric == INFERENCE_SUM:
+        return Sample(s.metric, s.labels, s.value + busy_s)
+    if s.metric.endswith(COUNTER_SUFFIXES):
+        end = final.get((s.metric, s.labels), s.value)
+        return Sample(s.metric, s.labels, s.value + (end - s.value) * done)
+    return Sample(s.metric, s.labels, running) if s.metric == RUNNING else s
+
+
 def _server_rows(arm: ArmSpec, requests: list[tuple[float, float, int]], scrape_times: list[float]):
     """Scrapes interpolated between the real before/after captures by the share of tokens produced; the
-    running gauge is the number of requests in flight at the scrape."""
+    running gauge is the number of requests in flight at the scrape, and the running-time counter grows by
+    the time they have spent in flight (as vLLM's does), so the two agree."""
     stem = "metrics_ngram" if arm.speculative else "metrics_spec_off"
     before, after = _capture(f"{stem}_before.txt"), _capture(f"{stem}_after.txt")
     final = {(s.metric, s.labels): s.value for s in after
@@ -109,12 +122,8 @@ def _server_rows(arm: ArmSpec, requests: list[tuple[float, float, int]], scrape_
     for t in scrape_times:
         done = sum(tokens * min(1.0, max(0.0, (t - s) / (e - s))) for s, e, tokens in requests) / total
         running = float(sum(1 for s, e, _ in requests if s <= t < e))
-        samples = tuple(
-            Sample(s.metric, s.labels, s.value + (final.get((s.metric, s.labels), s.value) - s.value) * done)
-            if s.metric.endswith(COUNTER_SUFFIXES)
-            else Sample(s.metric, s.labels, running) if s.metric == RUNNING else s
-            for s in before
-        )
+        busy_s = sum(min(t, e) - s for s, e, _ in requests if s < t)
+        samples = tuple(_sample_at(s, final, done, running, busy_s) for s in before)
         yield from rows_from_snapshot(Snapshot(t, "http://127.0.0.1:8000/metrics", samples))
 
 

@@ -36,12 +36,15 @@ def test_ships_at_1_user_and_not_at_64(pair, tmp_path):
     assert doc["summary"].startswith("Speculative decoding: ship at 1 concurrent user (batch ~1); off at 64 "
                                      "concurrent users (batch ~")
     assert by_users[1]["batch"]["candidate"]["running_p50"] == 1.0
+    # the batch the summary names is the mean from vLLM's running-time counter, the gauge beside it
+    assert by_users[1]["batch"]["candidate"]["running_mean"] == pytest.approx(1.0, abs=0.1)
+    assert 32 < by_users[64]["batch"]["candidate"]["running_mean"] <= 64
     assert "SHIP" in result.stdout and "64 users" in result.stdout
 
 
 def test_json_follows_the_documented_schema(pair):
     doc = json.loads(spec_verdict(*pair, "--format", "json").stdout)
-    assert doc["schema"] == 2 and doc["verdict"] in {"ship", "off", "tradeoff", "inconclusive"}
+    assert doc["schema"] == 3 and doc["verdict"] in {"ship", "off", "tradeoff", "inconclusive"}
     assert set(doc) == {"schema", "verdict", "summary", "slo", "levels", "crossover", "diagnoses", "warnings"}
     level = doc["levels"][0]
     assert set(level) == {"users", "verdict", "batch", "acceptance", "acceptance_ci95",
@@ -52,8 +55,8 @@ def test_json_follows_the_documented_schema(pair):
                                      "tokens_per_chunk"}
     for metric in level["metrics"].values():
         assert set(metric) == {"baseline", "candidate", "change_pct", "ci95_pct"}
-    assert set(level["batch"]["baseline"]) == {"running_p50", "running_max", "waiting_p50", "waiting_max",
-                                               "samples"}
+    assert set(level["batch"]["baseline"]) == {"running_mean", "running_p50", "running_max", "waiting_p50",
+                                               "waiting_max", "samples"}
     lo, hi = level["acceptance_ci95"]
     assert lo <= level["acceptance"] <= hi
     assert level["requests"]["baseline"] == 39  # 40 started, the first one in warm-up

@@ -68,7 +68,7 @@ def test_speculation_inactive_at_one_level_of_a_drafting_ladder_blames_a_batch_s
     found = diagnoses.speculation_inactive(level, speculating_levels=(1, 4))
     assert "drafted at 1 users but not here (batch ~4)" in found.message
     assert "num_speculative_tokens_per_batch_size" in found.message
-    assert found.evidence["speculating_levels"] == [1] and found.evidence["batch_p50"] == 4.0
+    assert found.evidence["speculating_levels"] == [1] and found.evidence["batch"] == 4.0
 
 
 def test_speculation_inactive_quiet_when_drafts_moved_or_no_counters():

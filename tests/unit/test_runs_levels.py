@@ -147,6 +147,21 @@ def test_batch_is_time_weighted_over_the_bracket():
     batch = levels.server_batch([snap(0, 8, 0), snap(9, 30, 12), snap(10, 30, 12)])
     assert (batch.running_p50, batch.running_max, batch.waiting_p50, batch.waiting_max) == (8, 30, 0, 12)
     assert levels.server_batch([_snap(0, 1, 1, 1), _snap(1, 2, 2, 2)]) is None  # no gauges exposed
+    assert batch.running_mean == pytest.approx((8 * 9 + 30 * 1) / 10)  # no running-time counter: the gauge
+    assert batch.size == batch.running_mean
+
+
+def test_batch_mean_comes_from_the_running_time_counter_where_a_gauge_scrape_aliases():
+    def snap(t, running, busy_s):
+        return Snapshot(T0 + t, "http://s/metrics", (
+            Sample("vllm:num_requests_running", (("engine", "0"),), running),
+            Sample("vllm:num_requests_waiting", (("engine", "0"),), 0),
+            Sample("vllm:request_inference_time_seconds_sum", (("engine", "0"),), busy_s)))
+
+    # 64 synchronized requests run 10 s; two of four scrapes land in the instant they all finish together
+    batch = levels.server_batch([snap(0, 64, 0.0), snap(4, 2, 256.0), snap(8, 2, 512.0), snap(10, 64, 640.0)])
+    assert batch.running_p50 == 2 and batch.running_max == 64
+    assert batch.running_mean == pytest.approx(64.0) and batch.size == pytest.approx(64.0)
 
 
 def test_repeats_combine_to_medians_with_spread_and_summed_counts():

@@ -7,9 +7,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from locust_spec.metrics import batch
 from locust_spec.metrics.exposition import Sample as Metric
 from locust_spec.metrics.exposition import Snapshot
-from locust_spec.tune import batch, choose, confirm, intervals, servers
+from locust_spec.tune import choose, confirm, intervals, servers
 from locust_spec.tune.choose import Sample, Slo
 
 

@@ -1,4 +1,5 @@
-"""The batch a level really ran at: the time-weighted mean of the server's running requests (pure).
+"""The batch a level really ran at: the time-weighted mean of the server's running requests (pure). One
+function for spec-tune's schedule and spec-verdict's levels, so both speak of the same batch.
 
 vLLM switches k by the number of requests scheduled in a step, so a schedule is indexed by what the
 server ran, not by how many users the client had: with think time, queueing or a slow client the two
