@@ -32,7 +32,6 @@ VECTOR_MIN = 16
 """From this many values on, a batch is indexed with numpy (a fixed ~15 us, then little a value); below it the
 plain loop (~0.7 us a value and histogram) is cheaper. A stream's ITLs and chunk gaps are its hundreds of
 values: this is the load generator's per-chunk hot path."""
-DENSE_SPAN = 4096  # a batch whose indices span less than this is counted densely (bincount), else scattered
 
 
 def record_ms(hist: HdrHistogram, values_ms: Iterable[float]) -> None:
@@ -72,14 +71,11 @@ def record_many(hists: Sequence[HdrHistogram], values_ms: Sequence[float]) -> No
     index_array = ((bucket + 1) << half_mag) + (us >> bucket) - base
     lo, hi = int(us.min()), int(us.max())
     start = int(index_array.min())
-    narrow = int(index_array.max()) - start < DENSE_SPAN
-    dense = np.bincount(index_array - start).astype(np.uint64) if narrow else None
+    # counted once per batch, added to each histogram as a slice (at most the 23,552 counts: ~40 us)
+    added = np.bincount(index_array - start).astype(np.uint64)
     for hist in hists:
         counts = np.frombuffer(hist.counts, dtype=np.uint64)  # a view: the histogram's counts change in place
-        if dense is not None:
-            counts[start:start + len(dense)] += dense
-        else:
-            np.add.at(counts, index_array, 1)
+        counts[start:start + len(added)] += added
         _account(hist, len(us), lo, hi)
 
 
