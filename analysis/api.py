@@ -5,12 +5,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from locust_spec.analysis import levels as lv
-from locust_spec.analysis.model import LevelInput, PlotData, Slo, Verdict, worst_lag
-from locust_spec.analysis.runs import InputError, RunData, discover, read_run
-from locust_spec.analysis.verdict import Thresholds, build_verdict
-
 from locust_spec.metrics.crosscheck import CANDIDATE_METRICS_OPTIONS
+
+from . import levels as lv
+from .model import LevelInput, PlotData, Slo, Verdict, worst_lag
+from .runs import InputError, RunData, discover, read_run
+from .verdict import Thresholds, build_verdict
 
 
 def load_arm(paths: Iterable[Path | str], name: str) -> list[RunData]:
@@ -122,7 +122,7 @@ def counter_notes(cand_runs: Sequence[RunData], inputs: Sequence[LevelInput]) ->
 
 
 def render(verdict: Verdict, fmt: str) -> str:
-    from locust_spec.analysis.report import html, markdown, schema, text
+    from .report import html, markdown, schema, text
 
     renderers = {"text": text.render, "json": schema.render, "markdown": markdown.render, "html": html.render}
     if fmt not in renderers:

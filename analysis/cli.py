@@ -6,9 +6,10 @@ import sys
 from pathlib import Path
 
 import click
-from locust_spec.analysis.model import Slo
-from locust_spec.analysis.runs import InputError
-from locust_spec.analysis.verdict import INCONCLUSIVE, OFF, TRADEOFF, Thresholds
+
+from .model import Slo
+from .runs import InputError
+from .verdict import INCONCLUSIVE, OFF, TRADEOFF, Thresholds
 
 DEFAULTS = Thresholds()
 EXIT_BAD_INPUT = 2
@@ -103,7 +104,7 @@ def compare(baseline: Path, candidate: Path, fmt: str, outputs: tuple[Path, ...]
             serving_concurrency: int | None, slo_text: str | None, fail_on: tuple[str, ...],
             **thresholds: float) -> int:
     """Compare BASELINE (speculation off) with CANDIDATE (speculation on) and print the verdict."""
-    from locust_spec.analysis.api import format_for, render, verdict_for, write_outputs
+    from .api import format_for, render, verdict_for, write_outputs
 
     for path in outputs:
         format_for(path)
@@ -123,7 +124,7 @@ def vocab(target: Path, draft: Path) -> int:
 
     Exit 0 when they agree, 1 on a mismatch, 2 on bad input.
     """
-    from locust_spec.analysis import vocab as v
+    from . import vocab as v
 
     t, d = v.read_facts(target), v.read_facts(draft)
     problems = v.compare(t, d)

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from locust_spec.analysis.model import ClassStats, Diagnosis, LevelInput, SpecStats
-from locust_spec.analysis.stats import BETTER, WORSE, Interval, change_pct, classify
-
 from locust_spec.metrics.crosscheck import CANDIDATE_METRICS_OPTIONS
+
+from .model import ClassStats, Diagnosis, LevelInput, SpecStats
+from .stats import BETTER, WORSE, Interval, change_pct, classify
 
 # Tokens per chunk above this (and above the baseline's by as much) mean the target verified drafts.
 SPECULATING_TOKENS_PER_CHUNK = 1.1

@@ -9,13 +9,14 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 from hdrh.histogram import HdrHistogram
-from locust_spec.analysis import stats
-from locust_spec.analysis.model import METRIC_KEYS, ArmMetrics, Batch, ClassStats, Slo, SpecStats
-from locust_spec.analysis.runs import InputError, RunData
 
 from locust_spec.metrics import counters
 from locust_spec.metrics.batch import mean_running
 from locust_spec.metrics.exposition import Snapshot
+
+from . import stats
+from .model import METRIC_KEYS, ArmMetrics, Batch, ClassStats, Slo, SpecStats
+from .runs import InputError, RunData
 
 # locust_spec.recording.histograms records whole microseconds.
 HDR_UNITS_PER_MS = 1000.0

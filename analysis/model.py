@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from locust_spec.analysis.stats import Interval
+from .stats import Interval
 
 METRIC_KEYS = (
     "requests",

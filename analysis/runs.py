@@ -9,11 +9,12 @@ from pathlib import Path
 
 import orjson
 import pandas as pd
-from locust_spec.analysis.model import ClientLag
 
+from locust_spec.core import runfiles
+from locust_spec.core.runfiles import REQUESTS, RunFiles
 from locust_spec.metrics import counters
-from locust_spec.recording import runfiles
-from locust_spec.recording.runfiles import REQUESTS, RunFiles
+
+from .model import ClientLag
 
 REQUESTS_COLUMNS = runfiles.REQUIRED_COLUMNS
 # Only what the analysis reads, with explicit dtypes: a million rows stay well under a gigabyte.

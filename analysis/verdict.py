@@ -6,8 +6,8 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from locust_spec.analysis import diagnoses
-from locust_spec.analysis.model import (
+from . import diagnoses
+from .model import (
     ArmMetrics,
     ClassStats,
     CrossPoint,
@@ -18,7 +18,7 @@ from locust_spec.analysis.model import (
     Slo,
     Verdict,
 )
-from locust_spec.analysis.stats import (
+from .stats import (
     BETTER,
     POINT,
     SAME,
@@ -29,7 +29,7 @@ from locust_spec.analysis.stats import (
     classify,
     crossing,
 )
-from locust_spec.analysis.stats import INCONCLUSIVE as INCONCLUSIVE_DIR
+from .stats import INCONCLUSIVE as INCONCLUSIVE_DIR
 
 SHIP, OFF, TRADEOFF, INCONCLUSIVE = "ship", "off", "tradeoff", "inconclusive"
 VERDICTS = (SHIP, OFF, TRADEOFF, INCONCLUSIVE)

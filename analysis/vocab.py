@@ -7,7 +7,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import orjson
-from locust_spec.analysis.runs import InputError
+
+from .runs import InputError
 
 
 @dataclass(frozen=True)

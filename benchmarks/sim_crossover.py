@@ -29,7 +29,7 @@ from gevent import socket  # noqa: E402
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from locust_spec.prompts import PromptSampler, load_prompt_set  # noqa: E402
+from locust_spec.core.prompts import PromptSampler, load_prompt_set  # noqa: E402
 
 NGRAM = '{"method": "ngram", "num_speculative_tokens": 5, "prompt_lookup_max": 4, "prompt_lookup_min": 2}'
 

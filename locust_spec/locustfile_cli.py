@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from locust_spec.resources import locustfile, locustfiles_dir
+from locust_spec.core.resources import locustfile, locustfiles_dir
 
 
 @click.command(help="Print the path of a packaged locustfile (chat, sweep, multiturn), so that plain "

@@ -5,9 +5,9 @@ from __future__ import annotations
 import base64
 from html import escape
 
-from locust_spec.analysis.model import Verdict
-from locust_spec.analysis.report.plots import FIGURES, Omitted, class_acceptance
-from locust_spec.analysis.report.table import (
+from ..model import Verdict
+from ..report.plots import FIGURES, Omitted, class_acceptance
+from ..report.table import (
     HEADER,
     acceptance_line,
     crossover_lines,

@@ -11,10 +11,11 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402  (the backend must be chosen first)
-from locust_spec.analysis.model import Verdict  # noqa: E402
-from locust_spec.analysis.report.table import users_label  # noqa: E402
-from locust_spec.analysis.verdict import Thresholds  # noqa: E402
 from matplotlib.ticker import FormatStrFormatter, LogLocator  # noqa: E402
+
+from ..model import Verdict  # noqa: E402
+from ..report.table import users_label  # noqa: E402
+from ..verdict import Thresholds  # noqa: E402
 
 ARMS = (("baseline", "speculation off", "--"), ("candidate", "speculation on", "-"))
 # The per-token CDF's axis: a token read in the same network read as the one before has an ITL of ~0

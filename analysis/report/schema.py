@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import orjson
-from locust_spec.analysis.model import LevelVerdict, Verdict
-from locust_spec.analysis.stats import POINT
-from locust_spec.analysis.verdict import CHANGE_KEYS
+
+from ..model import LevelVerdict, Verdict
+from ..stats import POINT
+from ..verdict import CHANGE_KEYS
 
 SCHEMA = 3
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from locust_spec.analysis.model import ArmMetrics, Batch, CrossPoint, LevelVerdict
-from locust_spec.analysis.verdict import fmt_change
+from ..model import ArmMetrics, Batch, CrossPoint, LevelVerdict
+from ..verdict import fmt_change
 
 # The deciding metrics first (TPOT per request, throughput), then context: token-weighted ITL and the
 # chunk gaps describe the stream's rhythm, not the time a reader waits per token.

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import re
 
-from locust_spec.analysis.model import Verdict
-from locust_spec.analysis.report.table import (
+from ..model import Verdict
+from ..report.table import (
     HEADER,
     acceptance_line,
     crossover_lines,

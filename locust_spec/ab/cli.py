@@ -23,11 +23,11 @@ from locust_spec.analysis.model import Verdict
 from locust_spec.analysis.runs import InputError
 from locust_spec.client import server_api
 from locust_spec.client.http_fetch import METRICS_URLS_ENV, UrlError, check_urls
-from locust_spec.metrics.scraper import TOKEN_ENV
-from locust_spec.prompts import Prompt, PromptError, load_prompt_set, parse_weighted
-from locust_spec.resources import locustfile
+from locust_spec.core.prompts import Prompt, PromptError, load_prompt_set, parse_weighted
+from locust_spec.core.resources import locustfile
+from locust_spec.recording import budget
+from locust_spec.recording.scraper import TOKEN_ENV
 from locust_spec.sim import roofline
-from locust_spec.wiring import budget
 from locust_spec.wiring.shape import LadderSettings, parse_duration, parse_levels, parse_stage_time
 
 SWEEP_LOCUSTFILE = locustfile("sweep")

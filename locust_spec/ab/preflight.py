@@ -16,10 +16,11 @@ from dataclasses import dataclass, field
 import orjson
 
 from locust_spec.client import server_api, sse
+from locust_spec.client.settings import DEFAULT_MAX_TOKENS
+from locust_spec.core.prompts import Prompt
 from locust_spec.metrics import counters
 from locust_spec.metrics.exposition import Parsed, Snapshot
-from locust_spec.metrics.scraper import TOKEN_ENV, default_metrics_url, display_url, http_fetcher
-from locust_spec.prompts import Prompt
+from locust_spec.recording.scraper import TOKEN_ENV, default_metrics_url, display_url, http_fetcher
 
 # A dead host refuses at once; a black-holed one costs this much. /v1/models and /metrics answer in ms.
 CALL_TIMEOUT_S = 5.0
@@ -32,8 +33,6 @@ PROBES_PER_ARM = 2
 MAX_LINE_BYTES = 64 * 1024
 # Words with which vLLM, SGLang and spec-sim say that prompt + max_tokens exceed the context.
 CONTEXT_WORDS = ("context length", "maximum context", "max_model_len", "too long", "context window")
-DEFAULT_MAX_TOKENS = 256
-"""The plugin's --max-tokens default (locust_spec.wiring.options)."""
 
 
 @dataclass(frozen=True)

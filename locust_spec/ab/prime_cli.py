@@ -12,7 +12,7 @@ import click
 from locust_spec.ab import cli as ab
 from locust_spec.ab import progress
 from locust_spec.client import server_api
-from locust_spec.prompts import prompt_specs
+from locust_spec.core.prompts import prompt_specs
 
 POLL_S = 5.0
 

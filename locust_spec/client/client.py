@@ -20,7 +20,8 @@ import gevent
 import orjson
 from gevent import GreenletExit
 
-from locust_spec.client.sse import DONE, Event, EventSplitter, parse_object
+from locust_spec.client.settings import RequestSettings
+from locust_spec.client.sse import DONE, Event, EventSplitter, parse_object, response_id
 from locust_spec.client.timing import RequestTiming, request_timing
 from locust_spec.client.transport import (
     Arrivals,
@@ -34,10 +35,8 @@ from locust_spec.client.transport import (
     sdk_saw_done,
     with_timeout,
 )
-from locust_spec.recording import trace
-from locust_spec.recording.runfiles import CONNECT_FAILURES, ErrorKind, http_error
-from locust_spec.wiring.level import LevelBoard
-from locust_spec.wiring.options import RequestSettings
+from locust_spec.core.level import LevelBoard
+from locust_spec.core.runfiles import CONNECT_FAILURES, ErrorKind, http_error
 
 log = logging.getLogger(__name__)
 
@@ -87,7 +86,7 @@ class Capture:
 
     def response_id(self) -> str:
         """The server's id for the response (vLLM's `chatcmpl-...`), "" when none came."""
-        return trace.response_id(self.wire.body if self.wire is not None else b"", self.chunks)
+        return response_id(self.wire.body if self.wire is not None else b"", self.chunks)
 
     def reply(self) -> str:
         """The assistant's text as it streamed in (the content deltas of the first choice), e.g. to carry

@@ -17,7 +17,7 @@ import orjson
 
 from locust_spec.client.server_api import api_url
 from locust_spec.client.transport import Endpoint
-from locust_spec.prompts import Prompt
+from locust_spec.core.prompts import Prompt
 
 BYTES_PER_TOKEN_MAX = 8
 """Longer than almost any tokenizer's tokens: bytes / 8 never counts more tokens than the server will."""

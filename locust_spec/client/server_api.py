@@ -12,7 +12,7 @@ import orjson
 
 from locust_spec.client import http_fetch
 from locust_spec.client.transport import Endpoint
-from locust_spec.prompts import Prompt
+from locust_spec.core.prompts import Prompt
 
 
 def api_url(host: str, path: str) -> str:

@@ -274,3 +274,22 @@ def _printable(text: str, limit: int = 120) -> str:
 def _excerpt(payload: bytes | bytearray, limit: int = 60) -> str:
     text = bytes(payload[:limit]).decode("utf-8", "replace")
     return repr(text) if len(payload) <= limit else repr(text) + "..."
+
+
+def response_id(body: bytes | bytearray, objects: list | None) -> str:
+    """The `id` of the stream's first chunk (vLLM's `chatcmpl-...`), or "" when there is none."""
+    rid = getattr(objects[0][1], "id", "") if objects else _first_id(body)
+    # the id goes into an ASCII CSV (the trace): an id that is not plain text is not a vLLM id
+    return rid if isinstance(rid, str) and rid.isascii() and rid.isprintable() and "," not in rid else ""
+
+
+def _first_id(body: bytes | bytearray) -> object:
+    start = body.find(b"data:")
+    if start < 0:
+        return ""
+    end = body.find(b"\n", start)
+    try:
+        obj = msgspec.json.decode(bytes(body[start + 5:end if end >= 0 else len(body)]))
+    except msgspec.DecodeError:
+        return ""
+    return obj.get("id", "") if isinstance(obj, dict) else ""

@@ -7,8 +7,8 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from locust_spec.core.runfiles import ErrorKind, error_kind
 from locust_spec.metrics.counters import SpecWindow
-from locust_spec.recording.runfiles import ErrorKind, error_kind
 
 # Tolerances, and why:
 # - Output tokens +-2%: both sides count the same tokens; what separates them is requests cut off at stop (the

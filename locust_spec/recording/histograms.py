@@ -12,7 +12,7 @@ import orjson
 from hdrh.histogram import HdrHistogram
 
 from locust_spec.client.timing import RequestTiming
-from locust_spec.recording.runfiles import LATENCY_SCHEMA
+from locust_spec.core.runfiles import LATENCY_SCHEMA
 
 METRICS = ("ttft", "itl", "chunk_gap", "tpot", "e2e")
 PERCENTILES = (50.0, 90.0, 95.0, 99.0)

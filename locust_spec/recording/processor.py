@@ -16,10 +16,10 @@ import gevent.event
 
 from locust_spec.client.client import Capture
 from locust_spec.client.timing import RequestTiming
+from locust_spec.core.runfiles import ErrorKind, error_kind
+from locust_spec.recording.budget import ClientBudget
 from locust_spec.recording.records import RecordSink, RequestRow, make_row
-from locust_spec.recording.runfiles import ErrorKind, error_kind
 from locust_spec.recording.trace import Trace
-from locust_spec.wiring.budget import ClientBudget
 
 log = logging.getLogger(__name__)
 

@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import Protocol
 
 from locust_spec.client.timing import RequestTiming
+from locust_spec.core.runfiles import COLUMNS, RequestRow, RunFiles
 from locust_spec.recording.histograms import LatencyHistograms
-from locust_spec.recording.runfiles import COLUMNS, RequestRow, RunFiles
 
 __all__ = ["COLUMNS", "FileSink", "RecordSink", "RequestRow", "RowWriter", "make_row", "record_histograms"]
 

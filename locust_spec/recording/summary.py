@@ -27,18 +27,13 @@ import os
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-import gevent
 import orjson
 
+from locust_spec.core.runfiles import SUMMARY_SCHEMA
 from locust_spec.metrics import crosscheck
 from locust_spec.metrics.counters import SpecWindow
-from locust_spec.recording.runfiles import SUMMARY_SCHEMA
-from locust_spec.wiring import budget
-
-if TYPE_CHECKING:
-    from locust_spec.wiring.run import SpecRun
+from locust_spec.recording import budget
 
 log = logging.getLogger(__name__)
 
@@ -169,35 +164,3 @@ def write(path: Path, summary: dict) -> None:
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_bytes(orjson.dumps(summary, option=orjson.OPT_INDENT_2))
     os.replace(tmp, path)
-
-
-def build_run_summary(run: SpecRun) -> dict | None:
-    """The summary of this process's run so far, from its files and scraper; None without `--csv`."""
-    if run.files is None:
-        return None
-    notes: list[str] = []
-    totals = None
-    requests_path = run.files.requests
-    if requests_path.exists():
-        try:
-            # in a native thread: the file grows with the run, and the web UI asks for this mid-run
-            totals = gevent.get_hub().threadpool.apply(crosscheck.read_client_totals, (requests_path,))
-        except ValueError as e:
-            notes.append(f"cannot read {requests_path}: {e}")
-    found = run.scraper
-    window = found.run_window() if found is not None else None
-    levels = found.level_windows() if found is not None else []
-    notes += found.warnings() if found is not None else []
-    notes += run.collector.warnings() if run.collector is not None else []
-    return build_summary(totals, window, levels, run.client_summaries(), notes)
-
-
-def summarize_run(run: SpecRun) -> dict | None:
-    """Build, write and log the summary at the end of the run; None without `--csv`."""
-    summary = build_run_summary(run)
-    if summary is None:
-        return None
-    write(run.files.summary, summary)
-    for line in summary["warnings"]:
-        log.warning("locust-spec: %s", line)
-    return summary

@@ -5,31 +5,11 @@ from __future__ import annotations
 
 import os
 
-import orjson
-
+from locust_spec.client.sse import response_id
 from locust_spec.client.timing import RequestTiming
 
 ENV = "LOCUST_SPEC_TRACE"
 HEADER = "request_id,event,time_ns\n"
-
-
-def response_id(body: bytes | bytearray, objects: list | None) -> str:
-    """The `id` of the stream's first chunk (vLLM's `chatcmpl-...`), or "" when there is none."""
-    rid = getattr(objects[0][1], "id", "") if objects else _first_id(body)
-    # the trace is ASCII CSV: an id that is not plain text is not a vLLM id
-    return rid if isinstance(rid, str) and rid.isascii() and rid.isprintable() and "," not in rid else ""
-
-
-def _first_id(body: bytes | bytearray) -> object:
-    start = body.find(b"data:")
-    if start < 0:
-        return ""
-    end = body.find(b"\n", start)
-    try:
-        obj = orjson.loads(bytes(body[start + 5:end if end >= 0 else len(body)]))
-    except orjson.JSONDecodeError:
-        return ""
-    return obj.get("id", "") if isinstance(obj, dict) else ""
 
 
 def trace_rows(rid: str, start_unix: float, start: float, timing: RequestTiming) -> list[str]:

@@ -6,8 +6,8 @@ import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from locust_spec.core import schedule
 from locust_spec.sim.model import EOS
-from locust_spec.tune import schedule
 
 
 @dataclass(frozen=True)

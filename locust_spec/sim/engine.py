@@ -10,13 +10,13 @@ from dataclasses import dataclass, field
 import gevent
 import gevent.event
 
+from locust_spec.core import schedule
 from locust_spec.sim import roofline
 from locust_spec.sim.drafters import NgramIndex, SpecConfig, draft_model_proposal
 from locust_spec.sim.metrics import SimMetrics
 from locust_spec.sim.model import EOS, Target
 from locust_spec.sim.prefix_cache import BLOCK, PrefixCache
 from locust_spec.sim.tokenizer import Tokenizer
-from locust_spec.tune import schedule
 
 
 @dataclass

@@ -19,8 +19,9 @@ from locust_spec.ab.children import CLIENT_CPU, ChildError
 from locust_spec.ab.cli import AbError, Ladder, Load, Run
 from locust_spec.analysis.report.table import users_label
 from locust_spec.analysis.runs import InputError
+from locust_spec.core import schedule
 from locust_spec.sim import roofline
-from locust_spec.tune import choose, confirm, measure, report, schedule, servers
+from locust_spec.tune import choose, confirm, measure, report, servers
 from locust_spec.tune.result import TuneResult
 from locust_spec.wiring.shape import parse_duration, parse_stage_time
 

@@ -6,9 +6,9 @@ import json
 import shlex
 from dataclasses import dataclass
 
+from locust_spec.core.schedule import KEY, Built
 from locust_spec.tune.choose import UNITS, Decision, Slo
 from locust_spec.tune.confirm import Confirmation
-from locust_spec.tune.schedule import KEY, Built
 
 SCHEMA = "locust-spec/tune/1"
 SCHEDULE_SCHEMA = "locust-spec/tune-schedule/1"

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import time
 from importlib import resources
-from typing import TYPE_CHECKING
 
 import gevent
 import orjson
@@ -20,10 +19,8 @@ from flask import Blueprint, Response, request
 from locust.runners import STATE_STOPPED
 
 from locust_spec.recording.records import RequestRow
-from locust_spec.web.timeline import TICK_S, Timeline
-
-if TYPE_CHECKING:
-    from locust_spec.wiring.run import SpecRun
+from locust_spec.recording.timeline import TICK_S, Timeline
+from locust_spec.wiring.run import SpecRun
 
 PATH = "/spec/live"
 LEVEL_POLL_S = 0.5  # level marks land within this of the change; points are still one per tick

@@ -18,13 +18,13 @@ import orjson
 from flask import Blueprint, Response, abort, request, send_file
 from locust.runners import STATE_STOPPED
 
+from locust_spec.core import runfiles
+from locust_spec.core.runfiles import ErrorKind
 from locust_spec.metrics import crosscheck
 from locust_spec.metrics.counters import SpecWindow
-from locust_spec.recording import runfiles, summary
 from locust_spec.recording.histograms import LatencyHistograms, new_histogram, percentiles_us
 from locust_spec.recording.processor import E2E, INTERRUPTED, TPOT
 from locust_spec.recording.records import FileSink
-from locust_spec.recording.runfiles import ErrorKind
 from locust_spec.web import live
 from locust_spec.wiring.run import SpecRun
 
@@ -221,7 +221,7 @@ def install(run: SpecRun, web_ui) -> SpecView:
             body = orjson.dumps(sink.histograms.to_json(), option=orjson.OPT_INDENT_2)
             return _download(body, path.name, "application/json")
         if name == "summary" and not path.exists():
-            built = summary.build_run_summary(run)
+            built = run.summary()
             return _download(orjson.dumps(built, option=orjson.OPT_INDENT_2), path.name, "application/json")
         if not path.exists():
             abort(404)

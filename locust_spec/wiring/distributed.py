@@ -34,9 +34,9 @@ from gevent.lock import Semaphore
 from locust.runners import STATE_INIT, STATE_MISSING, STATE_STOPPED
 
 from locust_spec.client.timing import RequestTiming
+from locust_spec.core.runfiles import BATCH_VERSION, COLUMNS, RequestRow
 from locust_spec.recording.histograms import LatencyHistograms
 from locust_spec.recording.records import FileSink, record_histograms
-from locust_spec.recording.runfiles import BATCH_VERSION, COLUMNS, RequestRow
 
 log = logging.getLogger(__name__)
 

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from locust.runners import MasterRunner, WorkerRunner
 
-from locust_spec.prompts import PromptError, builtin_names, parse_weighted
+from locust_spec.core.prompts import PromptError, builtin_names, parse_weighted
 
 log = logging.getLogger(__name__)
 

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import argparse
 import os
-from dataclasses import dataclass
 from pathlib import Path
 
 import orjson
 
+from locust_spec.client.settings import DEFAULT_MAX_TOKENS, RequestSettings
 from locust_spec.client.transport import MAX_LINE_BYTES, MAX_RESPONSE_BYTES, MIN_LINE_BYTES
 
 
@@ -21,9 +21,6 @@ def _byte_limit(text: str) -> int:
     if value < MIN_LINE_BYTES:
         raise argparse.ArgumentTypeError(f"at least {MIN_LINE_BYTES} (one socket read), got {value}")
     return value
-
-
-DEFAULT_MAX_TOKENS = 256
 
 
 def add_options(parser) -> None:
@@ -62,32 +59,6 @@ def add_options(parser) -> None:
     parser.add_argument("--max-response-bytes", type=_byte_limit, default=MAX_RESPONSE_BYTES,
                        include_in_web_ui=True,
                        help="Largest streamed response accepted (failure: too_large; ~150k vLLM chunks)")
-
-
-@dataclass(frozen=True)
-class RequestSettings:
-    """What every request of the run is sent with, resolved once from the options."""
-
-    model: str
-    max_tokens: int
-    """For a request that does not set its own."""
-    max_tokens_cap: int | None
-    """`--max-tokens`: no request asks for more, whatever its prompt says."""
-    temperature: float
-    ignore_eos: bool
-    response_format: dict | None
-    client: str
-    request_timeout: float
-    connect_timeout: float
-    first_token_timeout: float
-    idle_timeout: float
-    max_line_bytes: int = MAX_LINE_BYTES
-    max_response_bytes: int = MAX_RESPONSE_BYTES
-
-    def max_tokens_for(self, own: int | None) -> int:
-        """What a request asks for: its own max_tokens (else the default), never above the cap."""
-        value = own if own is not None else self.max_tokens
-        return min(value, self.max_tokens_cap) if self.max_tokens_cap is not None else value
 
 
 def response_format(value: str) -> dict | None:

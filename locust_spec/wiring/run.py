@@ -21,20 +21,23 @@ from locust.runners import STATE_RUNNING, MasterRunner, WorkerRunner
 
 from locust_spec.client import context, server_api
 from locust_spec.client.client import ChatClient, FastChatClient, OpenAIChatClient, Server, openai_sdk
-from locust_spec.metrics.scraper import Scraper, scraper_from_options
-from locust_spec.prompts import Prompt, PromptError, PromptSampler, prompt_specs, stream_seed
+from locust_spec.client.settings import RequestSettings
+from locust_spec.core.level import MESSAGE as LEVEL_MESSAGE
+from locust_spec.core.level import LevelBoard, runner_users
+from locust_spec.core.prompts import Prompt, PromptError, PromptSampler, prompt_specs, stream_seed
+from locust_spec.core.runfiles import RunFiles
+from locust_spec.metrics import crosscheck
+from locust_spec.recording import summary
+from locust_spec.recording.budget import ClientBudget
 from locust_spec.recording.memtrace import MemTrace
 from locust_spec.recording.processor import Processor
 from locust_spec.recording.records import FileSink, RecordSink
-from locust_spec.recording.runfiles import RunFiles
+from locust_spec.recording.scraper import Scraper, scraper_from_options
+from locust_spec.recording.timeline import Timeline
 from locust_spec.recording.trace import Trace
-from locust_spec.web.timeline import Timeline
-from locust_spec.wiring.budget import ClientBudget
 from locust_spec.wiring.distributed import BATCH, Collector, WorkerSink
 from locust_spec.wiring.lag import LagMonitor
-from locust_spec.wiring.level import MESSAGE as LEVEL_MESSAGE
-from locust_spec.wiring.level import LevelBoard, runner_users
-from locust_spec.wiring.options import RequestSettings, settings_from
+from locust_spec.wiring.options import settings_from
 
 log = logging.getLogger(__name__)
 
@@ -237,6 +240,37 @@ class SpecRun:
         if self.collector is not None:
             return dict(self.collector.clients)
         return {"local": self.client_summary()}
+
+    def summary(self) -> dict | None:
+        """PREFIX_summary.json as it stands now, from this process's files and scraper; None without
+        `--csv`."""
+        if self.files is None:
+            return None
+        notes: list[str] = []
+        totals = None
+        requests_path = self.files.requests
+        if requests_path.exists():
+            try:
+                # in a native thread: the file grows with the run, and the web UI asks for this mid-run
+                totals = gevent.get_hub().threadpool.apply(crosscheck.read_client_totals, (requests_path,))
+            except ValueError as e:
+                notes.append(f"cannot read {requests_path}: {e}")
+        found = self.scraper
+        window = found.run_window() if found is not None else None
+        levels = found.level_windows() if found is not None else []
+        notes += found.warnings() if found is not None else []
+        notes += self.collector.warnings() if self.collector is not None else []
+        return summary.build_summary(totals, window, levels, self.client_summaries(), notes)
+
+    def write_summary(self) -> dict | None:
+        """Build, write and log the summary at the end of the run; None without `--csv`."""
+        built = self.summary()
+        if built is None:
+            return None
+        summary.write(self.files.summary, built)
+        for line in built["warnings"]:
+            log.warning("locust-spec: %s", line)
+        return built
 
 
 def attach(environment, run: SpecRun) -> SpecRun:

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from locust import LoadTestShape, events
 
-from locust_spec.wiring.level import Level
+from locust_spec.core.level import Level
 from locust_spec.wiring.run import run_of
 
 logger = logging.getLogger(__name__)
@@ -103,7 +103,7 @@ class LadderSettings:
 class ConcurrencyLadder(LoadTestShape):
     """Run `--levels` users in turn, each for `--stage-time`; the first `--warmup` of each level is warm-up.
 
-    On every level change the ladder publishes the new `locust_spec.wiring.level.Level` (its user count and
+    On every level change the ladder publishes the new `locust_spec.core.level.Level` (its user count and
     the unix time its warm-up ends), so each request row records the level it started under and
     analysis can leave warm-up requests out. The test stops after the last level.
     """

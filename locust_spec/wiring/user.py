@@ -18,7 +18,7 @@ import gevent
 from locust import User, constant, task
 
 from locust_spec.client.client import Capture, ChatClient
-from locust_spec.prompts import Prompt
+from locust_spec.core.prompts import Prompt
 from locust_spec.wiring.run import SpecRun, run_of
 
 

@@ -5,7 +5,7 @@ import json
 import os
 
 from locust_spec import ChatCompletionUser
-from locust_spec.prompts import Prompt
+from locust_spec.core.prompts import Prompt
 
 
 def _user_for(name: str, url: str) -> type:

@@ -1,6 +1,6 @@
 """Streaming chat load with the server-metrics scraper: what a user's locustfile with both looks like."""
 
-import locust_spec.metrics.scraper  # noqa: F401  (registers the --metrics-* options and listeners)
+import locust_spec.recording.scraper  # noqa: F401  (registers the --metrics-* options and listeners)
 from locust_spec import ChatCompletionUser
 
 

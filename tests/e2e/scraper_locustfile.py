@@ -2,7 +2,7 @@
 
 from locust import HttpUser, constant, task
 
-import locust_spec.metrics.scraper  # noqa: F401  (registers the --metrics-* options and listeners)
+import locust_spec.recording.scraper  # noqa: F401  (registers the --metrics-* options and listeners)
 
 
 class GetUser(HttpUser):

@@ -9,7 +9,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from locust_spec.prompts import PromptSampler, stream_seed
+from locust_spec.core.prompts import PromptSampler, stream_seed
 from locust_spec.recording.histograms import new_histogram, percentiles_us, record_ms
 from tests.support import BIN, CLIENT_CPU, REPO, free_port, pinned
 

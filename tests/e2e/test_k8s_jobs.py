@@ -11,7 +11,7 @@ import os
 import re
 import subprocess
 
-from locust_spec.resources import locustfile
+from locust_spec.core.resources import locustfile
 from tests.docker_files import DOCKER, config, pod, resource
 from tests.support import BIN, free_port
 

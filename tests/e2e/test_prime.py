@@ -9,7 +9,7 @@ import orjson
 import pytest
 
 from locust_spec.client.server_api import first_model, prime, prime_body
-from locust_spec.prompts import Prompt, load_prompt_set
+from locust_spec.core.prompts import Prompt, load_prompt_set
 from tests.support import BIN, free_port
 
 

@@ -75,7 +75,7 @@ def test_server_down_mid_run_fails_named_then_recovers_on_its_return(tmp_path):
     assert all(not r["error"] or error_kind(r) == "interrupted" for r in after), {r["error"] for r in after}
     # /metrics went down too: a warning per failed scrape, a gap in the series, a counter reset flagged
     warnings = [line for line in run.proc.stderr.splitlines()
-                if "/WARNING/locust_spec.metrics.scraper:" in line]
+                if "/WARNING/locust_spec.recording.scraper:" in line]
     assert warnings and all("a gap in the server counters" in line for line in warnings)
     with Path(f"{run.prefix}_server_metrics.csv").open() as f:
         snapshots = snapshots_from_rows(list(csv.DictReader(f)))

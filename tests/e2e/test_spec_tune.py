@@ -8,7 +8,7 @@ import subprocess
 import pandas as pd
 import pytest
 
-from locust_spec.tune import schedule
+from locust_spec.core import schedule
 from tests.e2e.test_spec_ab import _fast
 from tests.support import BIN, REPO
 from tests.unit.test_tune_schedule import vllm_utils

@@ -10,8 +10,8 @@ import pytest
 
 from locust_spec.client import server_api
 from locust_spec.client.http_fetch import FetchError, request
-from locust_spec.metrics.scraper import http_fetcher
-from locust_spec.prompts import Prompt
+from locust_spec.core.prompts import Prompt
+from locust_spec.recording.scraper import http_fetcher
 from tests.hostile.server import (
     METRICS,
     chat_stream,

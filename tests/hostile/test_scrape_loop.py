@@ -8,7 +8,7 @@ import time
 import gevent
 
 from locust_spec.metrics.counters import parse_exposition_checked
-from locust_spec.metrics.scraper import Scraper, http_fetcher
+from locust_spec.recording.scraper import Scraper, http_fetcher
 from tests.hostile.server import huge_metrics
 
 

@@ -116,7 +116,7 @@ def test_a_previous_run_in_the_folder_is_replaced_but_other_files_are_kept(tmp_p
 
 def test_a_failed_process_is_explained_by_its_first_error_line():
     log = ("[2026-01-01 00:00:00,000] vm/INFO/locust.main: Starting Locust\n"
-           "[2026-01-01 00:00:01,000] vm/ERROR/locust_spec.wiring.plugin: locust-spec: cannot read the "
+           "[2026-01-01 00:00:01,000] vm/ERROR/locust_spec.plugin: locust-spec: cannot read the "
            "model; pass --model\n"
            " Name | # reqs\n--------|------\n")
     assert children.log_reason(log) == "locust-spec: cannot read the model; pass --model"

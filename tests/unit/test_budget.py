@@ -3,8 +3,8 @@ process count planned for a load."""
 
 from __future__ import annotations
 
+from locust_spec.recording.budget import ClientBudget, combine, processes_for
 from locust_spec.recording.summary import build_summary
-from locust_spec.wiring.budget import ClientBudget, combine, processes_for
 
 
 def test_each_level_gets_its_chunks_and_its_time():

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from locust_spec.client.context import lower_bound, too_long, upper_bound, warning
-from locust_spec.prompts import Prompt, PromptError, PromptSampler
+from locust_spec.core.prompts import Prompt, PromptError, PromptSampler
 from locust_spec.sim.model import render_prompt, tokenizer
 
 

@@ -13,8 +13,9 @@ from locust_spec.analysis.cli import cli
 from locust_spec.analysis.model import LevelInput
 
 from locust_spec.ab.cli import main as spec_ab
-from locust_spec.metrics import crosscheck, scraper  # noqa: F401  (their Locust options)
+from locust_spec.metrics import crosscheck
 from locust_spec.metrics.crosscheck import ClientTotals
+from locust_spec.recording import scraper  # noqa: F401  (their Locust options)
 from locust_spec.recording.summary import build_summary
 from tests.data.run_builder import write_pair
 from tests.support import REPO, ngram_capture_window

@@ -9,8 +9,8 @@ import pytest
 
 from locust_spec.ab import preflight
 from locust_spec.ab.preflight import Arm, Flags, Observed, Probe
+from locust_spec.core.prompts import Prompt
 from locust_spec.metrics.counters import parse_exposition_checked
-from locust_spec.prompts import Prompt
 
 BASE = Arm("baseline", "http://a:8000", None, False, "--baseline", "--metrics-url-baseline")
 CAND = Arm("candidate", "http://b:8000", None, True, "--candidate", "--metrics-url-candidate")

@@ -7,7 +7,7 @@ from collections import Counter
 
 import pytest
 
-from locust_spec.prompts import (
+from locust_spec.core.prompts import (
     PromptError,
     PromptSampler,
     load_prompt_set,

@@ -7,7 +7,7 @@ import base64
 import pytest
 
 from locust_spec.client.http_fetch import UrlError, check_urls, display_url, parse_target
-from locust_spec.metrics.scraper import default_metrics_url, metrics_urls
+from locust_spec.recording.scraper import default_metrics_url, metrics_urls
 
 
 def test_credentials_in_the_url_become_a_basic_authorization_header_and_leave_the_url():

@@ -9,7 +9,7 @@ import pytest
 from locust import User, constant, task
 from locust.env import Environment
 
-from locust_spec.wiring.level import LevelBoard, runner_users
+from locust_spec.core.level import LevelBoard, runner_users
 from locust_spec.wiring.run import SpecRun, attach, run_of
 from locust_spec.wiring.shape import (
     RAMP_S,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from locust_spec.prompts import PromptSampler, load_prompt_set
+from locust_spec.core.prompts import PromptSampler, load_prompt_set
 from locust_spec.sim import model as M
 from locust_spec.sim import roofline as R
 from locust_spec.sim.drafters import parse_spec_config

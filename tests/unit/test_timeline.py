@@ -10,7 +10,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from locust_spec.metrics.counters import Sample, Snapshot, parse_exposition
-from locust_spec.web.timeline import CLIENT_FIELDS, MIN_SPAN_S, SERVER_FIELDS, LagDeltas, Series, Timeline
+from locust_spec.recording.timeline import (
+    CLIENT_FIELDS,
+    MIN_SPAN_S,
+    SERVER_FIELDS,
+    LagDeltas,
+    Series,
+    Timeline,
+)
 from tests.support import REFERENCE
 
 CPU = REFERENCE / "vllm-0.32-cpu"

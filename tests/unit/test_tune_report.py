@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import json
 
-from locust_spec.tune import choose, confirm, report, schedule
+from locust_spec.core import schedule
+from locust_spec.tune import choose, confirm, report
 from locust_spec.tune.result import TuneResult
 from tests.unit.test_tune_choose import tokens
 

@@ -10,8 +10,8 @@ import json
 
 import pytest
 
-from locust_spec.tune import schedule
-from locust_spec.tune.schedule import Point
+from locust_spec.core import schedule
+from locust_spec.core.schedule import Point
 from tests.vllm.vllm_env import cache_root
 
 KEY = schedule.KEY

@@ -31,7 +31,7 @@ def from_the_package():
     return listeners("locust_spec")
 
 
-@pytest.mark.parametrize("module", ["locust_spec.wiring.user", "locust_spec.metrics.scraper",
+@pytest.mark.parametrize("module", ["locust_spec.wiring.user", "locust_spec.recording.scraper",
                                     "locust_spec.analysis.runs"])
 def test_any_import_path_registers_the_same_listeners(from_the_package, module):
     assert listeners(module) == from_the_package
@@ -45,5 +45,5 @@ def test_the_ladder_adds_only_its_own_options(from_the_package):
 
 def test_one_init_listener_and_all_of_them_in_the_wiring_module(from_the_package):
     inits = [n for n in from_the_package if n.startswith("init:")]
-    assert inits == ["init:locust_spec.wiring.plugin._on_init"]
+    assert inits == ["init:locust_spec.plugin._on_init"]
     assert all(".plugin." in n for n in from_the_package)

@@ -17,14 +17,13 @@ from locust import events
 from locust.runners import STATE_RUNNING, STATE_SPAWNING, LocalRunner, MasterRunner, WorkerRunner
 from locust.stats import CSV_STATS_INTERVAL_SEC
 
-from locust_spec.metrics import scraper
-from locust_spec.prompts import PromptError
-from locust_spec.recording import summary
+from locust_spec.core.level import MESSAGE as LEVEL_MESSAGE
+from locust_spec.core.level import Level
+from locust_spec.core.prompts import PromptError
+from locust_spec.recording import scraper
 from locust_spec.web import live, webui
 from locust_spec.wiring import distributed, guard, options
 from locust_spec.wiring.distributed import BATCH, FINISH, WorkerSink
-from locust_spec.wiring.level import MESSAGE as LEVEL_MESSAGE
-from locust_spec.wiring.level import Level
 from locust_spec.wiring.run import SpecRun, attach, run_of
 from locust_spec.wiring.user import ChatClientUser
 
@@ -76,7 +75,7 @@ def _on_init(environment, web_ui=None, **_kw) -> None:
         gevent.spawn(_flush_periodically, run)
     if not isinstance(runner, WorkerRunner):
         # `quit` comes after every `quitting` listener: the rows are closed, the workers' last batches are in.
-        environment.events.quit.add_listener(lambda **_: summary.summarize_run(run))
+        environment.events.quit.add_listener(lambda **_: run.write_summary())
         if web_ui is not None:
             run.timeline = live.install(run, web_ui)
             view = webui.install(run, web_ui)

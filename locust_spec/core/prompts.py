@@ -9,7 +9,7 @@ from pathlib import Path
 
 import orjson
 
-from locust_spec.resources import prompts_dir
+from locust_spec.core.resources import prompts_dir
 
 BUILTIN_DIR = prompts_dir()
 

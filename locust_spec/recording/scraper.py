@@ -15,9 +15,9 @@ from gevent.lock import Semaphore
 from locust_spec.client import http_fetch
 from locust_spec.client.http_fetch import METRICS_URLS_ENV as URLS_ENV
 from locust_spec.client.http_fetch import FetchError, UrlError, check_urls, display_url
+from locust_spec.core.runfiles import RunFiles
 from locust_spec.metrics.counters import Snapshot, SpecWindow, WindowAccumulator, parse_exposition_checked
 from locust_spec.metrics.exposition import CSV_COLUMNS, rows_from_snapshot
-from locust_spec.recording.runfiles import RunFiles
 
 log = logging.getLogger(__name__)
 
