@@ -42,6 +42,10 @@ def _measures(environment) -> bool:
 
 @events.init.add_listener
 def _on_init(environment, web_ui=None, **_kw) -> None:
+    # gevent's loop has not turned since Locust started importing; its clock still reads that moment, and
+    # Locust's --run-time timer, started right after this event, counts from it. On a busy machine the
+    # imports took seconds, and `-t 2s` ended the run before a request went out: refresh the clock.
+    gevent.get_hub().loop.update_now()
     if environment.parsed_options is None or not hasattr(environment.parsed_options, "prompts"):
         return
     try:
