@@ -20,6 +20,7 @@ from locust_spec.ab.cli import AbError, Ladder, Load, Run
 from locust_spec.analysis.report.table import users_label
 from locust_spec.analysis.runs import InputError
 from locust_spec.core import schedule
+from locust_spec.core.formats import Selection
 from locust_spec.sim import roofline
 from locust_spec.tune import choose, confirm, measure, report, servers
 from locust_spec.tune.result import TuneResult
@@ -232,7 +233,9 @@ def run_tune(out: Path, s: Settings, pool: servers.Servers, do_confirm: bool,
               help="Serve the schedule and run it against the best fixed k and off.")
 @click.option("--swing-stage-time", default="5s", show_default=True,
               help="Time per level in the swing across each threshold.")
-@click.option("--prompts", multiple=True, help="Prompt set (NAME[:WEIGHT] or JSONL), repeatable.")
+@click.option("--prompts", multiple=True, help="Prompt set (built-in NAME[:WEIGHT], specbench for its six "
+              "tasks, or a file in the formats Locust reads), repeatable: the task mix the schedule is for.")
+@ab.selection_options
 @click.option("--max-tokens", type=click.IntRange(min=1), help="Per request, unless a prompt sets its own.")
 @click.option("--ignore-eos", is_flag=True, help="Generate max_tokens on every arm.")
 @click.option("--seed", type=int, default=1, show_default=True, help="Prompt order seed, every arm.")
@@ -248,8 +251,10 @@ def run_tune(out: Path, s: Settings, pool: servers.Servers, do_confirm: bool,
 def main(ks: str, server_cmd: str | None, server_urls: tuple[str, ...], levels: str | None,
          stage_time: str | None, warmup: str | None, repeats: int, objective: str, slo: str | None,
          base_config: str, max_num_seqs: int, confirm: bool, swing_stage_time: str,
-         prompts: tuple[str, ...], max_tokens: int | None, ignore_eos: bool, seed: int, model: str,
-         time_scale: float, sim_gpu: str, prime: bool, out: Path) -> None:
+         prompts: tuple[str, ...], category: tuple[str, ...], prompt_limit: int | None,
+         min_prompt_chars: int | None, max_prompt_chars: int | None, turns: str, max_tokens: int | None,
+         ignore_eos: bool, seed: int, model: str, time_scale: float, sim_gpu: str, prime: bool,
+         out: Path) -> None:
     """Find the speculation length for each batch size, write vLLM's schedule, and prove it.
 
     Every k runs the same ladder with the same prompts, seed and order, arms interleaved. Per level the k
@@ -275,6 +280,7 @@ def main(ks: str, server_cmd: str | None, server_urls: tuple[str, ...], levels: 
         slo_value = choose.parse_slo(slo) if slo else None
         if objective == "goodput" and slo_value is None:
             raise ValueError("--objective goodput needs --slo (e.g. ttft=500,tpot=50)")
+        selection = Selection.of(category, prompt_limit, min_prompt_chars, max_prompt_chars, turns)
         given = dict(servers.parse_server(t) for t in server_urls)
         template = servers.parse_template(server_cmd) if server_cmd else None
     except ValueError as exc:
@@ -284,7 +290,7 @@ def main(ks: str, server_cmd: str | None, server_urls: tuple[str, ...], levels: 
         raise click.UsageError(f"no --server for {', '.join(m.removeprefix('k') for m in missing)}")
     settings = Settings(k_list, ladder, repeats,
                         Load(prompts or (ab.DEMO_PROMPTS if simulated else ()), max_tokens, ignore_eos, seed,
-                             model, 1),
+                             model, 1, selection),
                         objective, slo_value, base, max_num_seqs, prime, simulated, swing_stage_time)
     sim = (servers.SimSettings(time_scale, sim_gpu, ("--max-num-seqs", str(max_num_seqs),
                                                      "--per-request-spec-decode-metrics", "detailed"))
