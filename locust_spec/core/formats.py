@@ -209,7 +209,11 @@ def parse_row(obj: object, where: str, default_id: str, stem: str, turns: str = 
     given_id = obj.get("id", obj.get("question_id"))
     usable = given_id not in (None, "") and not isinstance(given_id, dict | list)
     pid = str(given_id) if usable else default_id
-    return Prompt(pid, _category(obj) or stem, tuple(messages), _max_tokens(obj, where), tuple(followups))
+    cls = _category(obj) or stem
+    # a row with both (a built-in mt_bench conversation of MT-Bench's "writing") is found by either
+    own = obj.get("category") if "class" in obj and isinstance(obj.get("category"), str) else ""
+    return Prompt(pid, cls, tuple(messages), _max_tokens(obj, where), tuple(followups),
+                  own if own != cls else "")
 
 
 # ---------------------------------------------------------------- files -> rows
