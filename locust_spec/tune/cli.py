@@ -18,12 +18,13 @@ from locust_spec.ab import cli as ab
 from locust_spec.ab.children import CLIENT_CPU, ChildError
 from locust_spec.ab.cli import AbError, Ladder, Load, Run
 from locust_spec.analysis.report.table import users_label
-from locust_spec.analysis.runs import InputError
+from locust_spec.analysis.runs import InputError, read_run
+from locust_spec.analysis.tasks import tasks_of
 from locust_spec.core import schedule
 from locust_spec.core.formats import Selection
 from locust_spec.sim import roofline
 from locust_spec.tune import choose, confirm, measure, report, servers
-from locust_spec.tune.result import TuneResult
+from locust_spec.tune.result import TaskDecisions, TuneResult
 from locust_spec.wiring.shape import parse_duration, parse_stage_time
 
 DEFAULT_KS = "0,1,2,3,4,5"
@@ -84,13 +85,22 @@ def prefixes(runs: Sequence[Run], arm: str) -> list[Path]:
     return [r.prefix for r in runs if r.arm == arm]
 
 
-def decide(runs: list[Run], s: Settings) -> tuple[tuple[choose.Decision, ...], list[str]]:
-    by_k = {k: measure.level_samples(prefixes(runs, f"k{k}"), k, s.objective, s.slo) for k in s.ks}
+def _choices(by_k: dict[int, dict[int, choose.Sample]], s: Settings) -> tuple[choose.Decision, ...]:
     users = sorted(set().union(*by_k.values()))
-    decisions = tuple(choose.choose([by_k[k][u] for k in s.ks if u in by_k[k]], s.objective)
-                      for u in users)
+    return tuple(choose.choose([by_k[k][u] for k in s.ks if u in by_k[k]], s.objective) for u in users)
+
+
+def decide(runs: list[Run], s: Settings) -> tuple[tuple[choose.Decision, ...], TaskDecisions, list[str]]:
+    """The k per level for the mix, and, where the mix holds several tasks, the k each task alone would
+    choose (per stream; one server serves the mix, so the schedule is the mix's)."""
+    found = tasks_of([read_run(p) for p in prefixes(runs, f"k{s.ks[0]}")])
+    tasks = found if len(found) > 1 else []
+    by_k = {k: measure.task_samples(prefixes(runs, f"k{k}"), k, s.objective, s.slo, [None, *tasks])
+            for k in s.ks}
+    decisions = _choices({k: by_k[k][None] for k in s.ks}, s)
+    per_task = tuple((task, _choices({k: by_k[k][task] for k in s.ks}, s)) for task in tasks)
     notes = [f"{users_label(d.users)}: {d.reason}" for d in decisions if d.k is None]
-    return decisions, notes
+    return decisions, per_task, notes
 
 
 def points(decisions: Sequence[choose.Decision], notes: list[str]) -> list[schedule.Point]:
@@ -182,13 +192,13 @@ def run_tune(out: Path, s: Settings, pool: servers.Servers, do_confirm: bool,
                  f"levels {s.ladder.levels}, {s.ladder.stage_time} each) -> {out}")
     primed: set[str] = set()
     sweep(runs, urls, s.ladder, s, primed, display)
-    decisions, notes = decide(runs, s)
+    decisions, per_task, notes = decide(runs, s)
     pts = points(decisions, notes)
     built = schedule.build(pts, s.max_num_seqs) if pts else None
     config = schedule.speculative_config(s.base_config, built.entries) if built else None
     static_k = choose.best_static(decisions, s.objective)
     result = TuneResult(s.objective, s.slo, s.ks, tuple(d.users for d in decisions), s.max_num_seqs,
-                        decisions, built, config, static_k, None, tuple(notes))
+                        decisions, built, config, static_k, None, tuple(notes), per_task)
     write_outputs(out, result)
     display.say(f"spec-tune: schedule written to {out / 'schedule.json'}")
     if not do_confirm:

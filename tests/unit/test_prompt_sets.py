@@ -84,7 +84,8 @@ def test_two_builds_on_one_machine_are_identical():
 
 
 def test_without_debian_texts_every_class_still_reaches_50_from_the_standard_library(tmp_path):
-    src = build.Sources(stdlib=build.default_sources().stdlib, licenses=tmp_path, docs=tmp_path, locale=tmp_path)
+    src = build.Sources(stdlib=build.default_sources().stdlib, licenses=tmp_path, docs=tmp_path,
+                        locale=tmp_path)
     sets = build.build_sets(src)
     assert {cls: len(rows) >= 50 for cls, rows in sets.items()} == {cls: True for cls in build.CLASSES}
     assert all(h is None for key, h in src.seen.items() if not key.startswith("stdlib:"))
@@ -140,8 +141,8 @@ def test_specbench_sets_hold_60_to_80_prompts(cls):
 
 def test_mt_bench_is_ten_two_turn_conversations_of_each_mt_bench_category_reworking_the_first_answer():
     rows = committed("mt_bench")
-    assert {r["category"] for r in rows} == {"writing", "roleplay", "reasoning", "math", "coding", "extraction",
-                                             "stem", "humanities"}
+    assert {r["category"] for r in rows} == {"writing", "roleplay", "reasoning", "math", "coding",
+                                             "extraction", "stem", "humanities"}
     assert all(sum(r["category"] == c for r in rows) == 10 for c in {r["category"] for r in rows})
     for row in rows:
         first, second = row["turns"]

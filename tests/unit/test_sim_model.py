@@ -65,7 +65,8 @@ def test_a_turn_that_reworks_the_previous_answer_copies_the_assistants_message()
     messages = [{"role": "user", "content": "Write about tides."}, {"role": "assistant", "content": "TIDES"},
                 {"role": "user", "content": "Rewrite your previous response as a bulleted list."}]
     assert M.copy_source_of(messages) == "TIDES"
-    assert M.copy_source_of([*messages[:2], {"role": "user", "content": "Rewrite:\nthis text"}]) == "this text"
+    unrelated = [*messages[:2], {"role": "user", "content": "Rewrite:\nthis text"}]
+    assert M.copy_source_of(unrelated) == "this text"
 
 
 def test_specbench_tasks_rank_as_in_specbench_copy_heavy_above_math_above_translation():

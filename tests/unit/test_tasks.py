@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import orjson
 import pytest
-
 from locust_spec.analysis import api
 from locust_spec.analysis.report import plots
 from locust_spec.analysis.tasks import summary
+
 from tests.data.run_builder import ArmSpec, write_pair, write_run
 
 
