@@ -125,17 +125,33 @@ def _users(n: int) -> str:
     return f"{n} user" + ("" if n == 1 else "s")
 
 
+WHY_INCONCLUSIVE = (("has only", "too few requests: measure longer"),
+                    ("load generator was behind", "the load generator fell behind"),
+                    ("failed", "too many failures"),
+                    ("counters", "no speculation counters"))
+
+
+def _why(level: LevelVerdict) -> str:
+    """An inconclusive task level's reason, in a few words (its first reason says it in full)."""
+    first = level.reasons[0] if level.reasons else ""
+    return next((short for key, short in WHY_INCONCLUSIVE if key in first),
+                "its intervals straddle the noise band")
+
+
 def summary(tasks: Sequence[TaskVerdict]) -> str:
-    """Where speculation pays, per level: 'at 16 users: ship on summarization and rag; off on translation'."""
+    """Where speculation pays, per level: 'at 16 users: ship on summarization and rag; off on translation;
+    inconclusive on qa (too few requests: measure longer)'."""
     if not tasks:
         return ""
-    by_users: dict[int, dict[str, list[str]]] = {}
+    by_users: dict[int, dict[tuple[str, str], list[str]]] = {}
     for t in tasks:
         for level in t.levels:
-            by_users.setdefault(level.users, {}).setdefault(level.verdict, []).append(t.task)
+            why = f" ({_why(level)})" if level.verdict == INCONCLUSIVE else ""
+            by_users.setdefault(level.users, {}).setdefault((level.verdict, why), []).append(t.task)
     parts = []
-    for users, verdicts in sorted(by_users.items()):
-        said = "; ".join(f"{v} on {_names(verdicts[v])}" for v in ORDER if v in verdicts)
+    for users, groups in sorted(by_users.items()):
+        order = sorted(groups, key=lambda key: (ORDER.index(key[0]), key[1]))
+        said = "; ".join(f"{verdict} on {_names(groups[verdict, why])}{why}" for verdict, why in order)
         parts.append(f"at {_users(users)}: {said}")
     unknown = [t.task for t in tasks if not t.acceptance_measured]
     note = (f" (acceptance of {_names(unknown)} not measured per request: TPOT and throughput decide)"

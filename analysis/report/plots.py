@@ -248,8 +248,8 @@ def per_task(verdict: Verdict) -> bytes | Omitted:
         ax.grid(axis="y", alpha=0.3)
     shapes = [Line2D([], [], marker=MARKERS[n % len(MARKERS)], color="#444", linestyle="none",
                      label=users_label(level)) for n, level in enumerate(users)]
-    axes[0].legend(handles=shapes, fontsize="small", title="marker: level; colour: verdict",
-                   title_fontsize="x-small")
+    fig.legend(handles=shapes, loc="lower center", ncol=len(shapes), fontsize="small",
+               title="marker: level; colour: verdict", title_fontsize="x-small", bbox_to_anchor=(0.5, -0.24))
     fig.suptitle("Per task, with 95% intervals (green ship, red off, amber tradeoff, grey inconclusive)")
     return _png(fig)
 
