@@ -3,6 +3,7 @@ hold what they promise, in bounded memory."""
 
 from __future__ import annotations
 
+import math
 import random
 
 from locust_spec.core.runfiles import RequestRow
@@ -21,29 +22,34 @@ def by_task(board: TaskBoard) -> dict[str, dict]:
     return {r[0]: dict(zip(table["fields"], r, strict=True)) for r in table["rows"]}
 
 
-def test_a_ratio_over_requests_covers_the_true_value_about_95_percent_of_the_time():
-    rng = random.Random(3)
+def coverage(trials: int, interval, truth: float) -> float:
+    """The share of `trials` intervals (each from a fresh sample) that hold the true value."""
     hits = 0
-    for _ in range(400):
+    for trial in range(trials):
+        _, lo, hi = interval(random.Random(trial))
+        hits += lo <= truth <= hi
+    return hits / trials
+
+
+def test_a_ratio_over_requests_covers_the_true_value_about_95_percent_of_the_time():
+    def acceptance(rng: random.Random):
         ratio = Ratio()
         for _ in range(40):
             drafted = rng.randint(10, 80)
             ratio.add(sum(rng.random() < 0.6 for _ in range(drafted)), drafted)
-        _, lo, hi = ratio.interval()
-        hits += lo <= 0.6 <= hi
-    assert 0.91 <= hits / 400 <= 0.99
+        return ratio.interval()
+
+    assert 0.91 <= coverage(400, acceptance, 0.6) <= 0.99
 
 
 def test_the_median_interval_covers_the_true_median_about_95_percent_of_the_time():
-    rng = random.Random(4)
-    hits = 0
-    for _ in range(300):
+    def tpot(rng: random.Random):
         stats = TaskStats()
         for _ in range(60):
             stats.add(row("t", tpot_ms=rng.expovariate(1 / 20.0)))
-        _, lo, hi = median_interval(stats.tpot)
-        hits += lo <= 20.0 * 0.6931 <= hi
-    assert 0.90 <= hits / 300 <= 0.995
+        return median_interval(stats.tpot)
+
+    assert 0.90 <= coverage(300, tpot, 20.0 * math.log(2)) <= 0.995
 
 
 def test_each_task_of_the_current_level_gets_its_row_and_warm_up_and_failures_count_as_the_verdict_does():
