@@ -189,7 +189,7 @@ def acceptance_band(acceptance: float | None, ci: Interval | None, th: Threshold
 
 def _acc_text(acceptance: float | None, ci: Interval | None) -> str:
     if acceptance is None:
-        return "acceptance (not measured per request)"
+        return "acceptance (not measured)"
     text = f"acceptance {acceptance:.2f}"
     if ci is not None and ci.measured and ci.method != POINT:
         text += f" [{ci.lo:.2f}, {ci.hi:.2f}]"

@@ -154,6 +154,8 @@ def test_specbench_names_the_six_built_in_tasks_and_filters_apply_per_set():
                                         "rag"}
     limited = load_prompt_set("specbench", Selection(limit=3))
     assert len(limited) == 18
+    writing = load_prompt_set("mt_bench", Selection.of(["writing"]))  # MT-Bench's category, kept per row
+    assert len(writing) == 10 and {(p.cls, p.category) for p in writing} == {("mt_bench", "writing")}
 
 
 def test_a_sampler_sends_the_sets_the_filters_leave_and_refuses_when_none_is_left(tmp_path):
