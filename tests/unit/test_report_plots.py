@@ -50,6 +50,7 @@ def test_the_report_shows_acceptance_per_class_beside_the_verdict(runs):
             assert (f"<td>{task.task}</td><td>{lv.users}</td><td class='v {lv.verdict}'>{lv.verdict}</td>"
                     f"<td>{lv.acceptance:.2f} [") in table
     assert {t.task for t in verdict.tasks} == {c["class"] for c in plots.class_acceptance(verdict)}
+    assert "alt='Per task: acceptance, TPOT and throughput, speculation on vs off'" in page
     assert len(re.findall(r"src='data:image/png;base64,", page)) == len(plots.FIGURES)
     assert "not drawn" not in page
 
