@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from dataclasses import replace
 from pathlib import Path
 
 from locust_spec.metrics.crosscheck import CANDIDATE_METRICS_OPTIONS
 
 from . import levels as lv
+from . import tasks
 from .model import LevelInput, PlotData, Slo, Verdict, worst_lag
 from .runs import InputError, RunData, discover, read_run
 from .verdict import Thresholds, build_verdict
@@ -79,10 +81,14 @@ def verdict_for(
     arms = (("baseline", base_runs), ("candidate", cand_runs))
     warnings = [(arm, w) for arm, runs in arms for run in runs for w in run.warnings]
     disagreements = [(arm, w) for arm, runs in arms for run in runs for w in run.crosscheck]
-    return build_verdict(inputs, th, serving=serving_concurrency,
-                         class_stats=lv.class_stats(base_runs, cand_runs),
-                         run_warnings=warnings, crosscheck=disagreements, notes=notes,
-                         plots=PlotData(itl_cdf=cdf), slo=slo)
+    verdict = build_verdict(inputs, th, serving=serving_concurrency,
+                            class_stats=lv.class_stats(base_runs, cand_runs),
+                            run_warnings=warnings, crosscheck=disagreements, notes=notes,
+                            plots=PlotData(itl_cdf=cdf), slo=slo)
+    by_task = tasks.task_verdicts(base_runs, cand_runs, inputs, th, slo)
+    if not by_task:
+        return verdict
+    return replace(verdict, tasks=by_task, summary=f"{verdict.summary} {tasks.summary(by_task)}")
 
 
 def latency_notes(base_runs: Sequence[RunData], cand_runs: Sequence[RunData],

@@ -208,6 +208,16 @@ class CrossPoint:
 
 
 @dataclass(frozen=True)
+class TaskVerdict:
+    """One task's (prompt class's) verdict at every level both arms measured it (analysis/tasks.py)."""
+
+    task: str
+    levels: tuple[LevelVerdict, ...]
+    acceptance_measured: bool
+    """The candidate sent per-request speculative stats for this task's requests."""
+
+
+@dataclass(frozen=True)
 class Verdict:
     verdict: str
     summary: str
@@ -218,3 +228,5 @@ class Verdict:
     plots: PlotData = field(default_factory=PlotData)
     crossover: tuple[CrossPoint, ...] = ()
     slo: Slo | None = None
+    tasks: tuple[TaskVerdict, ...] = ()
+    """Per prompt class (analysis/tasks.py), when the runs hold several."""

@@ -168,15 +168,17 @@ def _evidence_gaps(level: LevelInput, th: Thresholds) -> list[str]:
                         "server; add --processes or workers")
     if level.spec is None:
         gaps.append("no server counters on the candidate at this level (the warnings say why)")
-    elif level.spec.acceptance is None or level.spec.draft_tokens <= 0:
+    elif level.spec.draft_tokens <= 0:
         gaps.append("the candidate's draft counters did not move at this level (speculation_inactive says "
                     "why)")
     return gaps
 
 
-def acceptance_band(acceptance: float, ci: Interval | None, th: Thresholds) -> str:
+def acceptance_band(acceptance: float | None, ci: Interval | None, th: Thresholds) -> str:
     """ship / off / middle: by the whole interval when there is one (an interval across a threshold leaves
-    the measurements to decide), else by the point."""
+    the measurements to decide), else by the point; unknown (a task without per-request stats), middle."""
+    if acceptance is None:
+        return "middle"
     lo, hi = (ci.lo, ci.hi) if ci is not None and ci.measured else (acceptance, acceptance)
     if lo >= th.ship_acceptance - _EPS:
         return SHIP
@@ -185,7 +187,9 @@ def acceptance_band(acceptance: float, ci: Interval | None, th: Thresholds) -> s
     return "middle"
 
 
-def _acc_text(acceptance: float, ci: Interval | None) -> str:
+def _acc_text(acceptance: float | None, ci: Interval | None) -> str:
+    if acceptance is None:
+        return "acceptance (not measured)"
     text = f"acceptance {acceptance:.2f}"
     if ci is not None and ci.measured and ci.method != POINT:
         text += f" [{ci.lo:.2f}, {ci.hi:.2f}]"

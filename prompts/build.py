@@ -18,6 +18,7 @@ import hashlib
 import json
 import random
 import re
+import struct
 import sys
 import sysconfig
 import textwrap
@@ -27,10 +28,15 @@ from itertools import zip_longest
 from pathlib import Path
 from typing import TypeVar
 
-PER_CLASS = 60
 SEED = 20240601
-MAX_TOKENS = {"json": 192, "code": 256, "quote": 128, "boilerplate": 192, "chat": 192, "creative": 256}
+MAX_TOKENS = {"json": 192, "code": 256, "quote": 128, "boilerplate": 192, "chat": 192, "creative": 256,
+              # SpecBench's six tasks (Xia et al., 2024), mirrored in what drives acceptance
+              "mt_bench": 256, "translation": 192, "summarization": 192, "qa": 64, "math_reasoning": 256,
+              "rag": 128}
 CLASSES = tuple(MAX_TOKENS)
+SPECBENCH = ("mt_bench", "translation", "summarization", "qa", "math_reasoning", "rag")
+# SpecBench has 80 prompts a task; the two whose prompts carry long passages keep 60: the wheel stays small.
+SIZES = {cls: 60 for cls in CLASSES} | {"mt_bench": 80, "translation": 80, "qa": 80, "math_reasoning": 80}
 
 # Instruction words that make a server (and spec-sim) treat a request as copying its context.
 COPY_WORDS = (
@@ -72,11 +78,13 @@ class Sources:
     stdlib: Path
     licenses: Path = Path("/usr/share/common-licenses")
     docs: Path = Path("/usr/share/doc")
+    locale: Path = Path("/usr/share/locale")
     seen: dict[str, str | None] = field(default_factory=dict)
     memo: dict[str, object] = field(default_factory=dict, repr=False)
 
-    def read(self, root: str, rel: str) -> str | None:
-        base = {"stdlib": self.stdlib, "licenses": self.licenses, "docs": self.docs}[root]
+    def read_bytes(self, root: str, rel: str) -> bytes | None:
+        base = {"stdlib": self.stdlib, "licenses": self.licenses, "docs": self.docs,
+                "locale": self.locale}[root]
         key = f"{root}:{rel}"
         path = base / rel
         try:
@@ -85,9 +93,11 @@ class Sources:
             self.seen[key] = None
             return None
         self.seen[key] = hashlib.sha256(data).hexdigest()
-        if path.suffix == ".gz":
-            data = gzip.decompress(data)
-        return data.decode("utf-8", errors="replace")
+        return gzip.decompress(data) if path.suffix == ".gz" else data
+
+    def read(self, root: str, rel: str) -> str | None:
+        data = self.read_bytes(root, rel)
+        return None if data is None else data.decode("utf-8", errors="replace")
 
 
 def default_sources() -> Sources:
@@ -152,20 +162,22 @@ def interleave(*streams: Iterable[dict]) -> Iterator[dict]:
         yield from (item for item in row if item is not None)
 
 
-def take(items: Iterable[dict], cls: str, limit: int = PER_CLASS) -> list[dict]:
+def take(items: Iterable[dict], cls: str, limit: int | None = None) -> list[dict]:
+    """The first `limit` distinct items as rows. An item is its prompt (`content`), or a conversation's
+    `turns` (SpecBench's own row shape); any other keys (a checkable `answer`, ...) are kept."""
+    limit = SIZES[cls] if limit is None else limit
     out: list[dict] = []
     seen: set[str] = set()
     for item in items:
-        content = item["content"]
-        if content in seen:
+        turns = item.get("turns")
+        key = "\x00".join(turns) if turns else item["content"]
+        if key in seen:
             continue
-        seen.add(content)
-        out.append({
-            "id": f"{cls}-{len(out) + 1:03d}",
-            "class": cls,
-            "messages": [{"role": "user", "content": content}],
-            "max_tokens": MAX_TOKENS[cls],
-        })
+        seen.add(key)
+        prompt = {"turns": turns} if turns else {"messages": [{"role": "user", "content": item["content"]}]}
+        extra = {k: v for k, v in item.items() if k not in ("content", "turns")}
+        out.append({"id": f"{cls}-{len(out) + 1:03d}", "class": cls, **prompt, "max_tokens": MAX_TOKENS[cls],
+                    **extra})
         if len(out) == limit:
             break
     return out
@@ -181,6 +193,23 @@ class Function:
     source: str
     docstring: str | None
     params: tuple[str, ...]
+    defaults: tuple[tuple[str, str], ...] = ()
+    """(parameter, default as written) for defaults written on one line."""
+
+
+def signature_defaults(node: ast.FunctionDef | ast.AsyncFunctionDef,
+                       lines: list[str]) -> tuple[tuple[str, str], ...]:
+    args = node.args
+    positional = [*args.posonlyargs, *args.args]
+    pairs = list(zip(positional[len(positional) - len(args.defaults):], args.defaults, strict=True))
+    pairs += [(a, d) for a, d in zip(args.kwonlyargs, args.kw_defaults, strict=True) if d is not None]
+    out = []
+    for arg, default in pairs:
+        if arg.arg in ("self", "cls") or default.lineno != default.end_lineno:
+            continue
+        line = lines[default.lineno - 1].encode()  # the offsets count UTF-8 bytes
+        out.append((arg.arg, line[default.col_offset:default.end_col_offset].decode()))
+    return tuple(out)
 
 
 @per_source
@@ -214,7 +243,7 @@ def functions(src: Sources) -> dict[str, list[Function]]:
             params = tuple(a.arg for a in [*node.args.posonlyargs, *node.args.args, *node.args.kwonlyargs]
                            if a.arg not in ("self", "cls"))
             found.append(Function(module_name(rel), node.name, textwrap.dedent(segment),
-                                  ast.get_docstring(node), params))
+                                  ast.get_docstring(node), params, signature_defaults(node, lines)))
         by_module[rel] = sorted(found, key=lambda f: f.source)
     return by_module
 
@@ -583,11 +612,421 @@ def build_creative(src: Sources) -> list[dict]:
     return take(open_prompts(src, CREATIVE_FRAMES, TOPIC_CREATIVE_FRAMES, SEED + 6), "creative")
 
 
+# ---------------------------------------------------------------- SpecBench's six tasks
+# Each set mirrors its SpecBench task (Xia et al., 2024) in what decides acceptance: how much of the answer
+# is already in the conversation. Summaries and retrieval answers copy from the passages given; a
+# translation shares little with its source; arithmetic reasoning writes new steps around the problem's
+# numbers; short factual answers are new text; a conversation's second turn reworks the model's own first
+# answer.
+
+LOCALE_DOMAINS = ("coreutils", "bash", "dpkg", "apt", "git", "gnupg2", "tar", "grep", "findutils",
+                  "diffutils", "libc", "wget")
+TARGET_LANGUAGES = ("French", "German", "Spanish", "Italian", "Portuguese")
+MO_MAGIC = 0x950412DE
+
+
+def mo_messages(data: bytes) -> list[tuple[str, str]]:
+    """(msgid, msgstr) pairs of a GNU gettext .mo catalog: singular entries, context dropped; [] when the
+    bytes are not a catalog."""
+    for order in ("<", ">"):
+        try:
+            magic, _, count, originals, translations = struct.unpack_from(order + "5I", data)
+        except struct.error:
+            return []
+        if magic == MO_MAGIC:
+            break
+    else:
+        return []
+    out = []
+    try:
+        for i in range(count):
+            olen, ooff = struct.unpack_from(order + "2I", data, originals + 8 * i)
+            tlen, toff = struct.unpack_from(order + "2I", data, translations + 8 * i)
+            msgid = data[ooff:ooff + olen]
+            if msgid and b"\x00" not in msgid:
+                out.append((msgid.split(b"\x04")[-1].decode("utf-8", "replace"),
+                            data[toff:toff + tlen].split(b"\x00")[0].decode("utf-8", "replace")))
+    except struct.error:
+        return out
+    return out
+
+
+def reflow(text: str) -> str:
+    """Paragraphs with their line wrapping undone."""
+    return "\n\n".join(" ".join(p.split()) for p in paragraphs(text))
+
+
+def is_prose(text: str, low: int, high: int) -> bool:
+    """Running text of low..high words: no option table, code block or format string dominates it."""
+    lines = [line for line in text.splitlines() if line.strip()]
+    if not lines or not low <= words(text) <= high or "%" in text or "\t" in text:
+        return False
+    return sum(line[:1] in " -*|>" for line in lines) <= len(lines) // 5
+
+
+@per_source
+def german_messages(src: Sources) -> list[list[str]]:
+    """Per message catalog, the German translations of its longer prose messages (sorted, distinct)."""
+    out = []
+    for domain in LOCALE_DOMAINS:
+        data = src.read_bytes("locale", f"de/LC_MESSAGES/{domain}.mo")
+        if data is None:
+            continue
+        texts = {reflow(msgstr) for msgid, msgstr in mo_messages(data)
+                 if msgstr and msgstr != msgid and is_prose(msgstr, 20, 110)}
+        out.append(sorted(texts))
+    return out
+
+
+def prose_passages(src: Sources, low: int, high: int) -> list[str]:
+    """Prose paragraphs of the Python reference (pydoc topics), reflowed."""
+    return [reflow(p) for text in pydoc_topics(src).values() for p in chunks(text, low, high)
+            if is_prose(p, low, high)]
+
+
+def translation_from_locale(src: Sources) -> Iterator[dict]:
+    rng = random.Random(SEED + 7)
+    catalogs = [rng.sample(texts, len(texts)) for texts in german_messages(src)]
+    for text in interleave(*[({"t": t} for t in texts) for texts in catalogs]):
+        yield {"content": f"Translate the following German text into English.\n\n{text['t']}"}
+
+
+def translation_from_stdlib(src: Sources) -> Iterator[dict]:
+    rng = random.Random(SEED + 8)
+    passages = prose_passages(src, 30, 100)
+    rng.shuffle(passages)
+    for n, passage in enumerate(passages):
+        language = TARGET_LANGUAGES[n % len(TARGET_LANGUAGES)]
+        yield {"content": f"Translate the following text into {language}.\n\n{passage}"}
+
+
+def build_translation(src: Sources) -> list[dict]:
+    return take(interleave(translation_from_locale(src), translation_from_stdlib(src)), "translation")
+
+
+SUMMARY_FRAMES = (
+    "Summarize the following text in three sentences.",
+    "Summarize the following passage for a busy reader in about 60 words.",
+    "Summarize the following {what} in one short paragraph.",
+    "Summarize the following {what}: its main points, in order.",
+)
+
+
+def build_summarization(src: Sources) -> list[dict]:
+    rng = random.Random(SEED + 9)
+    docstrings = (ast.get_docstring(tree) or "" for _, tree, _ in stdlib_modules(src))
+    sources = (
+        ("section of the Python reference", quote_passages(pydoc_topics(src).values(), 120, 320), 120),
+        ("license text", quote_passages((t for _, t in license_texts(src)), 200, 450), 200),
+        ("module documentation", quote_passages(docstrings, 150, 450), 150),
+        ("function documentation", (f.docstring for f in public_functions(src)), 120),
+    )
+
+    def labelled(what: str, passages: Iterable[str], low: int) -> Iterator[dict]:
+        return ({"what": what, "p": p} for p in passages if is_prose(p, low, 450))
+
+    streams = [labelled(*source) for source in sources]
+
+    def items() -> Iterator[dict]:
+        for n, found in enumerate(interleave(*streams)):
+            frame = SUMMARY_FRAMES[(n + rng.randrange(2)) % len(SUMMARY_FRAMES)].format(what=found["what"])
+            yield {"content": f"{frame}\n\n{found['p']}"}
+
+    return take(items(), "summarization")
+
+
+def informative(default: str) -> bool:
+    """A default worth asking about: short, and not the None that most optional parameters share."""
+    return len(default) <= 20 and default != "None"
+
+
+def public_functions(src: Sources) -> list[Function]:
+    """Documented public functions, in a fixed order."""
+    return [f for fs in functions(src).values() for f in fs if not f.name.startswith("_") and f.docstring]
+
+
+def qa_from_modules(src: Sources) -> Iterator[dict]:
+    for module, summary in module_summaries(src):
+        yield {"content": f"Which module of Python's standard library has this description: \"{summary}\"? "
+                          "Answer with the module name only.", "answer": module}
+
+
+def qa_from_defaults(src: Sources) -> Iterator[dict]:
+    rng = random.Random(SEED + 10)
+    pool = [(f, p, d) for f in public_functions(src) for p, d in f.defaults[:1] if informative(d)]
+    rng.shuffle(pool)
+    for f, param, default in pool:
+        yield {"content": f"What is the default value of the `{param}` parameter of `{f.module}.{f.name}()` "
+                          "in Python's standard library? Answer with the value only.", "answer": default}
+
+
+def dep5_licenses(text: str) -> list[tuple[str, str]]:
+    """(Files pattern, License name) of each stanza of a DEP-5 copyright file."""
+    out = []
+    for para in paragraphs(text):
+        files = re.search(r"^Files:\s*(.+)$", para, flags=re.M)
+        licence = re.search(r"^License:\s*(\S.*)$", para, flags=re.M)
+        if files and licence:
+            out.append((files.group(1).strip(), licence.group(1).strip()))
+    return out
+
+
+def qa_from_debian(src: Sources) -> Iterator[dict]:
+    trailers = {pkg: m.group(1) for pkg, text in debian_docs(src, "changelog.Debian.gz")
+                if (m := re.search(r"^ -- (.+?) <", text, flags=re.M))}
+    for pkg, text in debian_docs(src, "copyright"):
+        stanzas = dep5_licenses(text) if text.startswith("Format:") else []
+        if stanzas and stanzas[0][0] == "*":
+            yield {"content": f"Under which license is the Debian package {pkg} distributed? Answer in a few "
+                              "words.", "answer": stanzas[0][1]}
+        if pkg in trailers:
+            yield {"content": f"Who made the latest upload of the Debian package {pkg} recorded in its "
+                              "changelog? Answer with the name only.", "answer": trailers[pkg]}
+
+
+def build_qa(src: Sources) -> list[dict]:
+    return take(interleave(qa_from_modules(src), qa_from_defaults(src), qa_from_debian(src)), "qa")
+
+
+# Arithmetic word problems in the manner of GSM8K: every step an operation on the problem's numbers or
+# an earlier step's result, so the answer can be checked (tests/unit/test_prompt_sets.py does).
+NAMES = ("Ada", "Ben", "Chloe", "Dev", "Emma", "Farid", "Grace", "Hugo", "Ines", "Jonas", "Kemal", "Lena",
+         "Mateo", "Nora", "Omar", "Priya", "Quinn", "Rosa", "Sami", "Tara")
+ITEMS = ("apples", "pencils", "stickers", "marbles", "books", "cookies", "cards", "stamps", "shells")
+MATH_INSTRUCTION = ("Solve the following problem step by step, then give the final answer on its own line "
+                    "as \"Answer: <number>\".")
+Step = tuple[int, str, int]
+
+
+def _problem(rng: random.Random, kind: int) -> tuple[str, list[Step]]:
+    name, item = rng.choice(NAMES), rng.choice(ITEMS)
+    r = rng.randint
+    if kind == 0:
+        a, b, c = r(5, 40), r(2, 9), r(3, 12)
+        d = r(1, a + b * c - 1)
+        return (f"{name} has {a} {item}. {name} buys {b} packs of {c} {item} each and then gives {d} {item} "
+                f"to a friend. How many {item} does {name} have now?",
+                [(b, "*", c), (a, "+", b * c), (a + b * c, "-", d)])
+    if kind == 1:
+        a, b, c, d = r(40, 110), r(2, 6), r(30, 90), r(1, 5)
+        return (f"A train travels at {a} km per hour for {b} hours, then at {c} km per hour for {d} hours. "
+                "How many kilometres does it travel in total?",
+                [(a, "*", b), (c, "*", d), (a * b, "+", c * d)])
+    if kind == 2:
+        a, b, c = r(12, 40), r(10, 40), r(2, 8)
+        d = r(10, a * b * c - 1)
+        return (f"{name} earns ${a} an hour and works {b} hours a week. After {c} weeks {name} spends ${d} "
+                "on a new bicycle. How many dollars are left?",
+                [(a, "*", b), (a * b, "*", c), (a * b * c, "-", d)])
+    if kind == 3:
+        a, b = r(2, 15), r(2, 9)
+        c = 20 * (a * b // 20 + r(1, 3))
+        return (f"A shop sells {item} at ${a} each. {name} buys {b} of them and pays with ${c}. How much "
+                f"change does {name} get, in dollars?", [(a, "*", b), (c, "-", a * b)])
+    if kind == 4:
+        a, b, d = r(3, 12), r(6, 24), r(2, 9)
+        total = a * b
+        c = total % d + d * r(0, 2)
+        if c >= total:
+            c = total % d
+        return (f"A baker bakes {a} trays of {b} rolls. She keeps {c} rolls for the shop's staff and packs "
+                f"the rest equally into {d} bags. How many rolls go into each bag?",
+                [(a, "*", b), (total, "-", c), (total - c, "/", d)])
+    if kind == 5:
+        a, c = r(8, 40), r(3, 12)
+        b = a * c + r(10, 200)
+        return (f"A book has {b} pages. {name} reads {a} pages every day. How many pages are left to read "
+                f"after {c} days?", [(a, "*", c), (b, "-", a * c)])
+    if kind == 6:
+        p = rng.choice((10, 20, 25, 40, 50, 75))
+        a = 20 * r(2, 30)
+        return (f"A school has {a} pupils. {p}% of them walk to school and the others come by bus. How many "
+                "pupils come by bus?", [(a, "*", p), (a * p, "/", 100), (a, "-", a * p // 100)])
+    b, minutes, c = r(2, 15), r(3, 30), r(0, 200)
+    a = c + b * minutes
+    return (f"A tank holds {a} litres of water when full. It now holds {c} litres, and a pump adds {b} "
+            "litres a minute. How many minutes does it take to fill the tank?",
+            [(a, "-", c), (a - c, "/", b)])
+
+
+PROBLEM_KINDS = 8
+
+
+def apply(step: Step) -> int:
+    a, op, b = step
+    return {"+": a + b, "-": a - b, "*": a * b, "/": a // b}[op]
+
+
+def word_problems(seed: int) -> Iterator[dict]:
+    rng = random.Random(seed)
+    for n in range(10_000):
+        text, steps = _problem(rng, n % PROBLEM_KINDS)
+        yield {"problem": text, "steps": [f"{a} {op} {b} = {apply((a, op, b))}" for a, op, b in steps],
+               "answer": apply(steps[-1])}
+
+
+def build_math_reasoning(src: Sources) -> list[dict]:
+    del src  # written from templates, not read: the numbers are what the task is about
+    return take(({"content": f"{MATH_INSTRUCTION}\n\n{p['problem']}", "answer": p["answer"],
+                  "steps": p["steps"]} for p in word_problems(SEED + 11)), "math_reasoning")
+
+
+RAG_INSTRUCTION = ("Answer the question using only the passages below. Answer in one or two sentences and "
+                   "say which passage holds the answer.")
+
+
+def function_passage(f: Function) -> str:
+    signature = f.source.split(":\n", 1)[0].strip().removeprefix("def ").removeprefix("async def ")
+    doc = " ".join(" ".join(paragraphs(f.docstring)[:2]).split())
+    return f"{f.module}.{signature}\n{' '.join(doc.split()[:120])}"
+
+
+def rag_items(pool: list[tuple[str, str, str]], rng: random.Random) -> Iterator[dict]:
+    """(passage, question, answer) triples as prompts with two other passages of the same kind beside the
+    one that holds the answer."""
+    for i, (gold, question, answer) in enumerate(pool):
+        others = [p for j, (p, _, a) in enumerate(pool) if j != i and answer not in p]
+        if len(others) < 2:
+            continue
+        passages = [gold, *rng.sample(others, 2)]
+        rng.shuffle(passages)
+        body = "\n\n".join(f"Passage {n}:\n{p}" for n, p in enumerate(passages, 1))
+        yield {"content": f"{RAG_INSTRUCTION}\n\n{body}\n\nQuestion: {question}", "answer": answer}
+
+
+def rag_from_functions(src: Sources) -> Iterator[dict]:
+    rng = random.Random(SEED + 12)
+    pool = []
+    for f in public_functions(src):
+        found = [(p, d) for p, d in f.defaults if informative(d)]
+        if found and words(f.docstring) >= 15:
+            param, default = found[0]
+            pool.append((function_passage(f), f"What is the default value of `{param}` in "
+                         f"`{f.module}.{f.name}`?", default))
+    rng.shuffle(pool)
+    return rag_items(pool[:400], rng)
+
+
+def rag_from_debian(src: Sources) -> Iterator[dict]:
+    rng = random.Random(SEED + 13)
+    pool = []
+    for pkg, text in debian_docs(src, "copyright"):
+        if not text.startswith("Format:"):
+            continue
+        for para in paragraphs(text)[1:4]:
+            found = dep5_licenses(para)
+            if found and 20 <= words(para) <= 200:
+                files, licence = found[0]
+                pool.append((f"Debian package {pkg}, copyright file:\n{para}",
+                             f"Which license covers the files `{files}` of the Debian package {pkg}?",
+                             licence))
+    rng.shuffle(pool)
+    return rag_items(pool, rng)
+
+
+def build_rag(src: Sources) -> list[dict]:
+    return take(interleave(rag_from_debian(src), rag_from_functions(src)), "rag")
+
+
+MT_BENCH_FRAMES = {
+    "writing": ("Write a short blog post (about 200 words) introducing Python's {m} module ({s}) to working "
+                "programmers.",
+                "Rewrite your previous response as one paragraph short enough for a newsletter sidebar."),
+    "roleplay": ("Pretend you are a senior engineer whose team relies on Python's {m} module ({s}). A new "
+                 "colleague asks why. Answer in character.",
+                 "Stay in character: your colleague did not follow your previous answer. Explain it again, "
+                 "more simply."),
+    "coding": ("Write a Python function `{f}` that does the following: {d}",
+               "Rewrite your previous answer with type hints, a docstring and two doctest examples."),
+    "stem": ("Explain {t} in Python to a first-year computer science student, with one short example.",
+             "Summarize your previous answer in three bullet points."),
+    "humanities": ("Discuss the ideas behind the {l} license: what it asks of the people who share software "
+                   "under it, and why its authors chose that.",
+                   "Write a short poem that captures the main argument of your previous answer."),
+    "humanities_stdlib": ("Discuss the design philosophy behind Python's {m} module ({s}): which trade-offs "
+                          "its authors made, and why.",
+                          "Write a short poem that captures the main argument of your previous answer."),
+    "extraction": ("Extract every version, its date and its uploader from the changelog below as a Markdown "
+                   "table.\n\n{c}",
+                   "Convert your previous answer to JSON: a list of objects with keys \"version\", \"date\" "
+                   "and \"uploader\"."),
+    "extraction_stdlib": ("Extract the parameters of the function below and what each one does as a Markdown "
+                          "table.\n\n{c}",
+                          "Convert your previous answer to JSON: a list of objects with keys \"parameter\" "
+                          "and \"meaning\"."),
+    "math": ("{p}",
+             "Now double every number in the problem and solve it again. How does your previous answer "
+             "change?"),
+}
+ORDERINGS = (
+    ("{a} is taller than {b}, and {b} is taller than {c}. {d} is shorter than {c}. Who is the tallest, and "
+     "who is the shortest?", "Now suppose {d} is taller than {a}. Does your previous answer change? Explain "
+     "why."),
+    ("In a race, {a} finishes ahead of {b} but behind {c}. {d} finishes last. In which place does {a} "
+     "finish?", "If {b} overtakes {a} just before the line, rewrite your previous answer with the new "
+     "order."),
+    ("{a} is older than {b}. {c} is younger than {b} but older than {d}. List the four from oldest to "
+     "youngest.", "Explain how you reached your previous answer, checking each statement in turn."),
+)
+
+
+def mt_bench_category(src: Sources, category: str, rng: random.Random) -> Iterator[dict]:
+    """Conversations of one MT-Bench category: an open first turn, and a second that reworks the answer."""
+    def frame(key: str, **values: str) -> dict:
+        first, second = MT_BENCH_FRAMES[key]
+        return {"turns": [first.format(**values), second.format(**values)], "category": category}
+
+    modules = [(m, s) for m, s in module_summaries(src)]
+    rng.shuffle(modules)
+    if category in ("writing", "roleplay"):
+        yield from (frame(category, m=m, s=s) for m, s in modules)
+    elif category == "humanities":
+        yield from (frame("humanities", l=name) for name, _ in license_texts(src))
+        yield from (frame("humanities_stdlib", m=m, s=s) for m, s in modules)
+    elif category == "stem":
+        yield from (frame("stem", t=t) for t in rng.sample(topic_titles(src), len(topic_titles(src))))
+    elif category == "coding":
+        pool = [f for f in public_functions(src) if f.params and 8 <= words(paragraphs(f.docstring)[0]) <= 40]
+        rng.shuffle(pool)
+        for f in pool:
+            summary = " ".join(paragraphs(f.docstring)[0].split())
+            yield frame("coding", f=f"{f.name}({', '.join(f.params)})", d=summary)
+    elif category == "extraction":
+        for _, text in debian_docs(src, "changelog.Debian.gz"):
+            entries = re.findall(r"^\S.*?\n -- .*?$", text, flags=re.M | re.S)[:2]
+            if entries and words("\n\n".join(entries)) <= 220:
+                yield frame("extraction", c="\n\n".join(entries))
+        for f in rng.sample(public_functions(src), len(public_functions(src))):
+            if len(f.params) >= 2 and 30 <= words(f.docstring) <= 160:
+                yield frame("extraction_stdlib", c=function_passage(f))
+    elif category == "math":
+        yield from (frame("math", p=f"{MATH_INSTRUCTION}\n\n{p['problem']}")
+                    for p in word_problems(SEED + 14))
+    else:  # reasoning
+        for n in range(1000):
+            a, b, c, d = rng.sample(NAMES, 4)
+            first, second = ORDERINGS[n % len(ORDERINGS)]
+            yield {"turns": [first.format(a=a, b=b, c=c, d=d), second.format(a=a, b=b, c=c, d=d)],
+                   "category": category}
+
+
+MT_BENCH_CATEGORIES = ("writing", "roleplay", "reasoning", "math", "coding", "extraction", "stem",
+                       "humanities")
+
+
+def build_mt_bench(src: Sources) -> list[dict]:
+    """Ten conversations of each of MT-Bench's eight categories, taken in turn."""
+    rng = random.Random(SEED + 15)
+    return take(interleave(*(mt_bench_category(src, c, rng) for c in MT_BENCH_CATEGORIES)), "mt_bench")
+
+
 # ---------------------------------------------------------------- assembly
 
 BUILDERS: dict[str, Callable[[Sources], list[dict]]] = {
     "json": build_json, "code": build_code, "quote": build_quote,
     "boilerplate": build_boilerplate, "chat": build_chat, "creative": build_creative,
+    "mt_bench": build_mt_bench, "translation": build_translation, "summarization": build_summarization,
+    "qa": build_qa, "math_reasoning": build_math_reasoning, "rag": build_rag,
 }
 
 

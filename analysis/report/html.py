@@ -9,10 +9,12 @@ from ..model import Verdict
 from ..report.plots import FIGURES, Omitted, class_acceptance
 from ..report.table import (
     HEADER,
+    TASK_HEADER,
     acceptance_line,
     crossover_lines,
     rows,
     runs_line,
+    task_rows,
     users_label,
 )
 
@@ -51,10 +53,22 @@ def _class_table(verdict: Verdict) -> str:
     return f"<h2>Acceptance per prompt class</h2><table><tr>{head}</tr>{body}</table>"
 
 
+def _task_table(verdict: Verdict) -> str:
+    """The verdict per task and level: where speculation pays in this workload (SpecBench's question)."""
+    head = "".join(f"<th>{escape(h)}</th>" for h in TASK_HEADER)
+    body = "".join("<tr>" + "".join(f"<td class='v {escape(c)}'>{escape(c)}</td>" if i == 2 else
+                                     f"<td>{escape(c)}</td>" for i, c in enumerate(r)) + "</tr>"
+                   for r in task_rows(verdict))
+    return (f"<h2>Per task</h2><p>Each task's own requests at each level: acceptance from the candidate's "
+            f"per-request stats, throughput per stream (the task's tokens over its requests' time).</p>"
+            f"<table><tr>{head}</tr>{body}</table>")
+
+
 def render(verdict: Verdict) -> str:
     v = escape(verdict.verdict)
     parts = [f"<h1>Speculative decoding: <span class='v {v}'>{v}</span></h1>",
-             f"<p>{escape(verdict.summary)}</p>", _class_table(verdict)]
+             f"<p>{escape(verdict.summary)}</p>",
+             _task_table(verdict) if verdict.tasks else _class_table(verdict)]
     for lv in verdict.levels:
         lvv = escape(lv.verdict)
         parts.append(f"<h2>{users_label(lv.users)}: <span class='v {lvv}'>{lvv}</span></h2>")

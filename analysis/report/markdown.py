@@ -7,10 +7,12 @@ import re
 from ..model import Verdict
 from ..report.table import (
     HEADER,
+    TASK_HEADER,
     acceptance_line,
     crossover_lines,
     rows,
     runs_line,
+    task_rows,
     users_label,
 )
 
@@ -45,6 +47,11 @@ def render(verdict: Verdict) -> str:
         out.append("")
         out += [f"- {_escape(r)}" for r in lv.reasons]
         out += [f"- *{d.kind}*: {_escape(d.message)}" for d in lv.diagnoses]
+        out.append("")
+    if verdict.tasks:
+        out += ["### Per task", "", "| " + " | ".join(TASK_HEADER) + " |",
+                "|---|---:|---|---:|---:|---:|---:|"]
+        out += ["| " + " | ".join(_inline(c) for c in r) + " |" for r in task_rows(verdict)]
         out.append("")
     if verdict.crossover:
         out += ["### Crossover", ""] + [f"- {_escape(line)}" for line in crossover_lines(verdict.crossover)]

@@ -11,6 +11,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402  (the backend must be chosen first)
+from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.ticker import FormatStrFormatter, LogLocator  # noqa: E402
 
 from ..model import Verdict  # noqa: E402
@@ -198,6 +199,61 @@ def per_class(verdict: Verdict) -> bytes | Omitted:
     return _png(fig)
 
 
+VERDICT_COLOURS = {"ship": "#176c2a", "off": "#a11", "tradeoff": "#c98a00", "inconclusive": "#888"}
+MARKERS = "osD^v<>P*X"
+
+
+def per_task(verdict: Verdict) -> bytes | Omitted:
+    """Per task and level: acceptance, and TPOT p50 and throughput per stream on / off, each with its 95%
+    interval; a marker's colour is that task's verdict at that level."""
+    if not verdict.tasks:
+        return Omitted("the runs hold a single prompt class (the levels above are its verdict)")
+    tput = "goodput_tok_s" if verdict.slo is not None else "output_tok_s"
+    panels = (("acceptance", "acceptance (accepted / drafted)"),
+              ("tpot_p50_ms", "TPOT p50, on / off (lower is better)"),
+              (tput, "tokens/s per stream, on / off (higher is better)"))
+    tasks = [t.task for t in verdict.tasks]
+    users = sorted({lv.users for t in verdict.tasks for lv in t.levels})
+    fig, axes = plt.subplots(1, 3, figsize=(13, 4.2), sharex=True)
+    width = 0.7 / max(len(users), 1)
+    for ax, (key, title) in zip(axes, panels, strict=True):
+        for n, level in enumerate(users):
+            for i, task in enumerate(verdict.tasks):
+                found = next((lv for lv in task.levels if lv.users == level), None)
+                if found is None:
+                    continue
+                if key == "acceptance":
+                    ci = found.acceptance_ci
+                    y = found.acceptance
+                    lo, hi = (ci.lo, ci.hi) if ci is not None and ci.measured else (y, y)
+                else:
+                    change = found.changes.get(key)
+                    y = None if change is None else change.estimate
+                    y, lo, hi = (None, None, None) if y is None else (
+                        _change_ratio(y), _change_ratio(change.lo if change.measured else y),
+                        _change_ratio(change.hi if change.measured else y))
+                if y is None:
+                    continue
+                x = i + (n - (len(users) - 1) / 2) * width
+                ax.errorbar([x], [y], yerr=[[y - lo], [hi - y]], fmt=MARKERS[n % len(MARKERS)], capsize=3,
+                            color=VERDICT_COLOURS.get(found.verdict, "#888"))
+        if key == "acceptance":
+            for y in (RULE.ship_acceptance, RULE.off_acceptance):
+                ax.axhline(y, color="grey", linestyle=":", linewidth=1)
+            ax.set_ylim(0, 1)
+        else:
+            ax.axhline(1.0, color="#444", linewidth=1)
+        ax.set_title(title, fontsize="medium")
+        ax.set_xticks(range(len(tasks)), [literal(t) for t in tasks], rotation=30, ha="right")
+        ax.grid(axis="y", alpha=0.3)
+    shapes = [Line2D([], [], marker=MARKERS[n % len(MARKERS)], color="#444", linestyle="none",
+                     label=users_label(level)) for n, level in enumerate(users)]
+    fig.legend(handles=shapes, loc="lower center", ncol=len(shapes), fontsize="small",
+               title="marker: level; colour: verdict", title_fontsize="x-small", bbox_to_anchor=(0.5, -0.24))
+    fig.suptitle("Per task, with 95% intervals (green ship, red off, amber tradeoff, grey inconclusive)")
+    return _png(fig)
+
+
 def _change_ratio(change_pct: float | None) -> float:
     return float("nan") if change_pct is None else 1.0 + change_pct / 100.0
 
@@ -239,6 +295,7 @@ def ratio_bands(verdict: Verdict) -> bytes | Omitted:
 
 
 FIGURES = (
+    ("Per task: acceptance, TPOT and throughput, speculation on vs off", per_task),
     ("Speculation on vs off per level", ratios),
     ("Speculation on / off against concurrency, with 95% intervals", ratio_bands),
     ("Acceptance per prompt class", per_class),

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..model import ArmMetrics, Batch, CrossPoint, LevelVerdict
+from ..model import ArmMetrics, Batch, CrossPoint, LevelVerdict, Verdict
 from ..verdict import fmt_change
 
 # The deciding metrics first (TPOT per request, throughput), then context: token-weighted ITL and the
@@ -100,3 +100,27 @@ def runs_line(lv: LevelVerdict) -> str | None:
         return None
     return (f"repeats: {lv.baseline.runs} baseline, {lv.candidate.runs} candidate runs "
             "(median, spread min-max)")
+
+
+TASK_HEADER = ("task", "users", "verdict", "acceptance [95% CI]", "TPOT p50 change", "TPOT p90 change",
+               "tok/s per stream change")
+
+
+def _acceptance_cell(lv: LevelVerdict) -> str:
+    if lv.acceptance is None:
+        return "not measured"
+    ci = lv.acceptance_ci
+    return f"{lv.acceptance:.2f}" + (f" [{ci.lo:.2f}, {ci.hi:.2f}]" if ci is not None and ci.measured else "")
+
+
+def task_rows(verdict: Verdict) -> list[tuple[str, ...]]:
+    """One row per task and level: its verdict, acceptance and the deciding changes with their intervals
+    (throughput per stream: the task's tokens over its requests' time, analysis/tasks.py)."""
+    tput = "goodput_tok_s" if verdict.slo is not None else "output_tok_s"
+    out = []
+    for task in verdict.tasks:
+        for lv in task.levels:
+            changes = [lv.changes.get(key) for key in ("tpot_p50_ms", "tpot_p90_ms", tput)]
+            out.append((task.task, str(lv.users), lv.verdict, _acceptance_cell(lv),
+                        *("-" if c is None or c.estimate is None else fmt_change(c) for c in changes)))
+    return out

@@ -7,16 +7,18 @@ import re
 from ..model import Verdict
 from ..report.table import (
     HEADER,
+    TASK_HEADER,
     acceptance_line,
     crossover_lines,
     rows,
     runs_line,
+    task_rows,
     users_label,
 )
 
 
-def _table(lines: list[tuple[str, str, str, str]]) -> list[str]:
-    widths = [max(len(r[i]) for r in lines) for i in range(4)]
+def _table(lines: list[tuple[str, ...]]) -> list[str]:
+    widths = [max(len(r[i]) for r in lines) for i in range(len(lines[0]))]
     return ["  " + "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths,
             strict=True))) for r in lines]
 
@@ -41,6 +43,9 @@ def render(verdict: Verdict) -> str:
         out.extend(f"  - {_plain(r)}" for r in lv.reasons)
         out.extend(f"  * {d.kind}: {_plain(d.message)}" for d in lv.diagnoses)
         out.append("")
+    if verdict.tasks:
+        out.append("Per task (acceptance from per-request stats; throughput per stream):")
+        out.extend(_table([TASK_HEADER, *[tuple(_plain(c) for c in r) for r in task_rows(verdict)]]))
     if verdict.crossover:
         out.append("Crossover:")
         out.extend(f"  {line}" for line in crossover_lines(verdict.crossover))

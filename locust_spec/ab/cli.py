@@ -23,6 +23,7 @@ from locust_spec.analysis.model import Verdict
 from locust_spec.analysis.runs import InputError
 from locust_spec.client import server_api
 from locust_spec.client.http_fetch import METRICS_URLS_ENV, UrlError, check_urls
+from locust_spec.core.formats import EVERYTHING, TURNS, Selection
 from locust_spec.core.prompts import Prompt, PromptError, load_prompt_set, parse_weighted
 from locust_spec.core.resources import locustfile
 from locust_spec.recording import budget
@@ -116,6 +117,29 @@ class Load:
     seed: int
     model: str
     processes: int
+    selection: Selection = EVERYTHING
+    """The prompt filters (--category, --prompt-limit, ...), passed on to every run as Locust options."""
+
+
+def selection_options(command):
+    """The prompt filters, as Locust takes them, on spec-ab, spec-tune and spec-prime."""
+    for option in reversed((
+        click.option("--category", multiple=True,
+                     help="Send only prompts of these classes or file categories (repeatable or comma-"
+                          "separated; mt_bench: MT-Bench's eight)."),
+        click.option("--prompt-limit", type=click.IntRange(min=1),
+                     help="At most this many prompts of each set (the first, in file order, that pass the "
+                          "other filters)."),
+        click.option("--min-prompt-chars", type=click.IntRange(min=0),
+                     help="Leave out prompts whose first request is shorter (characters)."),
+        click.option("--max-prompt-chars", type=click.IntRange(min=0),
+                     help="Leave out prompts whose first request is longer (characters)."),
+        click.option("--turns", type=click.Choice(TURNS), default="all", show_default=True,
+                     help="Multi-turn rows (SpecBench turns, ShareGPT conversations): every turn with the "
+                          "model's own answers so far, or the first only."),
+    )):
+        command = option(command)
+    return command
 
 
 def locust_command(run: Run, host: str, ladder: Ladder, load: Load) -> list[str]:
@@ -129,6 +153,7 @@ def locust_command(run: Run, host: str, ladder: Ladder, load: Load) -> list[str]
         cmd += ["--max-tokens", str(load.max_tokens)]
     for prompts in load.prompts:
         cmd += ["--prompts", prompts]
+    cmd += load.selection.args()
     if load.ignore_eos:
         cmd.append("--ignore-eos")
     if load.model:
@@ -192,10 +217,14 @@ def run_sweep(position: int, runs: list[Run], cmd: list[str], env: dict[str, str
 
 
 def load_prompts(load: Load) -> list[Prompt]:
-    """Every prompt of the run's sets, once each."""
+    """Every prompt of the run's sets that its filters keep, once each."""
     try:
         specs = load.prompts or ("all",)
-        return list({p.id: p for spec in specs for p in load_prompt_set(parse_weighted(spec)[0])}.values())
+        found = {p.id: p for spec in specs
+                 for p in load_prompt_set(parse_weighted(spec)[0], load.selection)}
+        if not found:
+            raise PromptError(f"no prompt passes the filters ({load.selection.describe()})")
+        return list(found.values())
     except PromptError as exc:
         raise AbError(str(exc)) from None
 
@@ -318,8 +347,10 @@ def auto_processes(levels: str, simulated: bool) -> tuple[int, str]:
               f"{REAL_LADDER.warmup}; {DEMO_LADDER.warmup} on the simulators).")
 @click.option("--repeats", type=click.IntRange(min=1), default=1, show_default=True,
               help="Sweeps per arm, arms alternating ABBA...")
-@click.option("--prompts", multiple=True, help="Prompt set (built-in name or JSONL, NAME:WEIGHT); "
-              "repeatable. Default: every built-in set; " + ",".join(DEMO_PROMPTS) + " on the simulators.")
+@click.option("--prompts", multiple=True, help="Prompt set (built-in name, specbench for its six tasks, or a "
+              "file: JSONL, JSON, CSV, question.jsonl, ShareGPT; NAME:WEIGHT); repeatable. Default: every "
+              "built-in set; " + ",".join(DEMO_PROMPTS) + " on the simulators.")
+@selection_options
 @click.option("--max-tokens", type=click.IntRange(min=1),
               help="Per request, unless a prompt sets its own (default: the plugin's, 256).")
 @click.option("--ignore-eos", is_flag=True, help="Generate max_tokens on both arms (equal output lengths).")
@@ -345,10 +376,11 @@ def auto_processes(levels: str, simulated: bool) -> tuple[int, str]:
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), required=True,
               help="Run folder: both arms' files, verdict.json, report.html, report.md.")
 def main(baseline: str | None, candidate: str | None, levels: str | None, stage_time: str | None,
-         warmup: str | None, repeats: int, prompts: tuple[str, ...], max_tokens: int | None, ignore_eos: bool,
-         seed: int, model: str, processes: int | str, metrics_url_baseline: str | None,
-         metrics_url_candidate: str | None, time_scale: float, sim_gpu: str, speculative_config: str,
-         prime: bool, skip_preflight: bool, out: Path) -> None:
+         warmup: str | None, repeats: int, prompts: tuple[str, ...], category: tuple[str, ...],
+         prompt_limit: int | None, min_prompt_chars: int | None, max_prompt_chars: int | None, turns: str,
+         max_tokens: int | None, ignore_eos: bool, seed: int, model: str, processes: int | str,
+         metrics_url_baseline: str | None, metrics_url_candidate: str | None, time_scale: float, sim_gpu: str,
+         speculative_config: str, prime: bool, skip_preflight: bool, out: Path) -> None:
     """Run the concurrency sweep against a baseline and a candidate server, then print the verdict.
 
     Both arms get the same prompts in the same order, the same seed and max_tokens. Without URLs, two
@@ -376,7 +408,11 @@ def main(baseline: str | None, candidate: str | None, levels: str | None, stage_
     if processes == "auto":
         processes, reason = auto_processes(ladder.levels, simulated)
         display.say(f"spec-ab: --processes auto: {reason}")
-    load = Load(prompts, max_tokens, ignore_eos, seed, model, processes)
+    try:
+        selection = Selection.of(category, prompt_limit, min_prompt_chars, max_prompt_chars, turns)
+    except PromptError as exc:
+        raise click.BadParameter(str(exc)) from None
+    load = Load(prompts, max_tokens, ignore_eos, seed, model, processes, selection)
     runs = schedule(repeats, out)
     previous = signal.signal(signal.SIGTERM, raise_interrupt)
     out.mkdir(parents=True, exist_ok=True)

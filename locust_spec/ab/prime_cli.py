@@ -12,6 +12,7 @@ import click
 from locust_spec.ab import cli as ab
 from locust_spec.ab import progress
 from locust_spec.client import server_api
+from locust_spec.core.formats import Selection
 from locust_spec.core.prompts import prompt_specs
 
 POLL_S = 5.0
@@ -35,14 +36,22 @@ def wait_ready(host: str, api_key: str, wait_s: float) -> None:
 @click.option("--host", required=True, metavar="URL", help="The server (Locust's --host).")
 @click.option("--prompts", multiple=True, help="Prompt sets as Locust gets them (repeatable, or separated "
               "by commas; default: every built-in set).")
+@ab.selection_options
 @click.option("--model", default="", help="Model name (default: the server's first model).")
 @click.option("--wait-s", type=click.FloatRange(min=0), default=0.0, show_default=True,
               help="Wait this long for the server to answer /v1/models before priming.")
 @click.option("--name", default="server", show_default=True, help="What to call the server in the output.")
-def main(host: str, prompts: tuple[str, ...], model: str, wait_s: float, name: str) -> None:
-    """Prime a server's prefix cache: every prompt once, max_tokens 1 (see server_api.prime)."""
+def main(host: str, prompts: tuple[str, ...], category: tuple[str, ...], prompt_limit: int | None,
+         min_prompt_chars: int | None, max_prompt_chars: int | None, turns: str, model: str, wait_s: float,
+         name: str) -> None:
+    """Prime a server's prefix cache: every prompt once (a conversation's first turn), max_tokens 1 (see
+    server_api.prime)."""
     host = ab.base_url(host)
-    load = ab.Load(tuple(prompt_specs(list(prompts))), None, False, 0, model, 1)
+    try:
+        selection = Selection.of(category, prompt_limit, min_prompt_chars, max_prompt_chars, turns)
+    except ValueError as e:
+        raise click.BadParameter(str(e)) from None
+    load = ab.Load(tuple(prompt_specs(list(prompts))), None, False, 0, model, 1, selection)
     try:
         wait_ready(host, os.environ.get("OPENAI_API_KEY", ""), wait_s)
         ab.prime_arm(name, host, load, progress.Display(sys.stdout))

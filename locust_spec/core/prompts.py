@@ -1,78 +1,59 @@
-"""Prompt sets: load and validate JSONL prompt files (or built-in sets) and sample them deterministically."""
+"""Prompt sets: the built-in sets and groups, files in the public formats (formats.py), weights, and a seeded
+order per load generator."""
 
 from __future__ import annotations
 
 import hashlib
+import logging
 import random
-from dataclasses import dataclass
 from pathlib import Path
 
-import orjson
-
+from locust_spec.core.formats import (
+    EVERYTHING,
+    SPECBENCH_TASKS,
+    Prompt,
+    PromptError,
+    Selection,
+    read_prompts,
+)
 from locust_spec.core.resources import prompts_dir
 
+__all__ = ["BUILTIN_DIR", "GROUPS", "Prompt", "PromptError", "PromptSampler", "Selection", "builtin_names",
+           "load_prompt_set", "parse_weighted", "prompt_specs", "set_names", "stream_seed"]
+
+log = logging.getLogger(__name__)
+
 BUILTIN_DIR = prompts_dir()
-
-
-class PromptError(ValueError):
-    """A prompt set that cannot be used; the message is one line naming the file and line."""
-
-
-@dataclass(frozen=True)
-class Prompt:
-    id: str
-    cls: str
-    messages: tuple[dict, ...]
-    max_tokens: int | None
+GROUPS = {"specbench": SPECBENCH_TASKS}
+"""Names that stand for several built-in sets (`all` is every one)."""
 
 
 def builtin_names() -> list[str]:
     return sorted(p.stem for p in BUILTIN_DIR.glob("*.jsonl"))
 
 
-def load_prompt_set(spec: str) -> list[Prompt]:
-    """A JSONL path, a built-in set name (a file stem in prompts/), or `all` (every built-in set)."""
-    if spec == "all":
-        names = builtin_names()
+def set_names() -> list[str]:
+    """Every name `--prompts` takes without a path: the built-in sets, the groups and `all`."""
+    return [*builtin_names(), *GROUPS, "all"]
+
+
+def load_prompt_set(spec: str, selection: Selection = EVERYTHING) -> list[Prompt]:
+    """A prompt file (public formats: core/formats.py), a built-in set name (a file stem in prompts/), a
+    group (`specbench`) or `all` (every built-in set); the selection's filters applied to each set.
+    [] when the filters leave nothing."""
+    if spec == "all" or spec in GROUPS:
+        names = builtin_names() if spec == "all" else [n for n in GROUPS[spec] if n in builtin_names()]
         if not names:
             raise PromptError(f"no built-in prompt sets in {BUILTIN_DIR}; pass --prompts FILE.jsonl")
-        return [p for name in names for p in load_prompt_set(name)]
+        return [p for name in names for p in load_prompt_set(name, selection)]
     path = Path(spec)
     if not path.suffix and not path.exists():
         path = BUILTIN_DIR / f"{spec}.jsonl"
         if not path.exists():
-            raise PromptError(f"no prompt set {spec!r}: not a file, and built-ins are {builtin_names()}")
+            raise PromptError(f"no prompt set {spec!r}: not a file, and built-ins are {set_names()}")
     if not path.is_file():
         raise PromptError(f"prompt file not found: {path}")
-    prompts = [_parse_line(path, n, line) for n, line in enumerate(path.read_bytes().splitlines(), 1)
-               if line.strip()]
-    if not prompts:
-        raise PromptError(f"{path}: no prompts")
-    return prompts
-
-
-def _parse_line(path: Path, lineno: int, line: bytes) -> Prompt:
-    where = f"{path}:{lineno}"
-    try:
-        obj = orjson.loads(line)
-    except orjson.JSONDecodeError as e:
-        raise PromptError(f"{where}: not JSON ({e})") from None
-    if not isinstance(obj, dict):
-        raise PromptError(f"{where}: expected an object")
-    if "messages" in obj:
-        messages = obj["messages"]
-        if not (isinstance(messages, list) and messages
-                and all(isinstance(m, dict) and "role" in m and "content" in m for m in messages)):
-            raise PromptError(f"{where}: messages must be a non-empty list of {{role, content}}")
-    elif isinstance(obj.get("prompt"), str):
-        messages = [{"role": "user", "content": obj["prompt"]}]
-    else:
-        raise PromptError(f"{where}: needs 'messages' or a string 'prompt'")
-    max_tokens = obj.get("max_tokens")
-    if max_tokens is not None and (not isinstance(max_tokens, int) or max_tokens < 1):
-        raise PromptError(f"{where}: max_tokens must be a positive integer")
-    cls = obj.get("class") or path.stem
-    return Prompt(str(obj.get("id") or f"{path.stem}-{lineno}"), str(cls), tuple(messages), max_tokens)
+    return read_prompts(path, selection)
 
 
 def parse_weighted(spec: str) -> tuple[str, float]:
@@ -117,16 +98,26 @@ def stream_seed(run_seed: int, worker_index: int) -> int:
 class PromptSampler:
     """Draws prompts: a set chosen by weight, then that set's prompts in a seeded shuffled cycle."""
 
-    def __init__(self, specs: list[str], seed: int = 0) -> None:
+    def __init__(self, specs: list[str], seed: int = 0, selection: Selection = EVERYTHING) -> None:
         self._rng = random.Random(seed)
         self._sets: list[list[Prompt]] = []
         self._weights: list[float] = []
+        emptied = []
         for spec in specs or ["all"]:
             name, weight = parse_weighted(spec)
-            prompts = load_prompt_set(name)
+            prompts = load_prompt_set(name, selection)
+            if not prompts:
+                emptied.append(name)
+                continue
             self._rng.shuffle(prompts)
             self._sets.append(prompts)
             self._weights.append(weight)
+        if not self._sets:
+            raise PromptError(f"no prompt of {', '.join(emptied)} passes the filters "
+                              f"({selection.describe()})")
+        if emptied:
+            log.warning("locust-spec: no prompt of %s passes the filters (%s); the other sets are sent",
+                        ", ".join(emptied), selection.describe())
         self._positions = [0] * len(self._sets)
 
     @property

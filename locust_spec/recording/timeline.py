@@ -24,6 +24,7 @@ from hdrh.histogram import HdrHistogram
 
 from locust_spec.metrics.counters import RUNNING, WAITING, Snapshot, WindowAccumulator
 from locust_spec.recording.histograms import HIGHEST_US, LOWEST_US, percentiles_us, record_ms
+from locust_spec.recording.task_board import TaskBoard
 
 TICK_S = 2.0
 WINDOW_S = 10.0  # Locust's own charts use a 10 s window too; 2 s at one user holds one or two requests
@@ -261,6 +262,8 @@ class Timeline:
         self.levels: deque[tuple[float, int]] = deque(maxlen=MAX_LEVELS)
         self.window = SlidingWindow(max(1, round(window_s / tick_s)))
         self.lag = LagDeltas()
+        self.tasks = TaskBoard()
+        """The current level's per-task table (task_board.py), fed with the rows by web/live.py."""
         self.started_unix_s: float | None = None
         self.stopped_unix_s: float | None = None
         self._last_snapshots: dict[str, Snapshot] = {}
@@ -271,6 +274,7 @@ class Timeline:
         self.levels.clear()
         self.window.start(now_unix_s)
         self.lag.reset(lag_summaries or {})
+        self.tasks.clear()
         self.started_unix_s = now_unix_s
         self.stopped_unix_s = None
         self._last_snapshots = {}
@@ -334,4 +338,5 @@ class Timeline:
             "levels": [list(mark) for mark in self.levels],
             "client": {"fields": CLIENT_FIELDS, "points": [list(p) for p in self.client.points()]},
             "server": {"fields": SERVER_FIELDS, "points": [list(p) for p in self.server.points()]},
+            "tasks": self.tasks.to_json(),
         }

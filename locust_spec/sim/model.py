@@ -39,8 +39,22 @@ TEMPLATE = Style("template", (6, 30), (1, 4), (0, 4))
 EDIT = Style("edit", (4, 24), (1, 3), (0, 3))
 EXTRACT = Style("extract", (2, 8), (2, 5), (0, 30))
 SUMMARY = Style("summary", (2, 5), (4, 12), (0, 60))
+# SpecBench's tasks (prompts/build.py words their instructions so): a summary of a given passage lifts long
+# stretches of it, an answer from retrieved passages copies the span that holds it, arithmetic reasoning
+# repeats the problem's numbers and phrases between steps of its own, a translation shares little more
+# than names and numbers with its source. A short factual answer is new text.
+DIGEST = Style("digest", (10, 40), (1, 4), (5, 120))
+RETRIEVE = Style("retrieve", (8, 30), (2, 6), (0, 300))
+REASON = Style("reason", (2, 5), (4, 10), (0, 20))
+TRANSLATE = Style("translate", (1, 2), (6, 16), (0, 8))
 KEYWORDS: tuple[tuple[re.Pattern[str], Style], ...] = tuple(
     (re.compile(r"\b(?:" + words + r")\b"), style) for words, style in (
+        # first: their instruction decides, whatever words the passage after it holds
+        (r"summari[sz]e the following", DIGEST),
+        (r"answer the question using only the passages", RETRIEVE),
+        (r"step by step", REASON),
+        (r"translate the following", TRANSLATE),
+        (r"answer with the [\w ]+ only|answer in a few words", NOVEL),
         (r"verbatim|quote|copy|repeat|reproduce", QUOTE),
         (r"fill in|template|boilerplate|form", TEMPLATE),
         (r"refactor|rename|rewrite|fix|edit|add type hints|convert|port", EDIT),
@@ -66,6 +80,20 @@ def copy_source(text: str) -> str:
         if found and rest.strip():
             return rest
     return text
+
+
+PREVIOUS_ANSWER = re.compile(r"\byour (?:previous |last |earlier )?(?:answer|response|reply)\b")
+
+
+def copy_source_of(messages: list[dict]) -> str:
+    """What a request copies from: a later turn that reworks "your previous answer" (MT-Bench's second
+    turns) works on the assistant's last message; any other, on its own text after the instruction."""
+    user = last_user_text(messages)
+    if PREVIOUS_ANSWER.search(user.lower()):
+        for m in reversed(messages):
+            if m.get("role") == "assistant" and isinstance(m.get("content"), str) and m["content"].strip():
+                return m["content"]
+    return copy_source(user)
 
 
 @functools.lru_cache(maxsize=1)

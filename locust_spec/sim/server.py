@@ -332,7 +332,7 @@ class SimServer:
             seed_parts.append(str(params.seed if params.seed is not None else self.rng.getrandbits(64)))
         seed = sim_model.request_seed(seed_parts)
         style = sim_model.style_for(user, params.response_format)
-        source = tok.encode(sim_model.copy_source(user))
+        source = tok.encode(sim_model.copy_source_of(params.messages))
         target = sim_model.Target(prompt, source, style, seed, params.ignore_eos)
         done = gevent.event.Event()
         created = int(time.time())

@@ -18,11 +18,13 @@ from locust_spec.ab import cli as ab
 from locust_spec.ab.children import CLIENT_CPU, ChildError
 from locust_spec.ab.cli import AbError, Ladder, Load, Run
 from locust_spec.analysis.report.table import users_label
-from locust_spec.analysis.runs import InputError
+from locust_spec.analysis.runs import InputError, read_run
+from locust_spec.analysis.tasks import tasks_of
 from locust_spec.core import schedule
+from locust_spec.core.formats import Selection
 from locust_spec.sim import roofline
 from locust_spec.tune import choose, confirm, measure, report, servers
-from locust_spec.tune.result import TuneResult
+from locust_spec.tune.result import TaskDecisions, TuneResult
 from locust_spec.wiring.shape import parse_duration, parse_stage_time
 
 DEFAULT_KS = "0,1,2,3,4,5"
@@ -83,13 +85,22 @@ def prefixes(runs: Sequence[Run], arm: str) -> list[Path]:
     return [r.prefix for r in runs if r.arm == arm]
 
 
-def decide(runs: list[Run], s: Settings) -> tuple[tuple[choose.Decision, ...], list[str]]:
-    by_k = {k: measure.level_samples(prefixes(runs, f"k{k}"), k, s.objective, s.slo) for k in s.ks}
+def _choices(by_k: dict[int, dict[int, choose.Sample]], s: Settings) -> tuple[choose.Decision, ...]:
     users = sorted(set().union(*by_k.values()))
-    decisions = tuple(choose.choose([by_k[k][u] for k in s.ks if u in by_k[k]], s.objective)
-                      for u in users)
+    return tuple(choose.choose([by_k[k][u] for k in s.ks if u in by_k[k]], s.objective) for u in users)
+
+
+def decide(runs: list[Run], s: Settings) -> tuple[tuple[choose.Decision, ...], TaskDecisions, list[str]]:
+    """The k per level for the mix, and, where the mix holds several tasks, the k each task alone would
+    choose (per stream; one server serves the mix, so the schedule is the mix's)."""
+    found = tasks_of([read_run(p) for p in prefixes(runs, f"k{s.ks[0]}")])
+    tasks = found if len(found) > 1 else []
+    by_k = {k: measure.task_samples(prefixes(runs, f"k{k}"), k, s.objective, s.slo, [None, *tasks])
+            for k in s.ks}
+    decisions = _choices({k: by_k[k][None] for k in s.ks}, s)
+    per_task = tuple((task, _choices({k: by_k[k][task] for k in s.ks}, s)) for task in tasks)
     notes = [f"{users_label(d.users)}: {d.reason}" for d in decisions if d.k is None]
-    return decisions, notes
+    return decisions, per_task, notes
 
 
 def points(decisions: Sequence[choose.Decision], notes: list[str]) -> list[schedule.Point]:
@@ -181,13 +192,13 @@ def run_tune(out: Path, s: Settings, pool: servers.Servers, do_confirm: bool,
                  f"levels {s.ladder.levels}, {s.ladder.stage_time} each) -> {out}")
     primed: set[str] = set()
     sweep(runs, urls, s.ladder, s, primed, display)
-    decisions, notes = decide(runs, s)
+    decisions, per_task, notes = decide(runs, s)
     pts = points(decisions, notes)
     built = schedule.build(pts, s.max_num_seqs) if pts else None
     config = schedule.speculative_config(s.base_config, built.entries) if built else None
     static_k = choose.best_static(decisions, s.objective)
     result = TuneResult(s.objective, s.slo, s.ks, tuple(d.users for d in decisions), s.max_num_seqs,
-                        decisions, built, config, static_k, None, tuple(notes))
+                        decisions, built, config, static_k, None, tuple(notes), per_task)
     write_outputs(out, result)
     display.say(f"spec-tune: schedule written to {out / 'schedule.json'}")
     if not do_confirm:
@@ -232,7 +243,9 @@ def run_tune(out: Path, s: Settings, pool: servers.Servers, do_confirm: bool,
               help="Serve the schedule and run it against the best fixed k and off.")
 @click.option("--swing-stage-time", default="5s", show_default=True,
               help="Time per level in the swing across each threshold.")
-@click.option("--prompts", multiple=True, help="Prompt set (NAME[:WEIGHT] or JSONL), repeatable.")
+@click.option("--prompts", multiple=True, help="Prompt set (built-in NAME[:WEIGHT], specbench for its six "
+              "tasks, or a file in the formats Locust reads), repeatable: the task mix the schedule is for.")
+@ab.selection_options
 @click.option("--max-tokens", type=click.IntRange(min=1), help="Per request, unless a prompt sets its own.")
 @click.option("--ignore-eos", is_flag=True, help="Generate max_tokens on every arm.")
 @click.option("--seed", type=int, default=1, show_default=True, help="Prompt order seed, every arm.")
@@ -248,8 +261,10 @@ def run_tune(out: Path, s: Settings, pool: servers.Servers, do_confirm: bool,
 def main(ks: str, server_cmd: str | None, server_urls: tuple[str, ...], levels: str | None,
          stage_time: str | None, warmup: str | None, repeats: int, objective: str, slo: str | None,
          base_config: str, max_num_seqs: int, confirm: bool, swing_stage_time: str,
-         prompts: tuple[str, ...], max_tokens: int | None, ignore_eos: bool, seed: int, model: str,
-         time_scale: float, sim_gpu: str, prime: bool, out: Path) -> None:
+         prompts: tuple[str, ...], category: tuple[str, ...], prompt_limit: int | None,
+         min_prompt_chars: int | None, max_prompt_chars: int | None, turns: str, max_tokens: int | None,
+         ignore_eos: bool, seed: int, model: str, time_scale: float, sim_gpu: str, prime: bool,
+         out: Path) -> None:
     """Find the speculation length for each batch size, write vLLM's schedule, and prove it.
 
     Every k runs the same ladder with the same prompts, seed and order, arms interleaved. Per level the k
@@ -275,6 +290,7 @@ def main(ks: str, server_cmd: str | None, server_urls: tuple[str, ...], levels: 
         slo_value = choose.parse_slo(slo) if slo else None
         if objective == "goodput" and slo_value is None:
             raise ValueError("--objective goodput needs --slo (e.g. ttft=500,tpot=50)")
+        selection = Selection.of(category, prompt_limit, min_prompt_chars, max_prompt_chars, turns)
         given = dict(servers.parse_server(t) for t in server_urls)
         template = servers.parse_template(server_cmd) if server_cmd else None
     except ValueError as exc:
@@ -284,7 +300,7 @@ def main(ks: str, server_cmd: str | None, server_urls: tuple[str, ...], levels: 
         raise click.UsageError(f"no --server for {', '.join(m.removeprefix('k') for m in missing)}")
     settings = Settings(k_list, ladder, repeats,
                         Load(prompts or (ab.DEMO_PROMPTS if simulated else ()), max_tokens, ignore_eos, seed,
-                             model, 1),
+                             model, 1, selection),
                         objective, slo_value, base, max_num_seqs, prime, simulated, swing_stage_time)
     sim = (servers.SimSettings(time_scale, sim_gpu, ("--max-num-seqs", str(max_num_seqs),
                                                      "--per-request-spec-decode-metrics", "detailed"))

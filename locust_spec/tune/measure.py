@@ -40,21 +40,42 @@ def _running(run: RunData, rows: pd.DataFrame) -> float | None:
     return batch.mean_running(run.snapshots or [], float(starts.min()), float(starts.max()))
 
 
-def level_samples(prefixes: Sequence[Path], k: int, objective: str, slo: Slo | None) -> dict[int, Sample]:
-    """Per level (users): the arm's measured requests over all its runs, and the server's batch there."""
-    parts: dict[int, list] = {}
+def _level_parts(prefixes: Sequence[Path], objective: str, slo: Slo | None,
+                 tasks: Sequence[str | None]) -> dict[str | None, dict[int, list[Part]]]:
+    """Per task (None: every request) and level, each run's part; each run is read once."""
+    parts: dict[str | None, dict[int, list[Part]]] = {task: {} for task in tasks}
     for prefix in prefixes:
         run = read_run(prefix)
         frame = run.requests
         used = measured(frame)
+        classes = frame["prompt_class"].astype("string").to_numpy()
         users_col = frame["level_users"].to_numpy()
         for users, level in run_levels(run).items():
-            rows = frame[used & (users_col == users)]
-            wall = level.end_unix_s - level.start_unix_s
-            running = _running(run, rows)
-            parts.setdefault(users, []).append(
-                (choose.values(rows, objective, slo), wall, len(rows), running))
-    return {users: _pool(k, users, p) for users, p in parts.items()}
+            at_level = used & (users_col == users)
+            for task in tasks:
+                rows = frame[at_level if task is None else at_level & (classes == task)]
+                if rows.empty:
+                    continue
+                # A task's rate is per stream, its requests' amount over their own seconds: over the
+                # level's window it would rise whenever the other tasks got faster (as analysis/tasks.py).
+                wall = (level.end_unix_s - level.start_unix_s if task is None
+                        else float(rows["e2e_ms"].fillna(0.0).sum()) / 1000.0)
+                parts[task].setdefault(users, []).append(
+                    (choose.values(rows, objective, slo), wall, len(rows), _running(run, rows)))
+    return parts
+
+
+def level_samples(prefixes: Sequence[Path], k: int, objective: str, slo: Slo | None) -> dict[int, Sample]:
+    """Per level (users): the arm's measured requests over all its runs, and the server's batch there."""
+    return task_samples(prefixes, k, objective, slo, (None,))[None]
+
+
+def task_samples(prefixes: Sequence[Path], k: int, objective: str, slo: Slo | None,
+                 tasks: Sequence[str | None]) -> dict[str | None, dict[int, Sample]]:
+    """level_samples per prompt class (None: all of them); a task's rate is per stream."""
+    found = _level_parts(prefixes, objective, slo, tasks)
+    return {task: {users: _pool(k, users, p) for users, p in by_level.items()}
+            for task, by_level in found.items()}
 
 
 def whole_sample(prefixes: Sequence[Path], k: int, objective: str, slo: Slo | None) -> Sample | None:

@@ -44,6 +44,28 @@ def level_table(r: TuneResult) -> tuple[list[str], list[list[str]]]:
     return header, rows
 
 
+def task_table(r: TuneResult) -> tuple[list[str], list[list[str]]] | None:
+    """Per task and level: every k's estimate per stream [95% interval], the k that task alone would
+    choose, and the k the mix chose (the schedule a server of this mix gets); None for a single task."""
+    if not r.tasks:
+        return None
+    mix = {d.users: d.k for d in r.decisions}
+    header = ["task", "users", *(f"k={k}" for k in r.ks), "task's k", "mix's k"]
+    rows = []
+    for task, decisions in r.tasks:
+        for d in decisions:
+            arms = [d.arm(k) for k in r.ks]
+            chosen = mix.get(d.users)
+            rows.append([task, str(d.users), *(_iv(a.interval) if a else "-" for a in arms),
+                         "-" if d.k is None else str(d.k), "-" if chosen is None else str(chosen)])
+    return header, rows
+
+
+TASK_NOTE = ("Per task (a rate per stream: the task's own requests over their own time): the k each level "
+             "would choose for that task alone. One server serves the mix, so the schedule is the mix's; "
+             "tune for one task with --prompts NAME or --category NAME.")
+
+
 def confirm_tables(r: TuneResult) -> list[tuple[str, list[str], list[list[str]]]]:
     c = r.confirmation
     if c is None:
@@ -86,6 +108,9 @@ def render_text(r: TuneResult) -> str:
     out = [f"spec-tune: objective {r.objective} ({r.unit}); estimate [95% interval], * = chosen"]
     out += _text_table(*level_table(r))
     out += [f"  {users_label(d.users)}: {d.reason}" for d in r.decisions]
+    tasks = task_table(r)
+    if tasks:
+        out += ["", TASK_NOTE, *_text_table(*tasks)]
     out += ["", *_schedule_lines(r)]
     for title, header, rows in confirm_tables(r):
         out += ["", title + ":", *_text_table(header, rows)]
@@ -104,8 +129,11 @@ def render_markdown(r: TuneResult) -> str:
     out = [f"# spec-tune: speculation length per batch size ({r.objective})", "",
            f"Objective: **{r.objective}** ({r.unit}); estimate [95% bootstrap interval], * = chosen.", ""]
     out += _md_table(*level_table(r))
-    out += ["", *(f"- {users_label(d.users)}: {d.reason}" for d in r.decisions), "", "## Schedule", "", "```",
-            *_schedule_lines(r), "```"]
+    out += ["", *(f"- {users_label(d.users)}: {d.reason}" for d in r.decisions)]
+    tasks = task_table(r)
+    if tasks:
+        out += ["", "## Per task", "", TASK_NOTE, "", *_md_table(*tasks)]
+    out += ["", "## Schedule", "", "```", *_schedule_lines(r), "```"]
     for title, header, rows in confirm_tables(r):
         out += ["", f"## {title}", "", *_md_table(header, rows)]
     if r.confirmation:
@@ -181,8 +209,11 @@ def render_html(r: TuneResult, png: bytes | None = None) -> str:
              "<ul>" + "".join(f"<li>{users_label(d.users)}: {escape(d.reason)}</li>"
                               for d in r.decisions) + "</ul>",
              f"<img alt='objective against batch per k' src='data:image/png;base64,"
-             f"{base64.b64encode(png).decode()}'>",
-             "<h2>Schedule</h2><pre>" + escape("\n".join(_schedule_lines(r))) + "</pre>"]
+             f"{base64.b64encode(png).decode()}'>"]
+    tasks = task_table(r)
+    if tasks:
+        parts += ["<h2>Per task</h2>", f"<p>{escape(TASK_NOTE)}</p>", _html_table(*tasks)]
+    parts.append("<h2>Schedule</h2><pre>" + escape("\n".join(_schedule_lines(r))) + "</pre>")
     for title, header, rows in confirm_tables(r):
         parts += [f"<h2>{escape(title)}</h2>", _html_table(header, rows)]
     if r.confirmation:

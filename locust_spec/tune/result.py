@@ -10,8 +10,12 @@ from locust_spec.core.schedule import KEY, Built
 from locust_spec.tune.choose import UNITS, Decision, Slo
 from locust_spec.tune.confirm import Confirmation
 
-SCHEMA = "locust-spec/tune/1"
+SCHEMA = "locust-spec/tune/2"
 SCHEDULE_SCHEMA = "locust-spec/tune-schedule/1"
+
+
+TaskDecisions = tuple[tuple[str, tuple[Decision, ...]], ...]
+"""Per prompt class, the k each level would choose for that task alone (per stream)."""
 
 
 @dataclass(frozen=True)
@@ -27,6 +31,7 @@ class TuneResult:
     static_k: int | None
     confirmation: Confirmation | None
     notes: tuple[str, ...]
+    tasks: TaskDecisions = ()
 
     @property
     def unit(self) -> str:
@@ -69,4 +74,6 @@ class TuneResult:
             "static_k": self.static_k,
             "confirmation": self.confirmation.as_dict() if self.confirmation else None,
             "notes": list(self.notes),
+            "tasks": [{"task": task, "decisions": [d.as_dict() for d in decisions]}
+                      for task, decisions in self.tasks],
         }

@@ -208,8 +208,29 @@
     document.getElementById("tick").textContent = data.tick_s;
   }
 
+  // The current level's table per task (prompt class), each number with its 95% interval.
+  function withInterval(row, f, key, unit) {
+    var v = row[f.indexOf(key)], lo = row[f.indexOf(key + "_lo")], hi = row[f.indexOf(key + "_hi")];
+    if (v === null || v === undefined) return "–";
+    return fmt(v, unit) + (lo === null || hi === null ? "" : " <small>[" + fmt(lo) + ", " + fmt(hi) + "]</small>");
+  }
+
+  function tasks(data) {
+    var t = data.tasks, el = document.getElementById("tasks");
+    if (!t || !t.rows.length) { el.hidden = true; return; }
+    var f = t.fields;
+    el.hidden = false;
+    document.getElementById("tasks-level").textContent = t.level + (t.level === 1 ? " user" : " users");
+    document.getElementById("tasks-body").innerHTML = t.rows.map(function (row) {
+      return '<tr data-task="' + esc(row[0]) + '"><td>' + esc(row[0]) + "</td><td>" + esc(row[1]) + "</td><td>" +
+        esc(row[2]) + "</td><td>" + withInterval(row, f, "acceptance") + "</td><td>" +
+        withInterval(row, f, "tpot_p50", "ms") + "</td><td>" + withInterval(row, f, "tok_s") + "</td></tr>";
+    }).join("");
+  }
+
   function draw(data) {
     facts(data);
+    tasks(data);
     var t0 = data.started || data.now, t1 = data.stopped || data.now;
     CHARTS.forEach(function (chart) { render(chart, data, t0, t1); });
     document.body.dataset.state = data.state;

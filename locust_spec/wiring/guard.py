@@ -22,7 +22,7 @@ from pathlib import Path
 
 from locust.runners import MasterRunner, WorkerRunner
 
-from locust_spec.core.prompts import PromptError, builtin_names, parse_weighted
+from locust_spec.core.prompts import PromptError, parse_weighted, set_names
 
 log = logging.getLogger(__name__)
 
@@ -123,7 +123,7 @@ def install(environment, web_ui) -> None:
         if request.method != "POST" or not request.path.endswith("/swarm"):
             return None
         shown = web_ui.template_args.get("extra_options") or {}
-        why = refusal(request.form.to_dict(flat=False), options, shown, hosts, root, builtin_names())
+        why = refusal(request.form.to_dict(flat=False), options, shown, hosts, root, set_names())
         if why is None:
             return None
         log.warning("locust-spec: refused a web UI start from %s: %s", request.remote_addr, why)

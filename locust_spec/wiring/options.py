@@ -10,6 +10,7 @@ import orjson
 
 from locust_spec.client.settings import DEFAULT_MAX_TOKENS, RequestSettings
 from locust_spec.client.transport import MAX_LINE_BYTES, MAX_RESPONSE_BYTES, MIN_LINE_BYTES
+from locust_spec.core.formats import TURNS, PromptError, Selection
 
 
 def _byte_limit(text: str) -> int:
@@ -25,8 +26,23 @@ def _byte_limit(text: str) -> int:
 
 def add_options(parser) -> None:
     parser.add_argument("--prompts", action="append", include_in_web_ui=True,
-                       help="Prompt set: a JSONL path or built-in name, optionally NAME:WEIGHT; "
-                            "repeatable (default: all built-in sets)")
+                       help="Prompt set: a built-in name (specbench: its six tasks; all: every set) or a "
+                            "file (JSONL, JSON, CSV; SpecBench/MT-Bench question.jsonl, ShareGPT, OpenAI "
+                            "chat as they are), optionally NAME:WEIGHT; repeatable (default: all built-in "
+                            "sets)")
+    parser.add_argument("--category", action="append", include_in_web_ui=True,
+                       help="Send only prompts of these classes or file categories (repeatable or "
+                            "comma-separated; mt_bench: MT-Bench's eight)")
+    parser.add_argument("--prompt-limit", default=None, include_in_web_ui=True,
+                       help="At most this many prompts of each set: the first, in file order, that pass "
+                            "the other filters")
+    parser.add_argument("--min-prompt-chars", default=None, include_in_web_ui=True,
+                       help="Leave out prompts whose first request is shorter (characters)")
+    parser.add_argument("--max-prompt-chars", default=None, include_in_web_ui=True,
+                       help="Leave out prompts whose first request is longer (characters)")
+    parser.add_argument("--turns", choices=TURNS, default="all", include_in_web_ui=True,
+                       help="Multi-turn rows (SpecBench turns, ShareGPT conversations): all (each turn with "
+                            "the model's own answers so far) or first")
     parser.add_argument("--model", default="", include_in_web_ui=True,
                        help="Model name (default: the first id from GET /v1/models)")
     parser.add_argument("--max-tokens", type=positive_int, default=None, include_in_web_ui=True,
@@ -82,6 +98,25 @@ def positive_int(text: str | int) -> int:
     if value < 1:
         raise ValueError(f"must be at least 1, got {value}")
     return value
+
+
+def _count(options, name: str) -> int | None:
+    """A numeric filter option; the web UI hands one back as text ("" when left empty)."""
+    value = getattr(options, name, None)
+    if value in (None, ""):
+        return None
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        raise PromptError(f"--{name.replace('_', '-')} wants a whole number, not {value!r}") from None
+
+
+def selection_from(options) -> Selection:
+    """The prompt filters of a run's options (PromptError, one line, when one is unusable)."""
+    given = getattr(options, "category", None) or []
+    return Selection.of([given] if isinstance(given, str) else given, _count(options, "prompt_limit"),
+                        _count(options, "min_prompt_chars"), _count(options, "max_prompt_chars"),
+                        getattr(options, "turns", "all"))
 
 
 def settings_from(options, model: str) -> RequestSettings:

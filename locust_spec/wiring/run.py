@@ -37,7 +37,7 @@ from locust_spec.recording.timeline import Timeline
 from locust_spec.recording.trace import Trace
 from locust_spec.wiring.distributed import BATCH, Collector, WorkerSink
 from locust_spec.wiring.lag import LagMonitor
-from locust_spec.wiring.options import settings_from
+from locust_spec.wiring.options import selection_from, settings_from
 
 log = logging.getLogger(__name__)
 
@@ -86,7 +86,7 @@ class SpecRun:
             return run
         if not master:
             # Built here so a bad --prompts fails at start; each test builds its own (use_run_options).
-            run.sampler = PromptSampler(prompt_specs(options.prompts), options.seed)
+            run.sampler = PromptSampler(prompt_specs(options.prompts), options.seed, selection_from(options))
             run.lag = LagMonitor(active=run.running, level=lambda: run.levels.current().users)
             run.budget = ClientBudget(active=run.running, level=lambda: run.levels.current().users)
             run.processor = Processor(environment.events.request.fire, lambda: run.sink, Trace.from_env(),
@@ -107,7 +107,8 @@ class SpecRun:
         with the spawn message (this process was built from its own command line), and the web UI may
         have changed them. The prompt stream is seeded per worker (prompts.stream_seed)."""
         options = self.environment.parsed_options
-        self.sampler = PromptSampler(prompt_specs(options.prompts), stream_seed(options.seed, worker_index))
+        self.sampler = PromptSampler(prompt_specs(options.prompts), stream_seed(options.seed, worker_index),
+                                     selection_from(options))
         self.api_key = getattr(options, "api_key", "") or self.api_key  # else this process's own
         with self._servers_lock:
             self.servers.clear()

@@ -69,6 +69,15 @@ class ChatCompletionUser(ChatClientUser):
 
     def send(self, prompt: Prompt) -> Capture:
         """Send one of the run's prompts, read its stream to the end and hand it on; never raises but on
-        stop."""
+        stop. A prompt with later turns (SpecBench's `turns`, a ShareGPT conversation) is a conversation:
+        each turn is one request and one row (`ID`, then `ID#2`, ...), carrying the model's own answers so
+        far; a failed turn ends it (its row says why; the next turn would be another conversation)."""
         fields = {"max_tokens": prompt.max_tokens} if prompt.max_tokens else {}
-        return self.client.stream(prompt.messages, name=prompt.cls, prompt_id=prompt.id, **fields)
+        capture = self.client.stream(prompt.messages, name=prompt.cls, prompt_id=prompt.id, **fields)
+        messages = list(prompt.messages)
+        for turn, text in enumerate(prompt.followups, 2):
+            if capture.error:
+                break
+            messages += [{"role": "assistant", "content": capture.reply()}, {"role": "user", "content": text}]
+            capture = self.client.stream(messages, name=prompt.cls, prompt_id=f"{prompt.id}#{turn}", **fields)
+        return capture

@@ -48,6 +48,9 @@ class ArmSpec:
     scrape_every_s: float | None = None
     # A draft the target never accepts: one token per chunk, accepted counters frozen.
     rejects_all: bool = False
+    # Prompt classes whose drafts the target never accepts (a translation among copying tasks): one token
+    # per chunk and no accepted tokens in their per-request stats; the server's counters stay the capture's.
+    rejecting_classes: tuple[str, ...] = ()
 
 
 def step_ms(users: int, speculative: bool) -> float:
@@ -73,7 +76,8 @@ def _chunk_sizes(rng: random.Random, n: int, speculative: bool) -> list[int]:
 
 def _request(rng, start, users, arm, cls, warmup):
     step = step_ms(users, arm.speculative)
-    sizes = _chunk_sizes(rng, arm.output_tokens, arm.speculative and not arm.rejects_all)
+    rejects = arm.rejects_all or cls in arm.rejecting_classes
+    sizes = _chunk_sizes(rng, arm.output_tokens, arm.speculative and not rejects)
     gaps = [step * rng.uniform(0.95, 1.05) for _ in sizes[1:]]
     itl = [g / size for g, size in zip(gaps, sizes[1:], strict=True) for _ in range(size)]
     ttft = 40.0 + step * rng.uniform(0.95, 1.05)
@@ -81,7 +85,7 @@ def _request(rng, start, users, arm, cls, warmup):
     draft = accepted = None
     if arm.speculative and arm.per_request_stats:
         draft = len(sizes) * len(PER_POSITION)
-        accepted = 0 if arm.rejects_all else arm.output_tokens - len(sizes)
+        accepted = 0 if rejects else arm.output_tokens - len(sizes)
     row = {"start_unix_s": f"{start:.6f}", "level_users": users, "prompt_class": cls,
            "prompt_id": f"{cls}-{rng.randrange(50)}", "prompt_tokens": 120,
            "output_tokens": arm.output_tokens,

@@ -58,8 +58,10 @@ def test_spec_ab_on_simulators_ships_at_one_user_and_not_at_64_with_every_file(t
     for name in ("verdict.json", "report.html", "report.md"):
         assert (out / name).stat().st_size > 0, name
     report = (out / "report.html").read_text()
-    # the candidate simulator serves per-request stats: the report says which prompts speculation pays on
-    assert "<h2>Acceptance per prompt class</h2>" in report and "<td>quote</td>" in report
+    # the candidate simulator serves per-request stats: the report gives the verdict per task (prompt class)
+    assert "<h2>Per task</h2>" in report and "<td>quote</td><td>1</td>" in report
+    assert "alt='Per task: acceptance, TPOT and throughput, speculation on vs off'" in report
+    assert {t["task"] for t in verdict["tasks"]} == {"quote", "code", "boilerplate", "chat", "creative"}
     assert "not drawn" not in report
     for arm in ("baseline", "candidate"):
         for suffix in ARM_FILES:

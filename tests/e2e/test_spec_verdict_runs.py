@@ -44,9 +44,12 @@ def test_ships_at_1_user_and_not_at_64(pair, tmp_path):
 
 def test_json_follows_the_documented_schema(pair):
     doc = json.loads(spec_verdict(*pair, "--format", "json").stdout)
-    assert doc["schema"] == 3 and doc["verdict"] in {"ship", "off", "tradeoff", "inconclusive"}
-    assert set(doc) == {"schema", "verdict", "summary", "slo", "levels", "crossover", "diagnoses", "warnings"}
+    assert doc["schema"] == 4 and doc["verdict"] in {"ship", "off", "tradeoff", "inconclusive"}
+    assert set(doc) == {"schema", "verdict", "summary", "slo", "levels", "crossover", "diagnoses", "warnings",
+                        "tasks"}
     level = doc["levels"][0]
+    # the pair holds several prompt classes: each one's levels have a level's shape (schema 4)
+    assert doc["tasks"] and all(set(lv) == set(level) for t in doc["tasks"] for lv in t["levels"])
     assert set(level) == {"users", "verdict", "batch", "acceptance", "acceptance_ci95",
                           "mean_acceptance_length", "per_position", "requests", "failures", "metrics",
                           "reasons", "diagnoses"}

@@ -37,7 +37,7 @@ def test_prompt_and_messages_lines_load_with_class_and_id_defaults(sets):
 
 @pytest.mark.parametrize("line, message", [
     ("{oops", "not JSON"),
-    ('{"text": "x"}', "needs 'messages' or a string 'prompt'"),
+    ('{"text": "x"}', "needs 'turns', 'conversations', 'messages' or a string 'prompt'"),
     ('{"messages": []}', "messages must be"),
     ('{"prompt": "x", "max_tokens": 0}', "max_tokens"),
 ])

@@ -43,9 +43,14 @@ def test_the_report_shows_acceptance_per_class_beside_the_verdict(runs):
     base, cand, _ = runs
     verdict = verdict_for([base], [cand])
     page = render(verdict, "html")
-    table = page[page.index("<h2>Acceptance per prompt class</h2>"):page.index("<h2>1 user")]
-    for c in plots.class_acceptance(verdict):
-        assert f"<td>{c['class']}</td><td>{c['acceptance']:.2f}</td>" in table
+    # several classes: the verdict per task and level (analysis/tasks.py), acceptance first among its numbers
+    table = page[page.index("<h2>Per task</h2>"):page.index("<h2>1 user")]
+    for task in verdict.tasks:
+        for lv in task.levels:
+            assert (f"<td>{task.task}</td><td>{lv.users}</td><td class='v {lv.verdict}'>{lv.verdict}</td>"
+                    f"<td>{lv.acceptance:.2f} [") in table
+    assert {t.task for t in verdict.tasks} == {c["class"] for c in plots.class_acceptance(verdict)}
+    assert "alt='Per task: acceptance, TPOT and throughput, speculation on vs off'" in page
     assert len(re.findall(r"src='data:image/png;base64,", page)) == len(plots.FIGURES)
     assert "not drawn" not in page
 

@@ -52,6 +52,31 @@ def test_instruction_words_choose_copying_or_novel_styles():
     assert M.style_for("Describe the copyright file").name == "novel"
 
 
+def test_specbench_task_instructions_choose_their_style_whatever_the_passage_says():
+    passage = "Everyone is permitted to copy and distribute verbatim copies of this license."
+    assert M.style_for(f"Summarize the following text in three sentences.\n\n{passage}").name == "digest"
+    assert M.style_for(f"Translate the following German text into English.\n\n{passage}").name == "translate"
+    assert M.style_for(f"Answer the question using only the passages below.\n\n{passage}").name == "retrieve"
+    assert M.style_for(f"Solve the following problem step by step.\n\n{passage}").name == "reason"
+    assert M.style_for("Which module converts to JSON? Answer with the module name only.").name == "novel"
+
+
+def test_a_turn_that_reworks_the_previous_answer_copies_the_assistants_message():
+    messages = [{"role": "user", "content": "Write about tides."}, {"role": "assistant", "content": "TIDES"},
+                {"role": "user", "content": "Rewrite your previous response as a bulleted list."}]
+    assert M.copy_source_of(messages) == "TIDES"
+    unrelated = [*messages[:2], {"role": "user", "content": "Rewrite:\nthis text"}]
+    assert M.copy_source_of(unrelated) == "this text"
+
+
+def test_specbench_tasks_rank_as_in_specbench_copy_heavy_above_math_above_translation():
+    summary, _, _ = ngram_acceptance("Summarize the following text in three sentences.")
+    retrieved, _, _ = ngram_acceptance("Answer the question using only the passages below.")
+    reasoned, _, _ = ngram_acceptance("Solve the following problem step by step.")
+    translated, _, _ = ngram_acceptance("Translate the following text into French.")
+    assert min(summary, retrieved) > 0.5 > reasoned > translated
+
+
 def test_target_output_depends_only_on_the_request():
     _, a = target_for("Write a story about licenses")
     _, b = target_for("Write a story about licenses")

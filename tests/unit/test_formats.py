@@ -1,0 +1,174 @@
+"""Prompt files in the field's public formats read as they are, with filters, and one line per bad row."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from locust_spec.core.formats import PromptError, Selection, read_prompts
+from locust_spec.core.prompts import PromptSampler, load_prompt_set
+
+# SpecBench's question.jsonl: MT-Bench's categories (two turns) beside SpecBench's own tasks (one turn).
+QUESTIONS = [
+    {"question_id": 81, "category": "writing", "turns": ["Write a travel blog post about Hawaii.",
+                                                         "Rewrite your previous response, every sentence "
+                                                         "starting with the letter A."]},
+    {"question_id": 101, "category": "reasoning", "turns": ["You pass the second person in a race. Where "
+                                                            "are you?", "And if you pass the last person?"]},
+    {"question_id": 161, "category": "translation", "turns": ["Translate German to English: Guten Morgen."]},
+    {"question_id": 241, "category": "summarization", "turns": ["Summarize: " + "a long article. " * 40]},
+    {"question_id": 321, "category": "qa", "turns": ["Who wrote Faust?"]},
+    {"question_id": 401, "category": "math_reasoning", "turns": ["Tom has 3 apples and buys 4. How many?"]},
+    {"question_id": 441, "category": "rag", "turns": ["Passage: the sky is blue. Question: what colour?"]},
+]
+SHAREGPT = [
+    {"id": "a1", "conversations": [{"from": "human", "value": "What is TCP?"},
+                                   {"from": "gpt", "value": "A transport protocol."},
+                                   {"from": "human", "value": "And UDP?"},
+                                   {"from": "gpt", "value": "Another one."}]},
+    {"id": "a2", "conversations": [{"from": "system", "value": "Be terse."},
+                                   {"from": "human", "value": "Name a prime."},
+                                   {"from": "gpt", "value": "7"}]},
+    {"id": "a3", "conversations": [{"from": "gpt", "value": "an answer with no question"}]},
+]
+
+
+def write_jsonl(path, rows):
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def by_id(prompts):
+    return {p.id: p for p in prompts}
+
+
+def test_specbench_questions_run_every_turn_and_group_mt_bench_as_specbench_reports_it(tmp_path):
+    prompts = by_id(read_prompts(write_jsonl(tmp_path / "question.jsonl", QUESTIONS)))
+    assert {p.cls for p in prompts.values()} == {"mt_bench", "translation", "summarization", "qa",
+                                                 "math_reasoning", "rag"}
+    writing = prompts["81"]
+    assert writing.messages == ({"role": "user", "content": QUESTIONS[0]["turns"][0]},)
+    assert writing.followups == (QUESTIONS[0]["turns"][1],)
+    assert (writing.cls, writing.category) == ("mt_bench", "writing")
+    assert prompts["321"].followups == ()
+
+
+def test_mt_bench_alone_keeps_its_eight_categories_as_classes(tmp_path):
+    prompts = read_prompts(write_jsonl(tmp_path / "mt.jsonl", QUESTIONS[:2]))
+    assert [p.cls for p in prompts] == ["writing", "reasoning"]
+
+
+def test_category_filter_matches_the_class_or_the_files_own_category(tmp_path):
+    path = write_jsonl(tmp_path / "question.jsonl", QUESTIONS)
+    assert [p.id for p in read_prompts(path, Selection.of(["mt_bench"]))] == ["81", "101"]
+    assert [p.id for p in read_prompts(path, Selection.of(["reasoning,rag"]))] == ["101", "441"]
+    assert read_prompts(path, Selection.of(["nosuch"])) == []
+
+
+def test_first_turn_only_drops_the_later_turns(tmp_path):
+    path = write_jsonl(tmp_path / "question.jsonl", QUESTIONS)
+    assert all(p.followups == () for p in read_prompts(path, Selection(turns="first")))
+
+
+def test_sharegpt_replays_the_human_turns_and_skips_conversations_without_one(tmp_path, caplog):
+    path = tmp_path / "sharegpt.json"
+    path.write_text(json.dumps(SHAREGPT, indent=2))
+    prompts = by_id(read_prompts(path))
+    assert set(prompts) == {"a1", "a2"}
+    assert prompts["a1"].messages == ({"role": "user", "content": "What is TCP?"},)
+    assert prompts["a1"].followups == ("And UDP?",)  # the recorded answers are another model's: not sent
+    assert prompts["a2"].messages == ({"role": "system", "content": "Be terse."},
+                                      {"role": "user", "content": "Name a prime."})
+    assert {p.cls for p in prompts.values()} == {"sharegpt"}
+    assert "1 conversations without a human turn" in caplog.text
+    assert by_id(read_prompts(path, Selection(turns="first")))["a1"].followups == ()
+
+
+def test_openai_chat_lines_are_sent_as_recorded_without_the_target_answer(tmp_path):
+    path = write_jsonl(tmp_path / "chat.jsonl", [
+        {"messages": [{"role": "system", "content": "s"}, {"role": "user", "content": "q1"},
+                      {"role": "assistant", "content": "a1"}, {"role": "user", "content": "q2"},
+                      {"role": "assistant", "content": "the answer to train on"}]},
+    ])
+    (prompt,) = read_prompts(path)
+    assert [m["content"] for m in prompt.messages] == ["s", "q1", "a1", "q2"]
+    assert (prompt.id, prompt.cls) == ("chat-1", "chat")
+
+
+def test_csv_with_a_prompt_column_and_optional_class_id_and_max_tokens(tmp_path):
+    path = tmp_path / "traffic.csv"
+    path.write_text('id,prompt,category,max_tokens\nr1,"Quote this, verbatim:\n""a line""",quote,64\n'
+                    "r2,plain question,,\n", newline="")
+    first, second = read_prompts(path)
+    assert (first.id, first.cls, first.max_tokens) == ("r1", "quote", 64)
+    assert first.messages[0]["content"] == 'Quote this, verbatim:\n"a line"'
+    assert (second.id, second.cls, second.max_tokens) == ("r2", "traffic", None)
+
+
+def test_limit_and_length_filters_take_the_first_rows_that_pass(tmp_path):
+    path = write_jsonl(tmp_path / "p.jsonl", [{"prompt": "x" * n} for n in (5, 50, 500, 60, 70)])
+    chars = [p.chars for p in read_prompts(path, Selection(min_chars=40, max_chars=100))]
+    assert chars == [50, 60, 70]
+    assert [p.chars for p in read_prompts(path, Selection(min_chars=40, max_chars=100, limit=2))] == [50, 60]
+
+
+def test_a_limit_stops_reading_a_large_conversation_dump(tmp_path):
+    rows = SHAREGPT[:2] * 3
+    path = tmp_path / "big.json"
+    path.write_text(json.dumps(rows)[:-1] + ", {oops}]")
+    assert len(read_prompts(path, Selection(limit=4))) == 4
+    with pytest.raises(PromptError, match=r"big.json:1: not JSON"):
+        read_prompts(path)
+
+
+@pytest.mark.parametrize("name, content, message", [
+    ("q.jsonl", '{"turns": ["fine"]}\n{"turns": []}\n', r"q.jsonl:2: turns must be a non-empty list"),
+    ("q.jsonl", '{"turns": ["fine"]}\n\n{"turns": ["a", 3]}\n', r"q.jsonl:3: every turn must be non-empty"),
+    ("s.json", '[\n {"conversations": [{"from": "human", "value": "hi"}]},\n {"conversations": "no"}\n]',
+     r"s.json:3: conversations must be a list"),
+    ("s.json", '[\n {"conversations": [{"from": "robot", "value": "hi"}]}\n]', r"s.json:2: unknown speaker"),
+    ("s.json", '{"conversations": []}', r"s.json:1: a JSON prompt file must be an array"),
+    ("s.json", '[\n {"prompt": "a"}\n {"prompt": "b"}\n]', r"s.json:3: expected ',' or '\]'"),
+    ("m.jsonl", '{"messages": [{"role": "assistant", "content": "only"}]}\n',
+     r"m.jsonl:1: messages hold only"),
+    ("t.csv", "text\nhello\n", r"t.csv:1: a CSV prompt file needs a 'prompt' column"),
+    ("t.csv", "prompt,class\nfine,a\ntoo,many,fields\n", r"t.csv:3: more fields than the header"),
+    ("t.csv", "prompt,max_tokens\nfine,many\n", r"t.csv:2: max_tokens must be a positive integer"),
+    ("b.jsonl", b'{"prompt": "fine"}\n{"prompt": "\xff"}\n', r"b.jsonl:2: not JSON"),
+])
+def test_a_malformed_row_is_one_line_naming_file_and_line(tmp_path, name, content, message):
+    path = tmp_path / name
+    if isinstance(content, bytes):
+        path.write_bytes(content)
+    else:
+        path.write_text(content)
+    with pytest.raises(PromptError, match=message) as raised:
+        read_prompts(path)
+    assert "\n" not in str(raised.value)
+
+
+def test_specbench_names_the_six_built_in_tasks_and_filters_apply_per_set():
+    prompts = load_prompt_set("specbench")
+    assert {p.cls for p in prompts} == {"mt_bench", "translation", "summarization", "qa", "math_reasoning",
+                                        "rag"}
+    limited = load_prompt_set("specbench", Selection(limit=3))
+    assert len(limited) == 18
+    writing = load_prompt_set("mt_bench", Selection.of(["writing"]))  # MT-Bench's category, kept per row
+    assert len(writing) == 10 and {(p.cls, p.category) for p in writing} == {("mt_bench", "writing")}
+
+
+def test_a_sampler_sends_the_sets_the_filters_leave_and_refuses_when_none_is_left(tmp_path):
+    sampler = PromptSampler(["specbench", "code"], 1, Selection.of(["rag"]))
+    assert sampler.classes == ["rag"]
+    with pytest.raises(PromptError, match="no prompt of specbench, code passes the filters"):
+        PromptSampler(["specbench", "code"], 1, Selection.of(["nosuch"]))
+
+
+def test_selection_round_trips_through_the_options_it_passes_on():
+    chosen = Selection.of(["qa", "rag,qa"], 10, 5, 900, "first")
+    assert chosen.categories == ("qa", "rag")
+    assert chosen.args() == ["--category", "qa,rag", "--prompt-limit", "10", "--min-prompt-chars", "5",
+                             "--max-prompt-chars", "900", "--turns", "first"]
+    with pytest.raises(PromptError, match="--turns"):
+        Selection(turns="some")
