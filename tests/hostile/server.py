@@ -29,7 +29,7 @@ class Seen:
 
 
 class HostileServer:
-    def __init__(self, routes: dict[str, Mode]) -> None:
+    def __init__(self, routes: dict[str, Mode], port: int = 0) -> None:
         self.routes = routes
         self.seen: list[Seen] = []
         self.stopping = threading.Event()
@@ -60,7 +60,7 @@ class HostileServer:
             def log_message(self, *args) -> None:
                 pass
 
-        self.httpd = _Quiet(("127.0.0.1", 0), Handler)
+        self.httpd = _Quiet(("127.0.0.1", port), Handler)
         self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
         self.thread.start()
