@@ -78,6 +78,17 @@ def _check_complete(path: Path, header: list[str]) -> None:
         raise InputError(f"{path}: truncated: the last row has {len(fields)} of {len(header)} fields")
 
 
+def _check_known(path: Path, header: list[str]) -> None:
+    """The contract: a reader rejects a header it does not know (a newer writer's, or an edited file)."""
+    unknown = [c for c in header if c not in runfiles.COLUMNS]
+    if unknown:
+        raise InputError(f"{path}: unknown column {unknown[0][:40]} (this spec-verdict reads "
+                         f"{runfiles.COLUMNS[0]}..{runfiles.COLUMNS[-1]}; a newer locust-spec wrote it?)")
+    repeated = [c for c in header if header.count(c) > 1]
+    if repeated:
+        raise InputError(f"{path}: column {repeated[0]} appears {header.count(repeated[0])} times")
+
+
 def _bad_numeric(path: Path, columns: list[str]) -> str:
     """Name the first numeric cell that is not a number (only on the error path)."""
     frame = pd.read_csv(path, usecols=columns, dtype=str, keep_default_na=False)
@@ -104,6 +115,7 @@ def read_requests(path: Path) -> pd.DataFrame:
         raise InputError(f"{path}: not a locust-spec requests CSV (header: {','.join(header)[:80]})")
     if missing:
         raise InputError(f"{path}: wrong columns: missing {', '.join(missing)}")
+    _check_known(path, header)
     _check_complete(path, header)
     numeric = {c: t for c, t in NUMERIC.items() if c in header}
     try:
@@ -219,6 +231,14 @@ def read_client_lag(path: Path, data: dict) -> dict[int, ClientLag]:
     return out
 
 
+def summary_rows(path: Path) -> int | None:
+    """The request rows the run's summary counted (`client.requests`: written after the rows closed)."""
+    if not path.is_file():
+        return None
+    client = _read_json(path).get("client")
+    return _count(f"{path}: client.requests", client.get("requests")) if isinstance(client, dict) else None
+
+
 def read_summary(path: Path) -> tuple[tuple[str, ...], tuple[str, ...], dict[int, ClientLag]]:
     """The run's warnings, those of its client-vs-server cross-checks that disagreed, and the load
     generator's lag per level."""
@@ -235,13 +255,41 @@ def read_summary(path: Path) -> tuple[tuple[str, ...], tuple[str, ...], dict[int
     return tuple(warnings), disagreements, read_client_lag(path, data)
 
 
+def _count(where: str, value: object) -> int | None:
+    if value is None:
+        return None
+    if not _is_count(value):
+        raise InputError(f"{where} is not a count: {str(value)[:20]!r}")
+    return value
+
+
+def check_row_counts(files: RunFiles, frame: pd.DataFrame, latency: dict | None,
+                     summary_rows: int | None) -> None:
+    """A requests CSV cut exactly at a line end reads as a shorter run: the counts the run wrote beside its
+    rows (latency.json's successful requests, the summary's rows) say it is not. Fewer rows than either is
+    an InputError; more are not (latency.json is rewritten every 30 s: a run killed hard has an older one)."""
+    if summary_rows is not None and len(frame) < summary_rows:
+        raise InputError(f"{files.requests}: truncated: {len(frame)} request rows, but "
+                         f"{files.summary.name} counts {summary_rows}")
+    e2e = ((latency or {}).get("metrics") or {}).get("e2e") or {}
+    counted = _count(f"{files.latency}: metrics.e2e.all.count", (e2e.get("all") or {}).get("count"))
+    if counted is None:
+        return
+    ok = int((frame["error"].isna() & frame["e2e_ms"].notna()).sum())
+    if ok < counted:
+        raise InputError(f"{files.requests}: truncated: {ok} successful request rows, but "
+                         f"{files.latency.name} counts {counted}")
+
+
 def read_run(prefix: Path) -> RunData:
     files = RunFiles(str(prefix))
     warnings, crosscheck, client_lag = read_summary(files.summary)
+    requests, latency = read_requests(files.requests), read_latency(files.latency)
+    check_row_counts(files, requests, latency, summary_rows(files.summary))
     return RunData(
         prefix=prefix,
-        requests=read_requests(files.requests),
-        latency=read_latency(files.latency),
+        requests=requests,
+        latency=latency,
         snapshots=read_server_metrics(files.server_metrics),
         warnings=warnings,
         crosscheck=crosscheck,
