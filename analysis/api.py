@@ -76,6 +76,8 @@ def verdict_for(
         cdf[users] = {"baseline": lv.merged_itl_cdf(base_runs, users),
                       "candidate": lv.merged_itl_cdf(cand_runs, users)}
     notes += latency_notes(base_runs, cand_runs, inputs) + counter_notes(cand_runs, inputs)
+    notes += [f"candidate's server counters at {i.users} users: {note}"
+              for i in inputs if i.spec is not None for note in i.spec.notes]
     arms = (("baseline", base_runs), ("candidate", cand_runs))
     warnings = [(arm, w) for arm, runs in arms for run in runs for w in run.warnings]
     disagreements = [(arm, w) for arm, runs in arms for run in runs for w in run.crosscheck]

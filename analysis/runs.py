@@ -50,6 +50,21 @@ class RunData:
     warnings: tuple[str, ...]
     crosscheck: tuple[str, ...] = ()
     client_lag: dict[int, ClientLag] = field(default_factory=dict)
+    models: tuple[str, ...] | None = None
+    """The models under test, whose server counters are counted (None: the run does not say)."""
+
+
+@dataclass(frozen=True)
+class Summary:
+    """What spec-verdict reads of PREFIX_summary.json (empty when there is none)."""
+
+    warnings: tuple[str, ...] = ()
+    crosscheck: tuple[str, ...] = ()
+    """The cross-checks that disagreed."""
+    client_lag: dict[int, ClientLag] = field(default_factory=dict)
+    rows: int | None = None
+    """The request rows the run counted (`client.requests`, written after the rows closed)."""
+    models: tuple[str, ...] | None = None
 
 
 def discover(path: Path) -> list[Path]:
@@ -151,15 +166,17 @@ def _check_ranges(path: Path, frame: pd.DataFrame) -> None:
                              f"outside {low:g}..{high:g}")
 
 
-def _read_json(path: Path) -> dict:
+def _read_json(path: Path, schemas: tuple[int, ...] = (1,)) -> dict:
     try:
         data = orjson.loads(path.read_bytes())
     except orjson.JSONDecodeError as exc:
         raise InputError(f"{path}: not valid JSON (truncated?): {exc}") from None
     if not isinstance(data, dict):
         raise InputError(f"{path}: not a JSON object")
-    if type(data.get("schema")) is not int or data["schema"] != 1:  # JSON true is no schema, though True == 1
-        raise InputError(f"{path}: unknown schema {data.get('schema')!r} (this spec-verdict reads schema 1)")
+    # JSON true is no schema, though True == 1
+    if type(data.get("schema")) is not int or data["schema"] not in schemas:
+        raise InputError(f"{path}: unknown schema {data.get('schema')!r} (this spec-verdict reads schema "
+                         f"{' or '.join(map(str, schemas))})")
     return data
 
 
@@ -231,28 +248,29 @@ def read_client_lag(path: Path, data: dict) -> dict[int, ClientLag]:
     return out
 
 
-def summary_rows(path: Path) -> int | None:
-    """The request rows the run's summary counted (`client.requests`: written after the rows closed)."""
-    if not path.is_file():
+def _strings(path: Path, data: dict, key: str) -> tuple[str, ...] | None:
+    value = data.get(key)
+    if value is None:
         return None
-    client = _read_json(path).get("client")
-    return _count(f"{path}: client.requests", client.get("requests")) if isinstance(client, dict) else None
+    if not isinstance(value, list) or not all(isinstance(w, str) for w in value):
+        raise InputError(f"{path}: '{key}' is not a list of strings")
+    return tuple(value)
 
 
-def read_summary(path: Path) -> tuple[tuple[str, ...], tuple[str, ...], dict[int, ClientLag]]:
-    """The run's warnings, those of its client-vs-server cross-checks that disagreed, and the load
-    generator's lag per level."""
+def read_summary(path: Path) -> Summary:
+    """The run's warnings, those of its client-vs-server cross-checks that disagreed, the load generator's
+    lag per level, the rows it counted and the models under test."""
     if not path.is_file():
-        return (), (), {}
-    data = _read_json(path)
-    warnings = data.get("warnings", [])
-    if not isinstance(warnings, list) or not all(isinstance(w, str) for w in warnings):
-        raise InputError(f"{path}: 'warnings' is not a list of strings")
+        return Summary()
+    data = _read_json(path, runfiles.SUMMARY_SCHEMAS)
     checks = data.get("crosscheck") or {}
     if not isinstance(checks, dict) or not all(isinstance(c, dict) for c in checks.values()):
         raise InputError(f"{path}: 'crosscheck' is not an object of checks")
     disagreements = tuple(str(c["warning"]) for c in checks.values() if c.get("warning"))
-    return tuple(warnings), disagreements, read_client_lag(path, data)
+    client = data.get("client")
+    rows = _count(f"{path}: client.requests", client.get("requests")) if isinstance(client, dict) else None
+    return Summary(_strings(path, data, "warnings") or (), disagreements, read_client_lag(path, data), rows,
+                   _strings(path, data, "models") or None)
 
 
 def _count(where: str, value: object) -> int | None:
@@ -283,15 +301,16 @@ def check_row_counts(files: RunFiles, frame: pd.DataFrame, latency: dict | None,
 
 def read_run(prefix: Path) -> RunData:
     files = RunFiles(str(prefix))
-    warnings, crosscheck, client_lag = read_summary(files.summary)
+    summary = read_summary(files.summary)
     requests, latency = read_requests(files.requests), read_latency(files.latency)
-    check_row_counts(files, requests, latency, summary_rows(files.summary))
+    check_row_counts(files, requests, latency, summary.rows)
     return RunData(
         prefix=prefix,
         requests=requests,
         latency=latency,
         snapshots=read_server_metrics(files.server_metrics),
-        warnings=warnings,
-        crosscheck=crosscheck,
-        client_lag=client_lag,
+        warnings=summary.warnings,
+        crosscheck=summary.crosscheck,
+        client_lag=summary.client_lag,
+        models=summary.models,
     )

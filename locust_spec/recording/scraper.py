@@ -5,7 +5,7 @@ from __future__ import annotations
 import csv
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from pathlib import Path
 
 import gevent
@@ -213,21 +213,23 @@ class Scraper:
         entry = self._failures.setdefault(url, [0, reason])
         entry[0] += 1
 
-    def run_window(self) -> SpecWindow:
-        """The server counters over the whole test so far."""
-        return self._run.window()
+    def run_window(self, models: Collection[str] | None = None) -> SpecWindow:
+        """The server counters of `models` (the model under test; None: not known) over the whole test so
+        far."""
+        return self._run.window(models)
 
-    def level_windows(self) -> list[tuple[int, SpecWindow]]:
-        """(users, counters over that level) for each ladder level, in order."""
-        return [(users, acc.window()) for users, acc in self._levels]
+    def level_windows(self, models: Collection[str] | None = None) -> list[tuple[int, SpecWindow]]:
+        """(users, counters of `models` over that level) for each ladder level, in order."""
+        return [(users, acc.window(models)) for users, acc in self._levels]
 
-    def warnings(self) -> list[str]:
-        """One line per URL that failed to scrape, then the run window's notes (restarts, no counters)."""
+    def warnings(self, models: Collection[str] | None = None) -> list[str]:
+        """One line per URL that failed to scrape, then the run window's notes (restarts, anomalies, models
+        left out, no counters)."""
         lines = [
             f"metrics scrape of {url} failed {n} time(s), first: {reason}"
             for url, (n, reason) in self._failures.items()
         ]
-        return lines + list(self.run_window().notes)
+        return lines + list(self.run_window(models).notes)
 
 
 def _reason(e: BaseException) -> str:

@@ -1,8 +1,10 @@
 """PREFIX_summary.json: how far to trust a run (cross-check, load-generator health, concurrency delivered).
 
-Schema 1:
+Schema 2 (see docs/contracts.md; schema 1 is the same without `models`, `lost_workers` and the server
+window's `models`, `other_models`, `anomalies`):
 ```
-{"schema": 1,
+{"schema": 2,
+ "models": ["<the model under test>", ...] | null,
  "warnings": ["one line each", ...],
  "crosscheck": {"<check>": {"name", "client", "server", "allowed", "warning"}, ...},
  "client": {<ClientTotals over PREFIX_requests.csv>, "mean_tpot_ms", "acceptance_rate",
@@ -131,10 +133,18 @@ def generator_warnings(generators: dict, rows: int | None) -> list[str]:
     return warnings
 
 
+def models_under_test(clients: Mapping[str, dict]) -> list[str] | None:
+    """The models the load generators sent their requests for (their client summaries' `models`); None
+    when none says (a summary from before the load started, or an older worker)."""
+    models = sorted({str(m) for part in clients.values() for m in part.get("models") or ()})
+    return models or None
+
+
 def build_summary(totals: crosscheck.ClientTotals | None, run: SpecWindow | None,
                   levels: Sequence[tuple[int, SpecWindow]], clients: Mapping[str, dict],
-                  other_warnings: Sequence[str] = ()) -> dict:
-    """The summary document; `other_warnings` (scrape failures, lost batches) come first."""
+                  other_warnings: Sequence[str] = (), models: Sequence[str] | None = None) -> dict:
+    """The summary document; `other_warnings` (scrape failures, lost batches) come first. `models` are the
+    models under test, whose counters the windows count."""
     checks = crosscheck.cross_check(totals, run) if totals is not None and run is not None else []
     parts = crosscheck.summary(totals, checks) if totals is not None else {"client": {}, "crosscheck": {}}
     generators = combine_clients(clients)
@@ -151,6 +161,7 @@ def build_summary(totals: crosscheck.ClientTotals | None, run: SpecWindow | None
     ]
     return {
         "schema": SUMMARY_SCHEMA,
+        "models": list(models) if models else None,
         "warnings": warnings,
         "crosscheck": parts["crosscheck"],
         "client": {**parts["client"], "generators": generators},

@@ -233,7 +233,8 @@ class SpecRun:
         processor, lag = self.processor, self.lag
         counts = {"requests": processor.requests, "failures": processor.failures} if processor else {}
         budget = {"budget_by_level": self.budget.summary()} if self.budget is not None else {}
-        return {**counts, **(lag.summary() if lag is not None else {}), **budget}
+        models = {"models": sorted({s.settings.model for s in self.servers.values()})} if processor else {}
+        return {**counts, **(lag.summary() if lag is not None else {}), **budget, **models}
 
     def client_summaries(self) -> dict[str, dict]:
         """Each load-generating process's client summary: the workers' on a master, else this process's."""
@@ -256,11 +257,13 @@ class SpecRun:
             except ValueError as e:
                 notes.append(f"cannot read {requests_path}: {e}")
         found = self.scraper
-        window = found.run_window() if found is not None else None
-        levels = found.level_windows() if found is not None else []
-        notes += found.warnings() if found is not None else []
+        clients = self.client_summaries()
+        models = summary.models_under_test(clients)
+        window = found.run_window(models) if found is not None else None
+        levels = found.level_windows(models) if found is not None else []
+        notes += found.warnings(models) if found is not None else []
         notes += self.collector.warnings() if self.collector is not None else []
-        return summary.build_summary(totals, window, levels, self.client_summaries(), notes)
+        return summary.build_summary(totals, window, levels, clients, notes, models)
 
     def write_summary(self) -> dict | None:
         """Build, write and log the summary at the end of the run; None without `--csv`."""

@@ -97,6 +97,12 @@ def metrics_text(handler: BaseHTTPRequestHandler) -> None:
     send(handler, 200, METRICS, "text/plain; version=0.0.4")
 
 
+def scripted_metrics(text_for: Callable[[int], str]) -> Mode:
+    """/metrics answering its n-th request (from 0) with `text_for(n)`: counters that move as a test says."""
+    count = iter(range(10**9))
+    return lambda handler: send(handler, 200, text_for(next(count)).encode(), "text/plain; version=0.0.4")
+
+
 def slow(byte_every_s: float = 1.0, body: bytes = METRICS) -> Mode:
     """A valid answer sent one byte at a time, head included: no single read ever times out."""
 

@@ -73,9 +73,10 @@ def test_itl_falls_back_to_request_rows_without_latency_json(tmp_path):
     assert by[2].metrics.itl_p50_ms == 10.0 and by[2].metrics.itl_p95_ms is None
 
 
-def _snap(t, drafts, draft_tokens, accepted):
+def _snap(t, drafts, draft_tokens, accepted, started=1.0):
     labels = (("engine", "0"), ("model_name", "m"))
     return Snapshot(T0 + t, "http://s/metrics", (
+        Sample("process_start_time_seconds", (), started),
         Sample("vllm:spec_decode_num_drafts_total", labels, drafts),
         Sample("vllm:spec_decode_num_draft_tokens_total", labels, draft_tokens),
         Sample("vllm:spec_decode_num_accepted_tokens_total", labels, accepted),
@@ -85,13 +86,14 @@ def _snap(t, drafts, draft_tokens, accepted):
 
 def test_acceptance_comes_from_the_counters_inside_the_level_window(tmp_path):
     run = read_run(write(tmp_path / "r", ROWS))
-    scrapes = [_snap(0.5, 0, 0, 0), _snap(1.0, 10, 40, 10), _snap(3.0, 30, 120, 70), _snap(6.0, 99, 999, 0)]
+    scrapes = [_snap(0.5, 0, 0, 0), _snap(1.0, 10, 40, 10), _snap(3.0, 30, 120, 70),
+               _snap(6.0, 99, 999, 0, started=2.0)]
     run = replace(run, snapshots=scrapes)
     stats = levels.spec_stats(run, levels.run_levels(run)[2])
     assert stats.acceptance == pytest.approx(60 / 80)
     assert stats.draft_tokens == 80
-    # level 4's one request runs 5.0-6.0 s: bracketed by the scrapes at 3.0 s and 6.0 s, where the counters
-    # restarted: the increase counts from zero again
+    # level 4's one request runs 5.0-6.0 s: bracketed by the scrapes at 3.0 s and 6.0 s, where the server's
+    # process had started again: the increase counts from zero again
     four = levels.spec_stats(run, levels.run_levels(run)[4])
     assert four.draft_tokens == 999 and any("reset" in n for n in four.notes)
 
