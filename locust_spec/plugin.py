@@ -21,6 +21,7 @@ from locust_spec.core.level import MESSAGE as LEVEL_MESSAGE
 from locust_spec.core.level import Level
 from locust_spec.core.prompts import PromptError
 from locust_spec.recording import scraper
+from locust_spec.recording.writes import WriteFailed
 from locust_spec.web import live, webui
 from locust_spec.wiring import distributed, guard, options
 from locust_spec.wiring.distributed import BATCH, FINISH, WorkerSink
@@ -53,7 +54,7 @@ def _on_init(environment, web_ui=None, **_kw) -> None:
     guard.guard_environment(environment, web_ui)
     try:
         run = attach(environment, SpecRun.for_environment(environment, measuring=_measures(environment)))
-    except (PromptError, ValueError) as e:
+    except (PromptError, ValueError, WriteFailed) as e:
         raise SystemExit(f"locust-spec: {e}") from None
     runner = environment.runner
     environment.events.spawning_complete.add_listener(lambda user_count, **_: _on_spawned(run, user_count))

@@ -25,7 +25,6 @@ a distributed run, after the workers' last batches.
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict
 from pathlib import Path
@@ -36,6 +35,7 @@ from locust_spec.core.runfiles import SUMMARY_SCHEMA
 from locust_spec.metrics import crosscheck
 from locust_spec.metrics.counters import SpecWindow
 from locust_spec.recording import budget
+from locust_spec.recording.writes import write_whole
 
 log = logging.getLogger(__name__)
 
@@ -171,7 +171,5 @@ def build_summary(totals: crosscheck.ClientTotals | None, run: SpecWindow | None
 
 
 def write(path: Path, summary: dict) -> None:
-    """Atomically, so a reader never sees half a file."""
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_bytes(orjson.dumps(summary, option=orjson.OPT_INDENT_2))
-    os.replace(tmp, path)
+    """Atomically, so a reader never sees half a file (WriteFailed: nothing is left behind)."""
+    write_whole(path, orjson.dumps(summary, option=orjson.OPT_INDENT_2))

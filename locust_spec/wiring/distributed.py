@@ -137,9 +137,7 @@ class Collector:
                 raise ValueError(f"batch version {data.get('v')!r}, expected {VERSION}")
             rows = decode_rows(data["rows"])
             if sink is not None:
-                sink.add_rows(rows)
-                sink.histograms.merge_encoded(data["hist"])
-                sink.rows.flush()
+                sink.add_rows(rows, data["hist"])
         except (KeyError, TypeError, ValueError) as e:
             self.rejected += 1
             log.error("locust-spec: refused a batch from worker %s: %s (same locust-spec version on all?)",

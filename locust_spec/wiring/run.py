@@ -35,6 +35,7 @@ from locust_spec.recording.records import FileSink, RecordSink
 from locust_spec.recording.scraper import Scraper, scraper_from_options
 from locust_spec.recording.timeline import Timeline
 from locust_spec.recording.trace import Trace
+from locust_spec.recording.writes import WriteFailed
 from locust_spec.wiring.distributed import BATCH, Collector, WorkerSink
 from locust_spec.wiring.lag import LagMonitor
 from locust_spec.wiring.options import settings_from
@@ -97,7 +98,7 @@ class SpecRun:
             # drops.
             run.sink = WorkerSink(lambda batch: runner.send_message(BATCH, batch), run.client_summary)
         elif prefix:
-            run.sink = FileSink(prefix)
+            run.sink = FileSink(prefix, on_failure=run.recording_failed)
         if master:
             run.collector = Collector()
         return run
@@ -174,7 +175,8 @@ class SpecRun:
         return kind(server, self.levels, self.processor.submit)
 
     def give_up(self, message: str) -> None:
-        """The run cannot measure anything (no model to ask for): one error line, exit code 2, quit now."""
+        """The run cannot go on (no model to ask for, its files cannot be written): one error line, exit
+        code 2, quit now."""
         if self.gave_up:
             return
         self.gave_up = True
@@ -182,6 +184,11 @@ class SpecRun:
         self.environment.process_exit_code = 2
         if self.environment.runner is not None:
             gevent.spawn(self.environment.runner.quit)
+
+    def recording_failed(self, message: str) -> None:
+        """A run file cannot be written (a full disk): the run stops rather than measure what no file
+        keeps; what the files hold stays whole (recording/writes.py)."""
+        self.give_up(f"{message}; the run stops")
 
     # -- the test's life ----------------------------------------------------------------------------
 
@@ -225,6 +232,8 @@ class SpecRun:
         if self.scraper is None:
             self.scraper = scraper_from_options(self.environment.parsed_options, self.environment.host,
                                                 self.files, os.environ)
+            if self.scraper is not None:
+                self.scraper.on_write_failure = self.recording_failed
         if self.scraper is not None:
             self.scraper.start()
 
@@ -270,9 +279,12 @@ class SpecRun:
         built = self.summary()
         if built is None:
             return None
-        summary.write(self.files.summary, built)
         for line in built["warnings"]:
             log.warning("locust-spec: %s", line)
+        try:
+            summary.write(self.files.summary, built)
+        except WriteFailed as e:
+            log.log(logging.WARNING if self.gave_up else logging.ERROR, "locust-spec: no summary: %s", e)
         return built
 
 

@@ -38,6 +38,7 @@ class HostileServer:
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
             server_version = "hostile"
+            disable_nagle_algorithm = True  # a head and a body in two writes: no 40 ms delayed-ACK wait
             stopping = owner.stopping  # set at stop: slow and endless modes end
 
             def _any(self) -> None:
