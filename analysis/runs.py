@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import csv
 import io
+import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -55,6 +57,15 @@ class RunData:
 
 
 @dataclass(frozen=True)
+class LostWorker:
+    """A worker lost mid-run, as the summary's `lost_workers` records it (the fields spec-verdict needs)."""
+
+    worker: str
+    last_seen_unix_s: float
+    detected_unix_s: float
+
+
+@dataclass(frozen=True)
 class Summary:
     """What spec-verdict reads of PREFIX_summary.json (empty when there is none)."""
 
@@ -65,6 +76,7 @@ class Summary:
     rows: int | None = None
     """The request rows the run counted (`client.requests`, written after the rows closed)."""
     models: tuple[str, ...] | None = None
+    lost_workers: tuple[LostWorker, ...] = ()
 
 
 def discover(path: Path) -> list[Path]:
@@ -270,7 +282,43 @@ def read_summary(path: Path) -> Summary:
     client = data.get("client")
     rows = _count(f"{path}: client.requests", client.get("requests")) if isinstance(client, dict) else None
     return Summary(_strings(path, data, "warnings") or (), disagreements, read_client_lag(path, data), rows,
-                   _strings(path, data, "models") or None)
+                   _strings(path, data, "models") or None, read_lost_workers(path, data))
+
+
+def read_lost_workers(path: Path, data: dict) -> tuple[LostWorker, ...]:
+    """`lost_workers` (schema 2): who was lost, last heard when, found lost when."""
+    found = data.get("lost_workers") or []
+    if not isinstance(found, list) or not all(isinstance(w, dict) for w in found):
+        raise InputError(f"{path}: 'lost_workers' is not a list of objects")
+    out = []
+    for i, lost in enumerate(found):
+        times = [lost.get(k) for k in ("last_seen_unix_s", "detected_unix_s")]
+        if not all(_is_number(t) and t <= LIMITS["start_unix_s"][1] for t in times):
+            raise InputError(f"{path}: lost_workers[{i}] has no valid last_seen_unix_s and detected_unix_s")
+        out.append(LostWorker(str(lost.get("worker"))[:80], float(times[0]), float(times[1])))
+    return tuple(out)
+
+
+def leave_out_lost(path: Path, frame: pd.DataFrame,
+                   lost: Sequence[LostWorker]) -> tuple[pd.DataFrame, tuple[str, ...]]:
+    """The rows measured short of users left out: a lost worker's users were gone from its last heartbeat on,
+    in the level then and in any level that started before it was found lost (Locust handed users out to it
+    until then); a level that started after it had all its users again."""
+    notes = []
+    for lw in lost:
+        first = frame.groupby("level_users", observed=True)["start_unix_s"].min()
+        short = first.index[first < lw.detected_unix_s]
+        drop = frame["level_users"].isin(short) & (frame["start_unix_s"] >= lw.last_seen_unix_s)
+        if not drop.any():
+            continue
+        levels = ", ".join(f"{u:g}" for u in sorted(frame.loc[drop, "level_users"].unique()))
+        when = time.strftime("%H:%M:%S", time.gmtime(lw.last_seen_unix_s))
+        notes.append(f"worker {lw.worker} was lost at {when} UTC: {int(drop.sum())} rows at {levels} users "
+                     "from then on are left out (the level ran short of its users)")
+        frame = frame[~drop]
+    if frame.empty:
+        raise InputError(f"{path}: every row was measured after a worker was lost (summary lost_workers)")
+    return frame, tuple(notes)
 
 
 def _count(where: str, value: object) -> int | None:
@@ -304,12 +352,13 @@ def read_run(prefix: Path) -> RunData:
     summary = read_summary(files.summary)
     requests, latency = read_requests(files.requests), read_latency(files.latency)
     check_row_counts(files, requests, latency, summary.rows)
+    requests, left_out = leave_out_lost(files.requests, requests, summary.lost_workers)
     return RunData(
         prefix=prefix,
         requests=requests,
         latency=latency,
         snapshots=read_server_metrics(files.server_metrics),
-        warnings=summary.warnings,
+        warnings=summary.warnings + left_out,
         crosscheck=summary.crosscheck,
         client_lag=summary.client_lag,
         models=summary.models,

@@ -72,6 +72,7 @@ def _on_init(environment, web_ui=None, **_kw) -> None:
     elif isinstance(runner, MasterRunner):
         runner.register_message(
             BATCH, lambda msg, **_: run.collector.receive(msg.node_id, msg.data, run.sink))
+        _watch_workers(environment, run)
     if not isinstance(runner, MasterRunner):
         gevent.spawn(_flush_periodically, run)
     if not isinstance(runner, WorkerRunner):
@@ -81,6 +82,14 @@ def _on_init(environment, web_ui=None, **_kw) -> None:
             run.timeline = live.install(run, web_ui)
             view = webui.install(run, web_ui)
             environment.events.test_start.add_listener(lambda **_: view.test_started())
+
+
+def _watch_workers(environment, run: SpecRun) -> None:
+    """Master: hear each worker's heartbeats and Locust stats reports, and check for lost workers."""
+    watch = run.workers
+    environment.events.heartbeat_sent.add_listener(lambda client_id, **_: watch.heard_from(client_id))
+    environment.events.worker_report.add_listener(lambda client_id, data, **_: watch.report(client_id, data))
+    gevent.spawn(distributed.watch_workers, environment, run.collector, watch)
 
 
 def _interrupt_main() -> None:
@@ -122,6 +131,7 @@ def _on_test_start(environment, **_kw) -> None:
             run.start()
     if run.collector is not None:
         run.collector.start_test()
+        run.workers.start_test()
         if environment.shape_class is None:  # a ladder publishes its own levels, with their warm-up
             # Workers hear the total from Locust only once spawning completes, after their first requests
             # started: tell them now, before the spawn messages leave (same socket, so this arrives first).
@@ -136,7 +146,7 @@ def _on_test_start(environment, **_kw) -> None:
 def _on_test_stopping(environment, **_kw) -> None:
     run = run_of(environment)
     if run is not None and run.collector is not None:
-        distributed.wait_for_final_batches(environment, run.collector)
+        distributed.wait_for_final_batches(environment, run.collector, run.workers)
 
 
 @events.test_stop.add_listener

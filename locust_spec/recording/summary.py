@@ -16,7 +16,9 @@ window's `models`, `other_models`, `anomalies`):
                                                            "chunks_all_processes"}},
                            "by_process": {"<id>": {...}}}},
  "server": {<SpecWindow over the run>} | null,
- "concurrency": [{"users", "max_running", "max_waiting", "delivered"}, ...]}
+ "concurrency": [{"users", "max_running", "max_waiting", "delivered"}, ...],
+ "lost_workers": [{"worker", "last_seen_unix_s", "detected_unix_s", "level_users", "users", "rows_received",
+                   "requests_reported", "rows_lost"}, ...]}
 ```
 Written when the process exits (Locust's `quit` event), after the request rows are closed: on the master in
 a distributed run, after the workers' last batches.
@@ -142,10 +144,14 @@ def models_under_test(clients: Mapping[str, dict]) -> list[str] | None:
 
 def build_summary(totals: crosscheck.ClientTotals | None, run: SpecWindow | None,
                   levels: Sequence[tuple[int, SpecWindow]], clients: Mapping[str, dict],
-                  other_warnings: Sequence[str] = (), models: Sequence[str] | None = None) -> dict:
-    """The summary document; `other_warnings` (scrape failures, lost batches) come first. `models` are the
-    models under test, whose counters the windows count."""
-    checks = crosscheck.cross_check(totals, run) if totals is not None and run is not None else []
+                  other_warnings: Sequence[str] = (), models: Sequence[str] | None = None,
+                  lost_workers: Sequence[dict] = ()) -> dict:
+    """The summary document; `other_warnings` (lost workers, scrape failures, lost batches) come first.
+    `models` are the models under test, whose counters the windows count; `lost_workers` the workers lost
+    mid-run (wiring/distributed.py's LostWorker.as_dict)."""
+    # what the server may have finished that no row shows: a lost worker's rows, and its requests in flight
+    unseen = sum(int(lw.get("rows_lost") or 0) + int(lw.get("users") or 0) for lw in lost_workers)
+    checks = crosscheck.cross_check(totals, run, unseen) if totals is not None and run is not None else []
     parts = crosscheck.summary(totals, checks) if totals is not None else {"client": {}, "crosscheck": {}}
     generators = combine_clients(clients)
     conc, conc_warnings = concurrency(levels, totals is not None and run is not None
@@ -167,6 +173,7 @@ def build_summary(totals: crosscheck.ClientTotals | None, run: SpecWindow | None
         "client": {**parts["client"], "generators": generators},
         "server": asdict(run) if run is not None else None,
         "concurrency": conc,
+        "lost_workers": list(lost_workers),
     }
 
 

@@ -36,7 +36,7 @@ from locust_spec.recording.scraper import Scraper, scraper_from_options
 from locust_spec.recording.timeline import Timeline
 from locust_spec.recording.trace import Trace
 from locust_spec.recording.writes import WriteFailed
-from locust_spec.wiring.distributed import BATCH, Collector, WorkerSink
+from locust_spec.wiring.distributed import BATCH, Collector, WorkerSink, WorkerWatch
 from locust_spec.wiring.lag import LagMonitor
 from locust_spec.wiring.options import settings_from
 
@@ -60,6 +60,8 @@ class SpecRun:
     lag: LagMonitor | None = None
     budget: ClientBudget | None = None
     collector: Collector | None = None
+    workers: WorkerWatch | None = None
+    """The master's: which workers were lost mid-run."""
     scraper: Scraper | None = None
     timeline: Timeline | None = None
     """The live page's (a local or master runner with the web UI)."""
@@ -101,6 +103,7 @@ class SpecRun:
             run.sink = FileSink(prefix, on_failure=run.recording_failed)
         if master:
             run.collector = Collector()
+            run.workers = WorkerWatch(level=lambda: run.levels.current().users)
         return run
 
     def use_run_options(self, worker_index: int) -> None:
@@ -248,7 +251,10 @@ class SpecRun:
     def client_summaries(self) -> dict[str, dict]:
         """Each load-generating process's client summary: the workers' on a master, else this process's."""
         if self.collector is not None:
-            return dict(self.collector.clients)
+            found = dict(self.collector.clients)
+            for lost in self.workers.lost if self.workers is not None else ():
+                found[lost] = {**found.get(lost, {}), "lost": True}  # counted, even before its first batch
+            return found
         return {"local": self.client_summary()}
 
     def summary(self) -> dict | None:
@@ -272,7 +278,10 @@ class SpecRun:
         levels = found.level_windows(models) if found is not None else []
         notes += found.warnings(models) if found is not None else []
         notes += self.collector.warnings() if self.collector is not None else []
-        return summary.build_summary(totals, window, levels, clients, notes, models)
+        lost = self.workers.found(self.collector) if self.workers is not None else []
+        notes = [lw.warning() for lw in lost] + notes
+        return summary.build_summary(totals, window, levels, clients, notes, models,
+                                     [lw.as_dict() for lw in lost])
 
     def write_summary(self) -> dict | None:
         """Build, write and log the summary at the end of the run; None without `--csv`."""
