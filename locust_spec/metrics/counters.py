@@ -274,11 +274,6 @@ class WindowAccumulator:
             Anomaly(*where[:3], found.count + 1, found.first_unix_s, found.detail) if found is not None
             else Anomaly(*where[:3], 1, snapshot.timestamp_unix_s, detail))
 
-    @property
-    def resets(self) -> int:
-        """Restarts seen, over every model (a window names those of its models)."""
-        return sum(self._resets.values())
-
     def _counted(self, models: Collection[str] | None) -> tuple[Counting, list[str]]:
         """The model_name values a window counts (None: series without the label) and why, as notes."""
         exposed = sorted(self._models)

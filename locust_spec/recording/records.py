@@ -107,6 +107,11 @@ class RowWriter:
         finally:
             self._file.close()
 
+    def abandon(self) -> None:
+        """Close without writing what waits (after a failure elsewhere, the file stays as it is)."""
+        self._buffer.clear()
+        self._file.close()
+
 
 def record_histograms(histograms: LatencyHistograms, row: RequestRow, timing: RequestTiming | None) -> None:
     """Histograms take only successful requests (level histograms also skip warm-up: LatencyHistograms)."""
@@ -175,7 +180,10 @@ class FileSink:
 
     def close(self) -> None:
         self.flush()
-        self._writing(self.rows.close)
+        if self.failure is None:
+            self._writing(self.rows.close)
+        else:
+            self.rows.abandon()
 
     def _writing(self, write: Callable, *args) -> None:
         if self.failure is not None:

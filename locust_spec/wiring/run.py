@@ -67,6 +67,8 @@ class SpecRun:
     """The live page's (a local or master runner with the web UI)."""
     memtrace: MemTrace | None = None
     gave_up: bool = False
+    write_failure: str | None = None
+    """Why the requests CSV stopped (a full disk), for the summary once the sink is closed."""
     servers: dict[str, Server] = field(default_factory=dict)
     _servers_lock: gevent.lock.Semaphore = field(default_factory=gevent.lock.Semaphore)
     _fitted: set[str] = field(default_factory=set)
@@ -225,6 +227,10 @@ class SpecRun:
     def close(self) -> None:
         if self.sink is not None:
             self.sink.close()
+            sink = self.sink
+            if isinstance(sink, FileSink) and sink.failure is not None:
+                self.write_failure = (f"{sink.failure}; {sink.unwritten} requests measured after it have no "
+                                      "row (the run stopped)")
             self.sink = None
         if self.processor is not None and self.processor.trace is not None:
             self.processor.trace.close()
@@ -278,6 +284,8 @@ class SpecRun:
         levels = found.level_windows(models) if found is not None else []
         notes += found.warnings(models) if found is not None else []
         notes += self.collector.warnings() if self.collector is not None else []
+        if self.write_failure is not None:
+            notes.insert(0, self.write_failure)
         lost = self.workers.found(self.collector) if self.workers is not None else []
         notes = [lw.warning() for lw in lost] + notes
         return summary.build_summary(totals, window, levels, clients, notes, models,
