@@ -229,8 +229,8 @@ class SpecRun:
             self.sink.close()
             sink = self.sink
             if isinstance(sink, FileSink) and sink.failure is not None:
-                self.write_failure = (f"{sink.failure}; {sink.unwritten} requests measured after it have no "
-                                      "row (the run stopped)")
+                self.write_failure = (f"{sink.failure}; {sink.unwritten} more requests measured have no row "
+                                      "(the run stopped)")
             self.sink = None
         if self.processor is not None and self.processor.trace is not None:
             self.processor.trace.close()
