@@ -45,7 +45,7 @@ def test_a_lying_metrics_endpoint_is_counted_for_the_model_under_test_with_each_
         hostile, tmp_path):
     server = hostile({"/v1/models": models(MODEL), "/v1/chat/completions": chat_stream(),
                       "/metrics": scripted_metrics(exposition)})
-    proc = runs.start(tmp_path, server.url, "--headless", "-u", "1", "-r", "1", "-t", "4s",
+    proc = runs.start(tmp_path, server.url, "--headless", "-u", "1", "-r", "1", "-t", "3s",
                       "--metrics-interval", "0.25")
     out, _ = proc.communicate(timeout=120)
     assert "Traceback" not in out, out[-3000:]

@@ -32,7 +32,7 @@ def test_a_worker_killed_mid_run_is_reported_its_rows_left_out_and_the_run_fails
     server = hostile(LOAD)
     log = (tmp_path / "locust.log").open("w")
     proc = subprocess.Popen(runs.locust_cmd(tmp_path, server.url, "--headless", "--processes", "2", "-u",
-                                            str(USERS), "-r", str(USERS), "-t", "9s",
+                                            str(USERS), "-r", str(USERS), "-t", "7s",
                                             "--metrics-interval", "1"),
                             cwd=tmp_path, stdout=log, stderr=subprocess.STDOUT)
     try:
