@@ -6,6 +6,8 @@ read past, though docs/contracts.md says readers reject unknown headers."""
 
 from __future__ import annotations
 
+import csv
+import json
 from pathlib import Path
 
 import orjson
@@ -21,6 +23,9 @@ SMALL = {"levels": (1,), "requests_per_user": {1: 24}}
 def arms(tmp_path) -> tuple[Path, Path]:
     return (write_run(tmp_path / "off" / "run", ArmSpec(speculative=False, **SMALL)),
             write_run(tmp_path / "on" / "run", ArmSpec(speculative=True, **SMALL)))
+
+
+ACCEPTED = "vllm:spec_decode_num_accepted_tokens_total"
 
 
 def verdict(capsys, base: Path, cand: Path) -> tuple[int, str]:
@@ -60,3 +65,22 @@ def test_a_column_the_contract_does_not_know_is_refused(arms, capsys):
     code, err = verdict(capsys, base, cand)
     assert code == 2 and len(err.splitlines()) == 1, err
     assert "unknown column surprise" in err
+
+
+def test_a_counter_that_falls_in_the_candidates_metrics_is_named_in_the_verdict(arms, capsys):
+    base, cand = arms
+    path = Path(f"{cand}_server_metrics.csv")
+    with path.open(newline="") as f:
+        reader = csv.DictReader(f)
+        fields, rows = reader.fieldnames, list(reader)
+    accepted = [r for r in rows if r["metric"] == ACCEPTED]
+    accepted[2]["value"] = repr(float(accepted[1]["value"]) - 1)  # _created unchanged: no restart
+    with path.open("w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=fields)
+        writer.writeheader()
+        writer.writerows(rows)
+    assert run([str(base), str(cand), "--format", "json"]) == 0
+    warnings = json.loads(capsys.readouterr().out)["warnings"]
+    [line] = [w for w in warnings if "counter_decrease" in w]
+    assert line.startswith("candidate's server counters at 1 users: server counter anomaly")
+    assert ACCEPTED in line
