@@ -8,9 +8,10 @@ from pathlib import Path
 
 import numpy as np
 import orjson
+import pandas as pd
 import pytest
 from locust_spec.analysis import levels
-from locust_spec.analysis.runs import discover, read_run
+from locust_spec.analysis.runs import LostWorker, discover, leave_out_lost, read_run
 
 from locust_spec.metrics.exposition import Sample, Snapshot
 from locust_spec.recording.histograms import LatencyHistograms
@@ -182,3 +183,15 @@ def test_discover_accepts_prefix_file_or_folder(tmp_path):
     assert discover(a) == [a]
     assert discover(Path(f"{a}_latency.json")) == [a]
     assert discover(tmp_path) == [tmp_path / "a", tmp_path / "b"]
+
+
+def test_rows_measured_short_of_users_after_a_worker_was_lost_are_left_out(tmp_path):
+    # levels 1 (0-10 s), 2 (10-20 s), 4 (20-30 s); the worker last heard at 8 s, found lost at 12 s: level 1
+    # from 8 s on and level 2 (handed users for the dead worker at its start) ran short; level 4 did not
+    frame = pd.DataFrame({"level_users": [1.0] * 10 + [2.0] * 10 + [4.0] * 10,
+                          "start_unix_s": [T0 + t for t in range(30)]})
+    lost = [LostWorker("w1", T0 + 8, T0 + 12)]
+    kept, notes = leave_out_lost(tmp_path / "run_requests.csv", frame, lost)
+    assert [t - T0 for t in kept["start_unix_s"]] == [*range(8), *range(20, 30)]
+    [note] = notes
+    assert "worker w1 was lost at" in note and "12 rows at 1, 2 users from then on are left out" in note
