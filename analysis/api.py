@@ -78,6 +78,7 @@ def verdict_for(
         cdf[users] = {"baseline": lv.merged_itl_cdf(base_runs, users),
                       "candidate": lv.merged_itl_cdf(cand_runs, users)}
     notes += latency_notes(base_runs, cand_runs, inputs) + counter_notes(cand_runs, inputs)
+    notes += spec_notes(inputs)
     arms = (("baseline", base_runs), ("candidate", cand_runs))
     warnings = [(arm, w) for arm, runs in arms for run in runs for w in run.warnings]
     disagreements = [(arm, w) for arm, runs in arms for run in runs for w in run.crosscheck]
@@ -125,6 +126,17 @@ def counter_notes(cand_runs: Sequence[RunData], inputs: Sequence[LevelInput]) ->
         notes.append(f"fewer than two scrapes of the candidate's /metrics within the level(s) at "
                      f"{_levels_text(missing)} users: scrape more often (locust --metrics-interval)")
     return notes
+
+
+def spec_notes(inputs: Sequence[LevelInput]) -> list[str]:
+    """What the candidate's counter windows noted (restarts, anomalies, models left out), each note once with
+    the levels it applies to."""
+    levels: dict[str, list[int]] = {}
+    for i in inputs:
+        for note in i.spec.notes if i.spec is not None else ():
+            levels.setdefault(note, []).append(i.users)
+    return [f"candidate's server counters at {_levels_text(users)} users: {note}"
+            for note, users in levels.items()]
 
 
 def render(verdict: Verdict, fmt: str) -> str:

@@ -347,22 +347,23 @@ def spec_stats(run: RunData, level: RunLevel) -> SpecStats | None:
     """The candidate's counters over the level's bracketing scrapes; None without two of them."""
     if not run.snapshots:
         return None
-    window = counters.spec_window(bracket(run.snapshots, level), -np.inf, np.inf)
+    window = counters.spec_window(bracket(run.snapshots, level), -np.inf, np.inf, run.models)
     if window.scrapes < 2:
         return None
     return _spec(window)
 
 
 # The counters an acceptance unit needs (drafts names the server's schema), and their `_created` series
-# (restart detection).
+# (restart detection), and the process start time (restart detection without them).
 UNIT_COUNTERS = frozenset(f"{prefix}:{name}" for prefix in counters.V1_SCHEMA
                           for name in (counters.DRAFTS, counters.DRAFT_TOKENS, counters.ACCEPTED))
-UNIT_SERIES = UNIT_COUNTERS | {counters.created_name(m) for m in UNIT_COUNTERS}
+UNIT_SERIES = UNIT_COUNTERS | {counters.created_name(m) for m in UNIT_COUNTERS} | {counters.PROCESS_START}
 
 
-def interval_units(snapshots: Sequence[Snapshot]) -> tuple[np.ndarray, np.ndarray]:
-    """(accepted, drafted) token increases per scrape interval, every URL's intervals in turn. Only the two
-    counters are kept from each scrape, so a long run's thousands of intervals stay cheap."""
+def interval_units(snapshots: Sequence[Snapshot],
+                   models: Sequence[str] | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """(accepted, drafted) token increases of `models` per scrape interval, every URL's intervals in turn.
+    Only the two counters are kept from each scrape, so a long run's thousands of intervals stay cheap."""
     by_url: dict[str, list[Snapshot]] = {}
     for snap in snapshots:
         kept = tuple(s for s in snap.samples if s.metric in UNIT_SERIES)
@@ -371,7 +372,7 @@ def interval_units(snapshots: Sequence[Snapshot]) -> tuple[np.ndarray, np.ndarra
     for snaps in by_url.values():
         snaps.sort(key=lambda s: s.timestamp_unix_s)
         for a, b in zip(snaps, snaps[1:], strict=False):
-            w = counters.spec_window([a, b], -np.inf, np.inf)
+            w = counters.spec_window([a, b], -np.inf, np.inf, models)
             accepted.append(w.accepted or 0.0)
             drafted.append(w.draft_tokens or 0.0)
     return np.array(accepted), np.array(drafted)
@@ -397,8 +398,8 @@ def acceptance_ci(runs: Sequence[RunData], levels: Sequence[RunLevel], point: fl
                                       method="bootstrap, requests", units=ci.units)
             if ci.measured and point is not None and not ci.estimate and not point:
                 return stats.Interval(point, ci.lo, ci.hi, method="bootstrap, requests", units=ci.units)
-    units = [interval_units(bracket(run.snapshots, lv)) for run, lv in zip(runs, levels, strict=True)
-             if run.snapshots]
+    units = [interval_units(bracket(run.snapshots, lv), run.models)
+             for run, lv in zip(runs, levels, strict=True) if run.snapshots]
     if not units:
         return None
     a = np.concatenate([u[0] for u in units])

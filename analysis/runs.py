@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import csv
 import io
+import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -50,6 +52,31 @@ class RunData:
     warnings: tuple[str, ...]
     crosscheck: tuple[str, ...] = ()
     client_lag: dict[int, ClientLag] = field(default_factory=dict)
+    models: tuple[str, ...] | None = None
+    """The models under test, whose server counters are counted (None: the run does not say)."""
+
+
+@dataclass(frozen=True)
+class LostWorker:
+    """A worker lost mid-run, as the summary's `lost_workers` records it (the fields spec-verdict needs)."""
+
+    worker: str
+    last_seen_unix_s: float
+    detected_unix_s: float
+
+
+@dataclass(frozen=True)
+class Summary:
+    """What spec-verdict reads of PREFIX_summary.json (empty when there is none)."""
+
+    warnings: tuple[str, ...] = ()
+    crosscheck: tuple[str, ...] = ()
+    """The cross-checks that disagreed."""
+    client_lag: dict[int, ClientLag] = field(default_factory=dict)
+    rows: int | None = None
+    """The request rows the run counted (`client.requests`, written after the rows closed)."""
+    models: tuple[str, ...] | None = None
+    lost_workers: tuple[LostWorker, ...] = ()
 
 
 def discover(path: Path) -> list[Path]:
@@ -78,6 +105,17 @@ def _check_complete(path: Path, header: list[str]) -> None:
         raise InputError(f"{path}: truncated: the last row has {len(fields)} of {len(header)} fields")
 
 
+def _check_known(path: Path, header: list[str]) -> None:
+    """The contract: a reader rejects a header it does not know (a newer writer's, or an edited file)."""
+    unknown = [c for c in header if c not in runfiles.COLUMNS]
+    if unknown:
+        raise InputError(f"{path}: unknown column {unknown[0][:40]} (this spec-verdict reads "
+                         f"{runfiles.COLUMNS[0]}..{runfiles.COLUMNS[-1]}; a newer locust-spec wrote it?)")
+    repeated = [c for c in header if header.count(c) > 1]
+    if repeated:
+        raise InputError(f"{path}: column {repeated[0]} appears {header.count(repeated[0])} times")
+
+
 def _bad_numeric(path: Path, columns: list[str]) -> str:
     """Name the first numeric cell that is not a number (only on the error path)."""
     frame = pd.read_csv(path, usecols=columns, dtype=str, keep_default_na=False)
@@ -104,6 +142,7 @@ def read_requests(path: Path) -> pd.DataFrame:
         raise InputError(f"{path}: not a locust-spec requests CSV (header: {','.join(header)[:80]})")
     if missing:
         raise InputError(f"{path}: wrong columns: missing {', '.join(missing)}")
+    _check_known(path, header)
     _check_complete(path, header)
     numeric = {c: t for c, t in NUMERIC.items() if c in header}
     try:
@@ -139,15 +178,17 @@ def _check_ranges(path: Path, frame: pd.DataFrame) -> None:
                              f"outside {low:g}..{high:g}")
 
 
-def _read_json(path: Path) -> dict:
+def _read_json(path: Path, schemas: tuple[int, ...] = (1,)) -> dict:
     try:
         data = orjson.loads(path.read_bytes())
     except orjson.JSONDecodeError as exc:
         raise InputError(f"{path}: not valid JSON (truncated?): {exc}") from None
     if not isinstance(data, dict):
         raise InputError(f"{path}: not a JSON object")
-    if type(data.get("schema")) is not int or data["schema"] != 1:  # JSON true is no schema, though True == 1
-        raise InputError(f"{path}: unknown schema {data.get('schema')!r} (this spec-verdict reads schema 1)")
+    # JSON true is no schema, though True == 1
+    if type(data.get("schema")) is not int or data["schema"] not in schemas:
+        raise InputError(f"{path}: unknown schema {data.get('schema')!r} (this spec-verdict reads schema "
+                         f"{' or '.join(map(str, schemas))})")
     return data
 
 
@@ -219,31 +260,106 @@ def read_client_lag(path: Path, data: dict) -> dict[int, ClientLag]:
     return out
 
 
-def read_summary(path: Path) -> tuple[tuple[str, ...], tuple[str, ...], dict[int, ClientLag]]:
-    """The run's warnings, those of its client-vs-server cross-checks that disagreed, and the load
-    generator's lag per level."""
+def _strings(path: Path, data: dict, key: str) -> tuple[str, ...] | None:
+    value = data.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, list) or not all(isinstance(w, str) for w in value):
+        raise InputError(f"{path}: '{key}' is not a list of strings")
+    return tuple(value)
+
+
+def read_summary(path: Path) -> Summary:
+    """The run's warnings, those of its client-vs-server cross-checks that disagreed, the load generator's
+    lag per level, the rows it counted and the models under test."""
     if not path.is_file():
-        return (), (), {}
-    data = _read_json(path)
-    warnings = data.get("warnings", [])
-    if not isinstance(warnings, list) or not all(isinstance(w, str) for w in warnings):
-        raise InputError(f"{path}: 'warnings' is not a list of strings")
+        return Summary()
+    data = _read_json(path, runfiles.SUMMARY_SCHEMAS)
     checks = data.get("crosscheck") or {}
     if not isinstance(checks, dict) or not all(isinstance(c, dict) for c in checks.values()):
         raise InputError(f"{path}: 'crosscheck' is not an object of checks")
     disagreements = tuple(str(c["warning"]) for c in checks.values() if c.get("warning"))
-    return tuple(warnings), disagreements, read_client_lag(path, data)
+    client = data.get("client")
+    rows = _count(f"{path}: client.requests", client.get("requests")) if isinstance(client, dict) else None
+    return Summary(_strings(path, data, "warnings") or (), disagreements, read_client_lag(path, data), rows,
+                   _strings(path, data, "models") or None, read_lost_workers(path, data))
+
+
+def read_lost_workers(path: Path, data: dict) -> tuple[LostWorker, ...]:
+    """`lost_workers` (schema 2): who was lost, last heard when, found lost when."""
+    found = data.get("lost_workers") or []
+    if not isinstance(found, list) or not all(isinstance(w, dict) for w in found):
+        raise InputError(f"{path}: 'lost_workers' is not a list of objects")
+    out = []
+    for i, lost in enumerate(found):
+        times = [lost.get(k) for k in ("last_seen_unix_s", "detected_unix_s")]
+        if not all(_is_number(t) and t <= LIMITS["start_unix_s"][1] for t in times):
+            raise InputError(f"{path}: lost_workers[{i}] has no valid last_seen_unix_s and detected_unix_s")
+        out.append(LostWorker(str(lost.get("worker"))[:80], float(times[0]), float(times[1])))
+    return tuple(out)
+
+
+def leave_out_lost(path: Path, frame: pd.DataFrame,
+                   lost: Sequence[LostWorker]) -> tuple[pd.DataFrame, tuple[str, ...]]:
+    """The rows measured short of users left out: a lost worker's users were gone from its last heartbeat on,
+    in the level then and in any level that started before it was found lost (Locust handed users out to it
+    until then); a level that started after it had all its users again."""
+    notes = []
+    for lw in lost:
+        first = frame.groupby("level_users", observed=True)["start_unix_s"].min()
+        short = first.index[first < lw.detected_unix_s]
+        drop = frame["level_users"].isin(short) & (frame["start_unix_s"] >= lw.last_seen_unix_s)
+        if not drop.any():
+            continue
+        levels = ", ".join(f"{u:g}" for u in sorted(frame.loc[drop, "level_users"].unique()))
+        when = time.strftime("%H:%M:%S", time.gmtime(lw.last_seen_unix_s))
+        notes.append(f"worker {lw.worker} was lost at {when} UTC: {int(drop.sum())} rows at {levels} users "
+                     "from then on are left out (the level ran short of its users)")
+        frame = frame[~drop]
+    if frame.empty:
+        raise InputError(f"{path}: every row was measured after a worker was lost (summary lost_workers)")
+    return frame, tuple(notes)
+
+
+def _count(where: str, value: object) -> int | None:
+    if value is None:
+        return None
+    if not _is_count(value):
+        raise InputError(f"{where} is not a count: {str(value)[:20]!r}")
+    return value
+
+
+def check_row_counts(files: RunFiles, frame: pd.DataFrame, latency: dict | None,
+                     summary_rows: int | None) -> None:
+    """A requests CSV cut exactly at a line end reads as a shorter run: the counts the run wrote beside its
+    rows (latency.json's successful requests, the summary's rows) say it is not. Fewer rows than either is
+    an InputError; more are not (latency.json is rewritten every 30 s: a run killed hard has an older one)."""
+    if summary_rows is not None and len(frame) < summary_rows:
+        raise InputError(f"{files.requests}: truncated: {len(frame)} request rows, but "
+                         f"{files.summary.name} counts {summary_rows}")
+    e2e = ((latency or {}).get("metrics") or {}).get("e2e") or {}
+    counted = _count(f"{files.latency}: metrics.e2e.all.count", (e2e.get("all") or {}).get("count"))
+    if counted is None:
+        return
+    ok = int((frame["error"].isna() & frame["e2e_ms"].notna()).sum())
+    if ok < counted:
+        raise InputError(f"{files.requests}: truncated: {ok} successful request rows, but "
+                         f"{files.latency.name} counts {counted}")
 
 
 def read_run(prefix: Path) -> RunData:
     files = RunFiles(str(prefix))
-    warnings, crosscheck, client_lag = read_summary(files.summary)
+    summary = read_summary(files.summary)
+    requests, latency = read_requests(files.requests), read_latency(files.latency)
+    check_row_counts(files, requests, latency, summary.rows)
+    requests, left_out = leave_out_lost(files.requests, requests, summary.lost_workers)
     return RunData(
         prefix=prefix,
-        requests=read_requests(files.requests),
-        latency=read_latency(files.latency),
+        requests=requests,
+        latency=latency,
         snapshots=read_server_metrics(files.server_metrics),
-        warnings=warnings,
-        crosscheck=crosscheck,
-        client_lag=client_lag,
+        warnings=summary.warnings + left_out,
+        crosscheck=summary.crosscheck,
+        client_lag=summary.client_lag,
+        models=summary.models,
     )

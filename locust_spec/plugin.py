@@ -21,6 +21,7 @@ from locust_spec.core.level import MESSAGE as LEVEL_MESSAGE
 from locust_spec.core.level import Level
 from locust_spec.core.prompts import PromptError
 from locust_spec.recording import scraper
+from locust_spec.recording.writes import WriteFailed
 from locust_spec.web import live, webui
 from locust_spec.wiring import distributed, guard, options
 from locust_spec.wiring.distributed import BATCH, FINISH, WorkerSink
@@ -57,7 +58,7 @@ def _on_init(environment, web_ui=None, **_kw) -> None:
     guard.guard_environment(environment, web_ui)
     try:
         run = attach(environment, SpecRun.for_environment(environment, measuring=_measures(environment)))
-    except (PromptError, ValueError) as e:
+    except (PromptError, ValueError, WriteFailed) as e:
         raise SystemExit(f"locust-spec: {e}") from None
     runner = environment.runner
     environment.events.spawning_complete.add_listener(lambda user_count, **_: _on_spawned(run, user_count))
@@ -75,6 +76,7 @@ def _on_init(environment, web_ui=None, **_kw) -> None:
     elif isinstance(runner, MasterRunner):
         runner.register_message(
             BATCH, lambda msg, **_: run.collector.receive(msg.node_id, msg.data, run.sink))
+        _watch_workers(environment, run)
     if not isinstance(runner, MasterRunner):
         gevent.spawn(_flush_periodically, run)
     if not isinstance(runner, WorkerRunner):
@@ -84,6 +86,14 @@ def _on_init(environment, web_ui=None, **_kw) -> None:
             run.timeline = live.install(run, web_ui)
             view = webui.install(run, web_ui)
             environment.events.test_start.add_listener(lambda **_: view.test_started())
+
+
+def _watch_workers(environment, run: SpecRun) -> None:
+    """Master: hear each worker's heartbeats and Locust stats reports, and check for lost workers."""
+    watch = run.workers
+    environment.events.heartbeat_sent.add_listener(lambda client_id, **_: watch.heard_from(client_id))
+    environment.events.worker_report.add_listener(lambda client_id, data, **_: watch.report(client_id, data))
+    gevent.spawn(distributed.watch_workers, environment, run.collector, watch)
 
 
 def _interrupt_main() -> None:
@@ -125,6 +135,7 @@ def _on_test_start(environment, **_kw) -> None:
             run.start()
     if run.collector is not None:
         run.collector.start_test()
+        run.workers.start_test()
         if environment.shape_class is None:  # a ladder publishes its own levels, with their warm-up
             # Workers hear the total from Locust only once spawning completes, after their first requests
             # started: tell them now, before the spawn messages leave (same socket, so this arrives first).
@@ -139,7 +150,7 @@ def _on_test_start(environment, **_kw) -> None:
 def _on_test_stopping(environment, **_kw) -> None:
     run = run_of(environment)
     if run is not None and run.collector is not None:
-        distributed.wait_for_final_batches(environment, run.collector)
+        distributed.wait_for_final_batches(environment, run.collector, run.workers)
 
 
 @events.test_stop.add_listener

@@ -16,7 +16,10 @@ SUFFIXES = (REQUESTS, LATENCY, SERVER_METRICS, SUMMARY)
 """What follows the Locust `--csv` PREFIX in each of locust-spec's files, in the order they are listed."""
 
 LATENCY_SCHEMA = 1
-SUMMARY_SCHEMA = 1
+SUMMARY_SCHEMA = 2
+SUMMARY_SCHEMAS = (1, 2)
+"""What readers of PREFIX_summary.json accept (2 added the models under test, lost workers, counter
+anomalies)."""
 BATCH_VERSION = 1
 """Of the worker -> master row batches (distributed.py)."""
 

@@ -1,9 +1,24 @@
-"""Server counters over a time window: Prometheus-style increases across restarts, acceptance (pure)."""
+"""Server counters over a time window: increases across restarts, judged per series; acceptance (pure).
+
+What a window counts, and why:
+- **Per series, restarts by `_created`.** A series whose `_created` timestamp changed counts from zero (the
+  process behind it started again); one whose `_created` stayed and whose value fell did not restart.
+  Without `_created`, a fall is a restart only when the URL's process restarted
+  (`process_start_time_seconds` changed) or most of its counters fell together, as a restart makes them.
+  Before, one counter that fell by 1 made every counter at the URL count its lifetime total again.
+- **Named anomalies, left out.** A fall that is no restart, a value that is not a finite number (NaN, +Inf)
+  and a series exposed twice in one scrape are anomalies: the scrape is left out for that model's counters
+  (the window bridges it from the scrape before to the next one) and each is named in the notes.
+- **The model under test.** A /metrics shared by several models (`model_name`) is counted for the model
+  under test only; the others are named as left out. Not knowing the model, a window counts a /metrics
+  with one model, and none of several.
+"""
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 
 from locust_spec.metrics.exposition import (
@@ -17,7 +32,7 @@ from locust_spec.metrics.exposition import (
 )
 
 __all__ = [
-    "Parsed", "Sample", "Snapshot", "SpecWindow", "WindowAccumulator",
+    "Anomaly", "Parsed", "Sample", "Snapshot", "SpecWindow", "WindowAccumulator",
     "parse_exposition", "parse_exposition_checked", "snapshots_from_rows", "spec_window",
 ]
 
@@ -55,6 +70,18 @@ COUNTERS = frozenset(
 )
 GAUGES = frozenset({V0_RATE, V0_EFFICIENCY, SGLANG_RATE, SGLANG_LENGTH})
 _SUFFIXES = ("_total", "_created", "_bucket", "_sum", "_count")
+MODEL_LABEL = "model_name"
+PROCESS_START = "process_start_time_seconds"
+# Anomaly kinds: the scrape that shows one is left out for the model's counters.
+DECREASE, NOT_FINITE, DUPLICATE = "counter_decrease", "not_finite", "duplicate_series"
+_ANOMALY_TEXT = {
+    DECREASE: "fell without a restart",
+    NOT_FINITE: "is not a finite number",
+    DUPLICATE: "is exposed twice in one scrape",
+}
+MAX_NAMED = 5  # models or series named in one note line
+Counting = frozenset[str | None]
+"""The `model_name` values a window counts; None stands for series without the label."""
 
 
 def created_name(metric: str) -> str:
@@ -65,11 +92,34 @@ def created_name(metric: str) -> str:
     return metric + "_created"
 
 
+CREATED = frozenset(created_name(m) for m in COUNTERS)
+READ = COUNTERS | CREATED | GAUGES | {RUNNING, WAITING, KV_USAGE}
+"""Every sample a window reads: an anomaly in one of these leaves the scrape out."""
+
+
 def family_name(metric: str) -> str:
     for suffix in _SUFFIXES:
         if metric.endswith(suffix):
             return metric[: -len(suffix)]
     return metric
+
+
+@dataclass(frozen=True)
+class Anomaly:
+    """Samples a window could not use (see the module doc): `count` scrapes of `url` showed it, the first at
+    `first_unix_s`; `detail` the first's values."""
+
+    kind: str
+    url: str
+    series: str
+    count: int
+    first_unix_s: float
+    detail: str
+
+    def note(self) -> str:
+        return (f"server counter anomaly ({self.kind}) at {self.url}: {self.series} "
+                f"{_ANOMALY_TEXT[self.kind]} ({self.detail}) in {self.count} scrape(s): "
+                "left out of the window")
 
 
 @dataclass(frozen=True)
@@ -102,6 +152,11 @@ class SpecWindow:
     resets: int
     families_seen: tuple[str, ...]
     notes: tuple[str, ...]
+    models: tuple[str, ...] = ()
+    """The `model_name` values counted (none when the counters carry no such label)."""
+    other_models: tuple[str, ...] = ()
+    """The `model_name` values exposed at the same /metrics and left out."""
+    anomalies: tuple[Anomaly, ...] = ()
 
     @property
     def absence_note(self) -> str | None:
@@ -117,21 +172,22 @@ def _ratio(num: float | None, den: float | None) -> float | None:
 
 
 class WindowAccumulator:
-    """Folds snapshots in time order into increases; memory depends on the series exposed, not on time.
-
-    A URL's counters restarted when one of them fell or a `_created` timestamp changed; then every
-    counter of that URL counts from zero again, as Prometheus `increase()` does.
-    """
+    """Folds snapshots in time order into per-series increases (see the module doc for restarts, anomalies
+    and models); memory depends on the series exposed, not on time."""
 
     def __init__(self) -> None:
-        self._prev: dict[str, dict[tuple[str, Labels], tuple[float, float | None]]] = {}
+        # per (url, model_name or None): the last usable scrape's series -> (value, _created)
+        self._prev: dict[tuple[str, str | None], dict[tuple[str, Labels], tuple[float, float | None]]] = {}
+        self._started: dict[str, float] = {}  # per URL: process_start_time_seconds at its last scrape
         self._increase: dict[tuple[str, Labels], float] = defaultdict(float)
         self._seen: set[str] = set()
-        self._gauge_max: dict[tuple[str, str], float] = {}
-        self._kv_max: float | None = None
-        self._gauge_sum: dict[str, float] = defaultdict(float)
-        self._gauge_n: dict[str, int] = defaultdict(int)
-        self.resets = 0
+        self._models: set[str] = set()
+        self._gauge_max: dict[tuple[str, str, str | None], float] = {}
+        self._kv_max: dict[str | None, float] = {}
+        self._gauge_sum: dict[tuple[str, str | None], float] = defaultdict(float)
+        self._gauge_n: dict[tuple[str, str | None], int] = defaultdict(int)
+        self._resets: dict[str | None, int] = defaultdict(int)
+        self._anomalies: dict[tuple[str, str, str, str | None], Anomaly] = {}
         self.scrapes = 0
         self.start_unix_s: float | None = None
         self.end_unix_s: float | None = None
@@ -141,102 +197,174 @@ class WindowAccumulator:
         if self.start_unix_s is None:
             self.start_unix_s = snapshot.timestamp_unix_s
         self.end_unix_s = snapshot.timestamp_unix_s
-        values: dict[tuple[str, Labels], float] = {}
-        created: dict[tuple[str, Labels], float] = {}
-        per_url: dict[str, float] = defaultdict(float)
+        groups: dict[str | None, list[Sample]] = defaultdict(list)
+        started = None
         for s in snapshot.samples:
             self._seen.add(family_name(s.metric))
+            if s.metric in READ:
+                model = _model(s.labels)
+                groups[model].append(s)
+            elif s.metric == PROCESS_START and math.isfinite(s.value):
+                started = s.value
+        before, self._started[snapshot.url] = self._started.get(snapshot.url), started
+        process_restarted = before is not None and started is not None and before != started
+        for model, samples in groups.items():
+            if model is not None:
+                self._models.add(model)
+            if self._usable(snapshot, model, samples):
+                self._add_group(snapshot, model, samples, process_restarted)
+
+    def _usable(self, snapshot: Snapshot, model: str | None, samples: list[Sample]) -> bool:
+        """False (and the anomaly named) when a read sample is NaN/Inf or a series appears twice."""
+        seen: dict[tuple[str, Labels], float] = {}
+        for s in samples:
+            key = (s.metric, s.labels)
+            if not math.isfinite(s.value):
+                self._anomaly(NOT_FINITE, snapshot, model, key, f"{s.value!r}")
+                return False
+            if key in seen:
+                self._anomaly(DUPLICATE, snapshot, model, key, f"{seen[key]!r} and {s.value!r}")
+                return False
+            seen[key] = s.value
+        return True
+
+    def _add_group(self, snapshot: Snapshot, model: str | None, samples: list[Sample],
+                   process_restarted: bool) -> None:
+        values: dict[tuple[str, Labels], float] = {}
+        created: dict[tuple[str, Labels], float] = {}
+        running: dict[str, float] = defaultdict(float)
+        for s in samples:
             if s.metric in COUNTERS:
                 values[(s.metric, s.labels)] = s.value
-            elif s.metric.endswith("_created"):
+            elif s.metric in CREATED:
                 created[(s.metric, s.labels)] = s.value
             elif s.metric in (RUNNING, WAITING):
-                per_url[s.metric] += s.value
+                running[s.metric] += s.value
             elif s.metric == KV_USAGE:
-                self._kv_max = s.value if self._kv_max is None else max(self._kv_max, s.value)
-            elif s.metric in GAUGES:
-                self._gauge_sum[s.metric] += s.value
-                self._gauge_n[s.metric] += 1
-        for metric, total in per_url.items():
-            key = (snapshot.url, metric)
+                self._kv_max[model] = max(self._kv_max.get(model, s.value), s.value)
+            else:
+                self._gauge_sum[(s.metric, model)] += s.value
+                self._gauge_n[(s.metric, model)] += 1
+        for metric, total in running.items():
+            key = (snapshot.url, metric, model)
             self._gauge_max[key] = max(self._gauge_max.get(key, total), total)
-        series = {key: (v, created.get((created_name(key[0]), key[1]))) for key, v in values.items()}
-        self._step(snapshot.url, series)
-
-    def _step(self, url: str, now: dict[tuple[str, Labels], tuple[float, float | None]]) -> None:
-        prev = self._prev.get(url)
-        self._prev[url] = now
+        now = {key: (v, created.get((created_name(key[0]), key[1]))) for key, v in values.items()}
+        prev = self._prev.get((snapshot.url, model))
         if prev is None:
+            self._prev[(snapshot.url, model)] = now
             return
-        restarted = any(_restarted(prev[key], state) for key, state in now.items() if key in prev)
-        self.resets += restarted
+        restarted, fell = _judge(prev, now, process_restarted)
+        if fell:
+            for key in fell:
+                self._anomaly(DECREASE, snapshot, model, key, f"{prev[key][0]!r} to {now[key][0]!r}")
+            return  # left out: the next scrape is counted from the one before this
+        self._prev[(snapshot.url, model)] = now
+        self._resets[model] += bool(restarted)
         for key, (value, _) in now.items():
-            if restarted:
+            if key in restarted:
                 self._increase[key] += value
             elif key in prev:
                 self._increase[key] += value - prev[key][0]
 
-    def _sum(self, metric: str, exclude: tuple[str, frozenset[str]] | None = None) -> float | None:
-        """The increase of `metric` over all its series; None when the server never exposed it."""
+    def _anomaly(self, kind: str, snapshot: Snapshot, model: str | None, key: tuple[str, Labels],
+                 detail: str) -> None:
+        where = (kind, snapshot.url, _series_text(key), model)
+        found = self._anomalies.get(where)
+        self._anomalies[where] = (
+            Anomaly(*where[:3], found.count + 1, found.first_unix_s, found.detail) if found is not None
+            else Anomaly(*where[:3], 1, snapshot.timestamp_unix_s, detail))
+
+    def _counted(self, models: Collection[str] | None) -> tuple[Counting, list[str]]:
+        """The model_name values a window counts (None: series without the label) and why, as notes."""
+        exposed = sorted(self._models)
+        wanted = frozenset(models) if models else None
+        chosen = [m for m in exposed if wanted is None or m in wanted]
+        notes = []
+        if wanted is not None and not chosen and len(exposed) == 1:
+            chosen = exposed
+            notes.append(f"the model under test ({_names(sorted(wanted))}) names no series on /metrics; "
+                         f"its only model, {exposed[0]}, is counted")
+        elif wanted is None and len(exposed) > 1:
+            chosen = []
+            notes.append(f"/metrics holds the series of {len(exposed)} models ({_names(exposed)}) and the "
+                         "model under test is not known: none is counted")
+        elif wanted is not None and not chosen and exposed:
+            notes.append(f"none of the {len(exposed)} models on /metrics ({_names(exposed)}) is the model "
+                         f"under test ({_names(sorted(wanted))}): none is counted")
+        left_out = [m for m in exposed if m not in chosen]
+        if chosen and left_out:
+            notes.append(f"series of other models on the same /metrics left out: {_names(left_out)}")
+        return frozenset([None, *chosen]), notes
+
+    def _sum(self, counting: Counting, metric: str,
+             exclude: tuple[str, frozenset[str]] | None = None) -> float | None:
+        """The increase of `metric` over the counted models' series; None when the server never exposed it."""
         if family_name(metric) not in self._seen:
             return None
         return sum(
             inc
             for (name, labels), inc in self._increase.items()
-            if name == metric and not (exclude and dict(labels).get(exclude[0]) in exclude[1])
+            if name == metric and _model(labels) in counting
+            and not (exclude and dict(labels).get(exclude[0]) in exclude[1])
         )
 
-    def _by_label(self, metric: str, label: str) -> dict[str, float]:
+    def _by_label(self, counting: Counting, metric: str, label: str) -> dict[str, float]:
         out: dict[str, float] = defaultdict(float)
         for (name, labels), inc in self._increase.items():
-            if name == metric and label in dict(labels):
+            if name == metric and label in dict(labels) and _model(labels) in counting:
                 out[dict(labels)[label]] += inc
         return out
 
-    def _mean_ms(self, family: str) -> float | None:
-        total, count = self._sum(family + "_sum"), self._sum(family + "_count")
-        ratio = _ratio(total, count)
+    def _mean_ms(self, counting: Counting, family: str) -> float | None:
+        ratio = _ratio(self._sum(counting, family + "_sum"), self._sum(counting, family + "_count"))
         return ratio * 1000.0 if ratio is not None else None
 
-    def _gauge_mean(self, metric: str) -> float | None:
-        return self._gauge_sum[metric] / self._gauge_n[metric] if self._gauge_n.get(metric) else None
+    def _gauge_mean(self, counting: Counting, metric: str) -> float | None:
+        n = sum(c for (m, model), c in self._gauge_n.items() if m == metric and model in counting)
+        total = sum(v for (m, model), v in self._gauge_sum.items() if m == metric and model in counting)
+        return total / n if n else None
 
-    def _peak(self, metric: str) -> float | None:
-        peaks = [v for (_, m), v in self._gauge_max.items() if m == metric]
+    def _peak(self, counting: Counting, metric: str) -> float | None:
+        peaks = [v for (_, m, model), v in self._gauge_max.items() if m == metric and model in counting]
         return sum(peaks) if peaks else None
 
-    def window(self) -> SpecWindow:
+    def window(self, models: Collection[str] | None = None) -> SpecWindow:
+        """The window so far, counting `models` (the model under test; None: not known)."""
+        counting, model_notes = self._counted(models)
         kind, prefix = self._kind()
         drafts = draft_tokens = accepted = rate = length = None
         per_position: tuple[float, ...] = ()
         notes: list[str] = []
         if prefix is not None:
-            drafts = self._sum(f"{prefix}:{DRAFTS}")
-            draft_tokens = self._sum(f"{prefix}:{DRAFT_TOKENS}")
-            accepted = self._sum(f"{prefix}:{ACCEPTED}")
+            drafts = self._sum(counting, f"{prefix}:{DRAFTS}")
+            draft_tokens = self._sum(counting, f"{prefix}:{DRAFT_TOKENS}")
+            accepted = self._sum(counting, f"{prefix}:{ACCEPTED}")
             rate = _ratio(accepted, draft_tokens)
             mean_extra = _ratio(accepted, drafts)
             length = 1.0 + mean_extra if mean_extra is not None else None
-            by_pos = self._by_label(f"{prefix}:{PER_POS}", "position")
+            by_pos = self._by_label(counting, f"{prefix}:{PER_POS}", "position")
             if drafts:
                 per_position = tuple(by_pos[p] / drafts for p in sorted(by_pos, key=int))
             if not drafts:
                 notes.append("speculative decoding counters present but no drafts in the window")
         elif kind == "vllm-v0":
-            rate = self._gauge_mean(V0_RATE)
+            rate = self._gauge_mean(counting, V0_RATE)
             notes.append(
                 "vLLM V0 server: its spec-decode counters are known to be inflated (incremented by running"
                 " totals), so acceptance is the mean of the draft_acceptance_rate gauge over the scrapes"
             )
         elif kind == "sglang":
-            rate, length = self._gauge_mean(SGLANG_RATE), self._gauge_mean(SGLANG_LENGTH)
+            rate, length = self._gauge_mean(counting, SGLANG_RATE), self._gauge_mean(counting, SGLANG_LENGTH)
             notes.append("SGLang server: acceptance is the mean of its spec_accept_* gauges over the scrapes")
-        if self.resets:
-            notes.append(f"server counters reset {self.resets} time(s) in the window (server restarted?)")
+        resets = sum(n for model, n in self._resets.items() if model in counting)
+        if resets:
+            notes.append(f"server counters reset {resets} time(s) in the window (server restarted?)")
+        anomalies = tuple(a for (_, _, _, model), a in self._anomalies.items() if model in counting)
+        notes += model_notes + [a.note() for a in anomalies]
         if self.scrapes < 2:
             notes.append(f"{self.scrapes} scrape(s) in the window: no counter increase can be computed")
-        by_reason = self._by_label(SUCCESS, "finished_reason")
-        success = self._sum(SUCCESS, ("finished_reason", UNSUCCESSFUL))
+        by_reason = self._by_label(counting, SUCCESS, "finished_reason")
+        success = self._sum(counting, SUCCESS, ("finished_reason", UNSUCCESSFUL))
         return SpecWindow(
             start_unix_s=self.start_unix_s or 0.0,
             end_unix_s=self.end_unix_s or 0.0,
@@ -248,19 +376,22 @@ class WindowAccumulator:
             per_position=per_position,
             acceptance_rate=rate,
             mean_acceptance_length=length,
-            generation_tokens=self._sum(GENERATION),
+            generation_tokens=self._sum(counting, GENERATION),
             requests_success=success,
             requests_aborted=by_reason.get("abort", 0.0) if success is not None else None,
-            mean_ttft_ms=self._mean_ms(HISTOGRAMS["ttft"]),
-            mean_itl_ms=self._mean_ms(HISTOGRAMS["itl"]),
-            mean_tpot_ms=self._mean_ms(HISTOGRAMS["tpot"]),
-            mean_e2e_ms=self._mean_ms(HISTOGRAMS["e2e"]),
-            max_requests_running=self._peak(RUNNING),
-            max_requests_waiting=self._peak(WAITING),
-            max_kv_cache_usage=self._kv_max,
-            resets=self.resets,
+            mean_ttft_ms=self._mean_ms(counting, HISTOGRAMS["ttft"]),
+            mean_itl_ms=self._mean_ms(counting, HISTOGRAMS["itl"]),
+            mean_tpot_ms=self._mean_ms(counting, HISTOGRAMS["tpot"]),
+            mean_e2e_ms=self._mean_ms(counting, HISTOGRAMS["e2e"]),
+            max_requests_running=self._peak(counting, RUNNING),
+            max_requests_waiting=self._peak(counting, WAITING),
+            max_kv_cache_usage=max((v for m, v in self._kv_max.items() if m in counting), default=None),
+            resets=resets,
             families_seen=tuple(sorted(self._seen)),
             notes=tuple(notes),
+            models=tuple(m for m in sorted(self._models) if m in counting),
+            other_models=tuple(m for m in sorted(self._models) if m not in counting),
+            anomalies=anomalies,
         )
 
     def _kind(self) -> tuple[str, str | None]:
@@ -274,8 +405,10 @@ class WindowAccumulator:
         return "unknown", None
 
 
-def spec_window(snapshots: Sequence[Snapshot], start_unix_s: float, end_unix_s: float) -> SpecWindow:
-    """The counters' increases between the first and last snapshot with start <= timestamp <= end.
+def spec_window(snapshots: Sequence[Snapshot], start_unix_s: float, end_unix_s: float,
+                models: Collection[str] | None = None) -> SpecWindow:
+    """The counters' increases between the first and last snapshot with start <= timestamp <= end, of
+    `models` (the model under test; None: not known, see the module doc).
 
     Snapshots may be in any order and from several URLs (replicas); each URL's series are followed
     separately, then summed. Nothing is extrapolated to the window's edges.
@@ -283,7 +416,7 @@ def spec_window(snapshots: Sequence[Snapshot], start_unix_s: float, end_unix_s: 
     acc = WindowAccumulator()
     for snap in sorted(_within(snapshots, start_unix_s, end_unix_s), key=lambda s: s.timestamp_unix_s):
         acc.add(snap)
-    return acc.window()
+    return acc.window(models)
 
 
 def _prefix_counts(families: Iterable[str]) -> str:
@@ -293,10 +426,41 @@ def _prefix_counts(families: Iterable[str]) -> str:
     return ", ".join(f"{p} ({n})" for p, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
 
 
-def _restarted(before: tuple[float, float | None], after: tuple[float, float | None]) -> bool:
-    """A counter fell, or its `_created` timestamp changed: the process behind it started again."""
-    (v0, c0), (v1, c1) = before, after
-    return v1 < v0 or (c0 is not None and c1 is not None and c0 != c1)
+Series = dict[tuple[str, Labels], tuple[float, float | None]]
+
+
+def _judge(prev: Series, now: Series, process_restarted: bool) -> tuple[set, set]:
+    """(series that restarted, series that fell without a restart) between two scrapes of one model at one
+    URL. A series with `_created` on both sides restarted iff it changed; one without restarted when the
+    process did (its start time changed, a `_created` moved, or most of its counters fell together)."""
+    common = [key for key in now if key in prev]
+    fell = {key for key in common if now[key][0] < prev[key][0]}
+    dated = {key for key in common if prev[key][1] is not None and now[key][1] is not None}
+    moved = {key for key in dated if prev[key][1] != now[key][1]}
+    positive = [key for key in common if key not in dated and prev[key][0] > 0]
+    process = process_restarted or bool(moved) or (
+        not dated and 2 * len(fell & set(positive)) > len(positive))
+    undated = {key for key in common if key not in dated}
+    restarted = moved | (undated if process else set())
+    return restarted, fell - restarted
+
+
+def _model(labels: Labels) -> str | None:
+    for key, value in labels:
+        if key == MODEL_LABEL:
+            return value
+    return None
+
+
+def _series_text(key: tuple[str, Labels]) -> str:
+    metric, labels = key
+    text = metric + ("{" + ",".join(f'{k}="{v}"' for k, v in labels) + "}" if labels else "")
+    return text if len(text) <= 200 else text[:200] + "..."
+
+
+def _names(names: Sequence[str]) -> str:
+    shown = ", ".join(n[:80] for n in names[:MAX_NAMED])
+    return shown + (f" and {len(names) - MAX_NAMED} more" if len(names) > MAX_NAMED else "")
 
 
 def _within(snapshots: Iterable[Snapshot], start: float, end: float) -> Iterable[Snapshot]:

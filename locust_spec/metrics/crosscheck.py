@@ -127,12 +127,15 @@ def foreign(client: ClientTotals, window: SpecWindow) -> bool:
             and window.generation_tokens < FOREIGN_TOKENS_SHARE * client.output_tokens)
 
 
-def cross_check(client: ClientTotals, window: SpecWindow) -> list[Check]:
-    """Compare what the client saw with the server's counters over the same run; skips what is missing."""
+def cross_check(client: ClientTotals, window: SpecWindow, unseen: int = 0) -> list[Check]:
+    """Compare what the client saw with the server's counters over the same run; skips what is missing.
+
+    `unseen`: requests sent that have no row (a lost worker's): the server may have finished them."""
     checks: list[Check] = []
+    lost = f"{unseen} requests of a lost worker have no row, or " if unseen else ""
     if window.generation_tokens is not None:
         est = f" ({client.estimated_token_rows} rows estimated)" if client.estimated_token_rows else ""
-        why = f"the server counted different tokens than the client received{est}"
+        why = f"{lost}the server counted different tokens than the client received{est}"
         if foreign(client, window):
             why = ("the scraped counters are likely another server's: check the metrics URL "
                    f"({METRICS_OPTIONS})")
@@ -144,8 +147,8 @@ def cross_check(client: ClientTotals, window: SpecWindow) -> list[Check]:
     if window.requests_success is not None:
         checks.append(_check(
             "finished requests", client.ok, window.requests_success,
-            client.interrupted + client.unknown_outcome, "",
-            f"other traffic on the server, or the metrics come from another server ({METRICS_OPTIONS})",
+            client.interrupted + client.unknown_outcome + unseen, "",
+            f"{lost}other traffic on the server, or the metrics come from another server ({METRICS_OPTIONS})",
         ))
     if window.mean_tpot_ms is not None and client.mean_tpot_ms is not None:
         checks.append(_check(

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import sys
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
@@ -13,6 +12,7 @@ from hdrh.histogram import HdrHistogram
 
 from locust_spec.client.timing import RequestTiming
 from locust_spec.core.runfiles import LATENCY_SCHEMA
+from locust_spec.recording.writes import write_whole
 
 METRICS = ("ttft", "itl", "chunk_gap", "tpot", "e2e")
 PERCENTILES = (50.0, 90.0, 95.0, 99.0)
@@ -226,7 +226,5 @@ class LatencyHistograms:
         return {"schema": LATENCY_SCHEMA, "unit": "ms", "metrics": metrics, "levels": levels}
 
     def write(self, path: Path) -> None:
-        """Write atomically, so a reader never sees half a file."""
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_bytes(orjson.dumps(self.to_json(), option=orjson.OPT_INDENT_2))
-        os.replace(tmp, path)
+        """Write atomically, so a reader never sees half a file (WriteFailed: the old one stays)."""
+        write_whole(path, orjson.dumps(self.to_json(), option=orjson.OPT_INDENT_2))

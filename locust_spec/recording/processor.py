@@ -61,6 +61,8 @@ class Processor:
         self.row_listeners: list[Callable[[RequestRow], None]] = []  # e.g. the live page's timeline
         self.requests = 0
         self.failures = 0
+        self.unrecorded = 0
+        """Rows a sink raised on (none is expected: see `_sink_failed`)."""
 
     def submit(self, capture: Capture) -> None:
         """Queue a finished request; the processor greenlet handles it when readers are idle."""
@@ -132,7 +134,10 @@ class Processor:
                        capture.warmup, timing, error)
         sink = self._sink()
         if sink is not None:
-            sink.add(row, timing)
+            try:
+                sink.add(row, timing)
+            except Exception:  # noqa: BLE001  (the request still counts in Locust's stats; said once)
+                self._sink_failed()
         for listener in self.row_listeners:
             listener(row)
         if self.trace is not None and timing is not None:
@@ -159,6 +164,15 @@ class Processor:
             fire(request_type=E2E, name=name, response_time=_elapsed_ms(capture), response_length=0,
                  exception=StreamError(error or ErrorKind.NO_TOKEN.error("stream carried no token")),
                  context={})
+
+
+    def _sink_failed(self) -> None:
+        """A sink that raised (its own errors are its to handle: a FileSink says and stops the run) must
+        not end the processor: every request after it would go unreported, even to Locust."""
+        self.unrecorded += 1
+        if self.unrecorded == 1:
+            log.exception("locust-spec: a request row could not be recorded; Locust's stats still count "
+                          "each request")
 
 
 def held_bytes(capture: Capture) -> int:

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-import csv
+import logging
+from collections.abc import Callable
 from dataclasses import astuple
 from pathlib import Path
 from typing import Protocol
@@ -10,8 +11,11 @@ from typing import Protocol
 from locust_spec.client.timing import RequestTiming
 from locust_spec.core.runfiles import COLUMNS, RequestRow, RunFiles
 from locust_spec.recording.histograms import LatencyHistograms
+from locust_spec.recording.writes import RecordFile, WriteFailed, csv_bytes
 
 __all__ = ["COLUMNS", "FileSink", "RecordSink", "RequestRow", "RowWriter", "make_row", "record_histograms"]
+
+log = logging.getLogger(__name__)
 
 
 def make_row(start_unix_s: float, level_users: int, prompt_class: str, prompt_id: str, warmup: bool,
@@ -61,33 +65,51 @@ def _cell(value: object) -> object:
 
 
 class RowWriter:
-    """Appends rows to a CSV, buffering at most `buffer_rows` before writing them out."""
+    """Appends rows to a CSV, buffering at most `buffer_rows` before writing them out. A write that fails
+    (WriteFailed) leaves the file ending at its last whole row, closed; the rows not written stay in
+    `pending`."""
 
     def __init__(self, path: Path, buffer_rows: int = 256) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self._file = path.open("w", newline="", encoding="utf-8")
-        self._csv = csv.writer(self._file)
-        self._csv.writerow(COLUMNS)
-        self._file.flush()
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise WriteFailed(f"cannot write {path}: {e.strerror or e}") from None
+        self._file = RecordFile(path)
+        self._file.append(csv_bytes([COLUMNS]))
         self._buffer: list[RequestRow] = []
         self._limit = buffer_rows
         self.rows_written = 0
+
+    @property
+    def pending(self) -> int:
+        """Rows taken but not (yet) in the file."""
+        return len(self._buffer)
 
     def add(self, row: RequestRow) -> None:
         self._buffer.append(row)
         if len(self._buffer) >= self._limit:
             self.flush()
 
+    def extend(self, rows: list[RequestRow]) -> None:
+        """Take rows to be written at the next flush, whatever their number (a worker's batch)."""
+        self._buffer.extend(rows)
+
     def flush(self) -> None:
-        if self._file.closed:
+        if self._file.closed or not self._buffer:
             return
-        self._csv.writerows([_cell(v) for v in astuple(r)] for r in self._buffer)
+        self._file.append(csv_bytes([_cell(v) for v in astuple(r)] for r in self._buffer))
         self.rows_written += len(self._buffer)
         self._buffer.clear()
-        self._file.flush()
 
     def close(self) -> None:
-        self.flush()
+        try:
+            self.flush()
+        finally:
+            self._file.close()
+
+    def abandon(self) -> None:
+        """Close without writing what waits (after a failure elsewhere, the file stays as it is)."""
+        self._buffer.clear()
         self._file.close()
 
 
@@ -113,31 +135,66 @@ class RecordSink(Protocol):
 
 class FileSink:
     """Writes PREFIX_requests.csv as rows come and PREFIX_latency.json on flush; histograms take
-    only successful requests, level histograms only those outside warm-up."""
+    only successful requests, level histograms only those outside warm-up.
+
+    When a file cannot be written (a full disk), the sink stops writing: `failure` says why in one line,
+    `on_failure` hears it once (the run stops), the files keep what they held (whole rows; the last
+    latency.json, written when every row before it was in the CSV) and later rows are only counted
+    (`unwritten`). Raises WriteFailed at start when the CSV cannot be created."""
 
     # Rewriting PREFIX_latency.json blocks the event loop ~50 ms: rarely during a run, and exactly at the end.
     flush_interval_s = 30.0
 
-    def __init__(self, prefix: str) -> None:
+    def __init__(self, prefix: str, on_failure: Callable[[str], None] | None = None) -> None:
         files = RunFiles(prefix)
         self.requests_path = files.requests
         self.latency_path = files.latency
         self.rows = RowWriter(self.requests_path)
         self.histograms = LatencyHistograms()
+        self.on_failure = on_failure
+        self.failure: str | None = None
+        self.unwritten = 0
+        """Rows that reached the sink but not the file (taken after, or lost with, a failed write)."""
 
     def add(self, row: RequestRow, timing: RequestTiming | None) -> None:
-        self.rows.add(row)
+        if self.failure is not None:
+            self.unwritten += 1
+            return
         record_histograms(self.histograms, row, timing)
+        self._writing(self.rows.add, row)
 
-    def add_rows(self, rows: list[RequestRow]) -> None:
-        """Rows measured elsewhere (a worker), whose histograms arrive via `histograms.merge_encoded`."""
-        for row in rows:
-            self.rows.add(row)
+    def add_rows(self, rows: list[RequestRow], histograms: dict[str, str] | None = None) -> None:
+        """Rows measured elsewhere (a worker) with their histograms (`LatencyHistograms.encode`), written
+        at once."""
+        if self.failure is not None:
+            self.unwritten += len(rows)
+            return
+        self.rows.extend(rows)
+        self._writing(self.rows.flush)
+        if self.failure is None:  # the histograms of rows that are in the file only
+            self.histograms.merge_encoded(histograms or {})
 
     def flush(self) -> None:
-        self.rows.flush()
-        self.histograms.write(self.latency_path)
+        self._writing(self.rows.flush)
+        self._writing(self.histograms.write, self.latency_path)
 
     def close(self) -> None:
         self.flush()
-        self.rows.close()
+        if self.failure is None:
+            self._writing(self.rows.close)
+        else:
+            self.rows.abandon()
+
+    def _writing(self, write: Callable, *args) -> None:
+        if self.failure is not None:
+            return
+        try:
+            write(*args)
+        except WriteFailed as e:
+            self.unwritten += self.rows.pending
+            self.failure = (f"{e}; {self.requests_path.name} keeps its first {self.rows.rows_written} rows, "
+                            "whole")
+            if self.on_failure is not None:
+                self.on_failure(self.failure)
+            else:
+                log.error("locust-spec: %s", self.failure)

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import csv
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from pathlib import Path
 
 import gevent
@@ -18,6 +17,7 @@ from locust_spec.client.http_fetch import FetchError, UrlError, check_urls, disp
 from locust_spec.core.runfiles import RunFiles
 from locust_spec.metrics.counters import Snapshot, SpecWindow, WindowAccumulator, parse_exposition_checked
 from locust_spec.metrics.exposition import CSV_COLUMNS, rows_from_snapshot
+from locust_spec.recording.writes import RecordFile, WriteFailed, csv_bytes
 
 log = logging.getLogger(__name__)
 
@@ -86,8 +86,11 @@ class Scraper:
         self.interval_s = interval_s
         self._fetch = fetch
         self._csv_path = csv_path
-        self._file = None
-        self._writer = None
+        self._records: RecordFile | None = None
+        self.write_failure: str | None = None
+        """Why the CSV stopped (a full disk): it keeps the scrapes before, whole; windows go on in memory."""
+        self.on_write_failure: Callable[[str], None] | None = None  # told once, on the event loop
+        self._told = False
         self._lock = Semaphore()
         self._stopped = Event()
         self._loop: gevent.Greenlet | None = None
@@ -106,11 +109,13 @@ class Scraper:
         """Scrape at once, then every interval until `stop`; returns without waiting for any scrape."""
         self._reset_run()
         self._stopped.clear()
-        if self._csv_path is not None and self._file is None:
-            self._file = self._csv_path.open("w", newline="")
-            self._writer = csv.writer(self._file)
-            self._writer.writerow(CSV_COLUMNS)
-            self._file.flush()
+        if self._csv_path is not None and self._records is None and self.write_failure is None:
+            try:
+                self._records = RecordFile(self._csv_path)
+                self._records.append(csv_bytes([CSV_COLUMNS]))
+            except WriteFailed as e:
+                self._records, self.write_failure = None, str(e)
+            self._tell_write_failure()
         self._loop = gevent.spawn(self._every_interval)
 
     @property
@@ -151,10 +156,9 @@ class Scraper:
         if self.running:
             self.stop()
         with self._lock:
-            if self._file is not None:
-                self._file.close()
-                self._file = None
-                self._writer = None
+            if self._records is not None:
+                self._records.close()
+                self._records = None
 
     def scrape(self, level_users: int | None = None) -> list[Snapshot]:
         """One round over every URL; a failed URL leaves a gap and a warning, never an exception."""
@@ -183,6 +187,7 @@ class Scraper:
                     level.add(snap)
                 self._levels.append((level_users, level))
                 self.level_snapshots.append((level_users, tuple(taken)))
+            self._tell_write_failure()
             for listener in self.listeners:
                 listener(taken)
             return taken
@@ -203,31 +208,45 @@ class Scraper:
             return f"no Prometheus samples in the answer ({parsed.bad_lines} unreadable lines)"
         # The server read its counters somewhere between our request and its answer.
         snap = Snapshot((sent + received) / 2, display_url(url), tuple(parsed.samples))
-        if self._writer is not None and self._file is not None:
-            self._writer.writerows(rows_from_snapshot(snap))
-            self._file.flush()
+        if self._records is not None:
+            try:
+                self._records.append(csv_bytes(rows_from_snapshot(snap)))
+            except WriteFailed as e:  # told on the event loop (scrape), not from this thread
+                self._records, self.write_failure = None, str(e)
         return snap
+
+    def _tell_write_failure(self) -> None:
+        if self.write_failure is not None and not self._told:
+            self._told = True
+            if self.on_write_failure is not None:
+                self.on_write_failure(self.write_failure)
+            else:
+                log.error("locust-spec: %s", self.write_failure)
 
     def _failed(self, url: str, reason: str) -> None:
         log.warning("metrics scrape of %s failed: %s; a gap in the server counters", url, reason)
         entry = self._failures.setdefault(url, [0, reason])
         entry[0] += 1
 
-    def run_window(self) -> SpecWindow:
-        """The server counters over the whole test so far."""
-        return self._run.window()
+    def run_window(self, models: Collection[str] | None = None) -> SpecWindow:
+        """The server counters of `models` (the model under test; None: not known) over the whole test so
+        far."""
+        return self._run.window(models)
 
-    def level_windows(self) -> list[tuple[int, SpecWindow]]:
-        """(users, counters over that level) for each ladder level, in order."""
-        return [(users, acc.window()) for users, acc in self._levels]
+    def level_windows(self, models: Collection[str] | None = None) -> list[tuple[int, SpecWindow]]:
+        """(users, counters of `models` over that level) for each ladder level, in order."""
+        return [(users, acc.window(models)) for users, acc in self._levels]
 
-    def warnings(self) -> list[str]:
-        """One line per URL that failed to scrape, then the run window's notes (restarts, no counters)."""
+    def warnings(self, models: Collection[str] | None = None) -> list[str]:
+        """One line per URL that failed to scrape, then the run window's notes (restarts, anomalies, models
+        left out, no counters)."""
         lines = [
             f"metrics scrape of {url} failed {n} time(s), first: {reason}"
             for url, (n, reason) in self._failures.items()
         ]
-        return lines + list(self.run_window().notes)
+        if self.write_failure is not None:
+            lines.append(f"{self.write_failure}: the server metrics CSV holds the scrapes before it, whole")
+        return lines + list(self.run_window(models).notes)
 
 
 def _reason(e: BaseException) -> str:

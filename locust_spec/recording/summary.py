@@ -1,8 +1,10 @@
 """PREFIX_summary.json: how far to trust a run (cross-check, load-generator health, concurrency delivered).
 
-Schema 1:
+Schema 2 (see docs/contracts.md; schema 1 is the same without `models`, `lost_workers` and the server
+window's `models`, `other_models`, `anomalies`):
 ```
-{"schema": 1,
+{"schema": 2,
+ "models": ["<the model under test>", ...] | null,
  "warnings": ["one line each", ...],
  "crosscheck": {"<check>": {"name", "client", "server", "allowed", "warning"}, ...},
  "client": {<ClientTotals over PREFIX_requests.csv>, "mean_tpot_ms", "acceptance_rate",
@@ -14,7 +16,9 @@ Schema 1:
                                                            "chunks_all_processes"}},
                            "by_process": {"<id>": {...}}}},
  "server": {<SpecWindow over the run>} | null,
- "concurrency": [{"users", "max_running", "max_waiting", "delivered"}, ...]}
+ "concurrency": [{"users", "max_running", "max_waiting", "delivered"}, ...],
+ "lost_workers": [{"worker", "last_seen_unix_s", "detected_unix_s", "level_users", "users", "rows_received",
+                   "requests_reported", "rows_lost"}, ...]}
 ```
 Written when the process exits (Locust's `quit` event), after the request rows are closed: on the master in
 a distributed run, after the workers' last batches.
@@ -23,7 +27,6 @@ a distributed run, after the workers' last batches.
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict
 from pathlib import Path
@@ -34,6 +37,7 @@ from locust_spec.core.runfiles import SUMMARY_SCHEMA
 from locust_spec.metrics import crosscheck
 from locust_spec.metrics.counters import SpecWindow
 from locust_spec.recording import budget
+from locust_spec.recording.writes import write_whole
 
 log = logging.getLogger(__name__)
 
@@ -131,11 +135,23 @@ def generator_warnings(generators: dict, rows: int | None) -> list[str]:
     return warnings
 
 
+def models_under_test(clients: Mapping[str, dict]) -> list[str] | None:
+    """The models the load generators sent their requests for (their client summaries' `models`); None
+    when none says (a summary from before the load started, or an older worker)."""
+    models = sorted({str(m) for part in clients.values() for m in part.get("models") or ()})
+    return models or None
+
+
 def build_summary(totals: crosscheck.ClientTotals | None, run: SpecWindow | None,
                   levels: Sequence[tuple[int, SpecWindow]], clients: Mapping[str, dict],
-                  other_warnings: Sequence[str] = ()) -> dict:
-    """The summary document; `other_warnings` (scrape failures, lost batches) come first."""
-    checks = crosscheck.cross_check(totals, run) if totals is not None and run is not None else []
+                  other_warnings: Sequence[str] = (), models: Sequence[str] | None = None,
+                  lost_workers: Sequence[dict] = ()) -> dict:
+    """The summary document; `other_warnings` (lost workers, scrape failures, lost batches) come first.
+    `models` are the models under test, whose counters the windows count; `lost_workers` the workers lost
+    mid-run (wiring/distributed.py's LostWorker.as_dict)."""
+    # what the server may have finished that no row shows: a lost worker's rows, and its requests in flight
+    unseen = sum(int(lw.get("rows_lost") or 0) + int(lw.get("users") or 0) for lw in lost_workers)
+    checks = crosscheck.cross_check(totals, run, unseen) if totals is not None and run is not None else []
     parts = crosscheck.summary(totals, checks) if totals is not None else {"client": {}, "crosscheck": {}}
     generators = combine_clients(clients)
     conc, conc_warnings = concurrency(levels, totals is not None and run is not None
@@ -151,16 +167,16 @@ def build_summary(totals: crosscheck.ClientTotals | None, run: SpecWindow | None
     ]
     return {
         "schema": SUMMARY_SCHEMA,
+        "models": list(models) if models else None,
         "warnings": warnings,
         "crosscheck": parts["crosscheck"],
         "client": {**parts["client"], "generators": generators},
         "server": asdict(run) if run is not None else None,
         "concurrency": conc,
+        "lost_workers": list(lost_workers),
     }
 
 
 def write(path: Path, summary: dict) -> None:
-    """Atomically, so a reader never sees half a file."""
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_bytes(orjson.dumps(summary, option=orjson.OPT_INDENT_2))
-    os.replace(tmp, path)
+    """Atomically, so a reader never sees half a file (WriteFailed: nothing is left behind)."""
+    write_whole(path, orjson.dumps(summary, option=orjson.OPT_INDENT_2))

@@ -22,6 +22,7 @@ from locust_spec.core import runfiles
 from locust_spec.core.runfiles import ErrorKind
 from locust_spec.metrics import crosscheck
 from locust_spec.metrics.counters import SpecWindow
+from locust_spec.recording import summary
 from locust_spec.recording.histograms import LatencyHistograms, new_histogram, percentiles_us
 from locust_spec.recording.processor import E2E, INTERRUPTED, TPOT
 from locust_spec.recording.records import FileSink
@@ -179,11 +180,14 @@ class SpecView:
         while len(self._tokens) > 2 and now - self._tokens[1][0] >= RATE_WINDOW_S:
             self._tokens.popleft()
         found = self.run.scraper
-        run = found.run_window() if found is not None and found.first else None
-        levels = found.level_windows() if found is not None else []
+        models = summary.models_under_test(self.run.client_summaries())
+        run = found.run_window(models) if found is not None and found.first else None
+        levels = found.level_windows(models) if found is not None else []
         checks = crosscheck.cross_check(totals, run) if run is not None else []
-        warnings = found.warnings() if found is not None else []
+        warnings = found.warnings(models) if found is not None else []
         found_collector = self.run.collector
+        if self.run.workers is not None and found_collector is not None:
+            warnings += [lw.warning() for lw in self.run.workers.found(found_collector)]
         stopped = runner.state == STATE_STOPPED
         if found_collector is not None and stopped:
             warnings += found_collector.warnings()

@@ -26,16 +26,18 @@ from __future__ import annotations
 
 import logging
 import time
+from collections import defaultdict
 from collections.abc import Callable
-from dataclasses import astuple
+from dataclasses import asdict, astuple, dataclass
 
 import gevent
 from gevent.lock import Semaphore
-from locust.runners import STATE_INIT, STATE_MISSING, STATE_STOPPED
+from locust.runners import STATE_INIT, STATE_MISSING, STATE_RUNNING, STATE_SPAWNING, STATE_STOPPED
 
 from locust_spec.client.timing import RequestTiming
 from locust_spec.core.runfiles import BATCH_VERSION, COLUMNS, RequestRow
 from locust_spec.recording.histograms import LatencyHistograms
+from locust_spec.recording.processor import E2E, INTERRUPTED
 from locust_spec.recording.records import FileSink, record_histograms
 
 log = logging.getLogger(__name__)
@@ -124,11 +126,13 @@ class Collector:
         self.dropped: dict[str, int] = {}
         self.finished: set[str] = set()
         self.rows_received = 0
+        self.rows_by_worker: dict[str, int] = defaultdict(int)  # this test's
         self.rejected = 0
         self.row_listeners: list[Callable[[RequestRow], None]] = []  # e.g. the live page's timeline
 
     def start_test(self) -> None:
         self.finished.clear()
+        self.rows_by_worker.clear()
 
     def receive(self, worker: str, data: dict, sink: FileSink | None) -> None:
         """One batch; a batch from an incompatible worker is refused with one log line, never a traceback."""
@@ -137,15 +141,14 @@ class Collector:
                 raise ValueError(f"batch version {data.get('v')!r}, expected {VERSION}")
             rows = decode_rows(data["rows"])
             if sink is not None:
-                sink.add_rows(rows)
-                sink.histograms.merge_encoded(data["hist"])
-                sink.rows.flush()
+                sink.add_rows(rows, data["hist"])
         except (KeyError, TypeError, ValueError) as e:
             self.rejected += 1
             log.error("locust-spec: refused a batch from worker %s: %s (same locust-spec version on all?)",
                       worker, e)
             return
         self.rows_received += len(rows)
+        self.rows_by_worker[worker] += len(rows)
         for listener in self.row_listeners:
             for row in rows:
                 listener(row)
@@ -156,11 +159,9 @@ class Collector:
             self.finished.add(worker)
 
     def warnings(self) -> list[str]:
-        """For the run summary, after the test: rows lost on the way, workers that never finished."""
+        """For the run summary, after the test: rows lost on the way (workers lost mid-run: WorkerWatch)."""
         lines = [f"worker {w}: {n} request rows could not be sent to the master and are missing"
                  for w, n in sorted(self.dropped.items()) if n]
-        lines += [f"worker {w} sent no final batch: its last requests are missing"
-                  for w in sorted(set(self.clients) - self.finished)]
         if self.rejected:
             lines.append(f"{self.rejected} batch(es) from workers were refused (plugin version mismatch?)")
         return lines
@@ -183,8 +184,9 @@ def on_worker_quitting(runner, sink: WorkerSink) -> None:
         sink.flush(final=True)
 
 
-def wait_for_final_batches(environment, collector: Collector) -> None:
-    """Master: ask the workers to stop and wait for their final batches (see the module docstring)."""
+def wait_for_final_batches(environment, collector: Collector, watch: WorkerWatch | None = None) -> None:
+    """Master: ask the workers to stop and wait for their final batches (see the module docstring); a
+    worker that sends none is lost (`watch`)."""
     runner = environment.runner
 
     def pending() -> list[str]:
@@ -199,3 +201,119 @@ def wait_for_final_batches(environment, collector: Collector) -> None:
     for worker in pending():
         log.warning("locust-spec: worker %s sent no final batch within %.0f s; its last requests may be lost",
                     worker, (environment.stop_timeout or 0.0) + FINISH_GRACE_S)
+    if watch is not None:
+        watch.test_stopped(environment, collector)
+
+
+# -- Lost workers -----------------------------------------------------------------------------------------
+# A worker killed (SIGKILL, the OOM killer, a lost node) takes the rows it had not shipped and its users: the
+# level it ran goes on with fewer users than its label says, until Locust hands out users again (the next
+# level, or never with a fixed -u). The master hears each worker's heartbeat every second and Locust marks
+# one missing after three silent ones; a worker that is missing, or gone, without its final batch is lost.
+
+LOST_EXIT_CODE = 3
+"""The exit code of a run that lost a worker (unless a harder failure set one): rows are missing."""
+
+
+@dataclass(frozen=True)
+class LostWorker:
+    """A worker gone mid-run: last heard at `last_seen_unix_s` (the level then, its users then), found
+    lost at `detected_unix_s`; its rows that arrived and the requests Locust counted from it."""
+
+    worker: str
+    last_seen_unix_s: float
+    detected_unix_s: float
+    level_users: int
+    users: int
+    rows_received: int = 0
+    requests_reported: int = 0
+
+    @property
+    def rows_lost(self) -> int:
+        """Requests Locust counted from the worker whose rows never arrived (those in flight come on top)."""
+        return max(0, self.requests_reported - self.rows_received)
+
+    def as_dict(self) -> dict:
+        return {**asdict(self), "rows_lost": self.rows_lost}
+
+    def warning(self) -> str:
+        when = time.strftime("%H:%M:%S", time.gmtime(self.last_seen_unix_s))
+        return (f"worker {self.worker} lost mid-run (last heard {when} UTC, at {self.level_users} users, "
+                f"running {self.users}): {self.rows_lost} requests Locust counted from it have no row and up "
+                f"to {self.users} in flight were cut off; the level ran short of users from then on, so "
+                "spec-verdict leaves its rows from then out (summary lost_workers)")
+
+
+class WorkerWatch:
+    """The master's view of its workers during a test: when each was last heard and at which level, its
+    users, the requests Locust counted from its reports; which were lost. Bounded by the workers."""
+
+    def __init__(self, level: Callable[[], int]) -> None:
+        self._level = level
+        self.heard: dict[str, tuple[float, int]] = {}
+        self.users: dict[str, int] = {}
+        self.reported: dict[str, int] = defaultdict(int)
+        self.lost: dict[str, LostWorker] = {}
+        self.testing = False
+
+    def start_test(self) -> None:
+        self.heard.clear()
+        self.users.clear()
+        self.reported.clear()
+        self.lost.clear()
+        self.testing = True
+
+    def heard_from(self, worker: str) -> None:
+        if self.testing:
+            self.heard[worker] = (time.time(), self._level())
+
+    def report(self, worker: str, data: dict) -> None:
+        """A worker's Locust stats report: count its requests (each is one E2E or Interrupted entry)."""
+        if not self.testing:
+            return
+        self.heard_from(worker)
+        self.reported[worker] += sum(int(entry.get("num_requests") or 0) for entry in data.get("stats") or ()
+                                     if entry.get("method") in (E2E, INTERRUPTED))
+
+    def check(self, environment, collector: Collector) -> None:
+        """While the test runs: note each worker's users; a worker missing or gone without its final
+        batch is lost."""
+        present = {c.id: c for c in environment.runner.clients.all}
+        for worker, client in present.items():
+            if client.state != STATE_MISSING and client.user_count:
+                self.users[worker] = client.user_count
+        for worker in list(self.heard):
+            client = present.get(worker)
+            if (client is None or client.state == STATE_MISSING) and worker not in collector.finished:
+                self._lose(environment, worker)
+
+    def test_stopped(self, environment, collector: Collector) -> None:
+        """After the wait for final batches: every worker heard during the test without one is lost."""
+        for worker in list(self.heard):
+            if worker not in collector.finished:
+                self._lose(environment, worker)
+        self.testing = False
+
+    def _lose(self, environment, worker: str) -> None:
+        if worker in self.lost:
+            return
+        seen, level = self.heard[worker]
+        self.lost[worker] = LostWorker(worker, seen, time.time(), level, self.users.get(worker, 0))
+        log.error("locust-spec: worker %s was lost mid-run (not heard for %.1f s); its last rows are missing "
+                  "and the level ran short of users (the summary says which)", worker, time.time() - seen)
+        if not environment.process_exit_code:
+            environment.process_exit_code = LOST_EXIT_CODE
+
+    def found(self, collector: Collector) -> list[LostWorker]:
+        """The lost workers with their rows and Locust's counts as they stand now."""
+        return [LostWorker(lw.worker, lw.last_seen_unix_s, lw.detected_unix_s, lw.level_users, lw.users,
+                           collector.rows_by_worker.get(lw.worker, 0), self.reported.get(lw.worker, 0))
+                for lw in self.lost.values()]
+
+
+def watch_workers(environment, collector: Collector, watch: WorkerWatch) -> None:
+    """Master: check the workers every heartbeat interval while a test runs (a greenlet for the process)."""
+    while True:
+        gevent.sleep(1.0)
+        if watch.testing and environment.runner.state in (STATE_SPAWNING, STATE_RUNNING):
+            watch.check(environment, collector)

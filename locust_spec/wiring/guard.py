@@ -6,7 +6,9 @@
   (`response_format=`, `prompts=`) or written elsewhere (`csv_prefix=`). A swarm request is refused when
   it changes the host while a credential is configured, names a file outside the run's working directory
   (built-in prompt sets, `json_object` and the files given at start stay allowed), or sets an option the
-  form does not show.
+  form does not show. Each field is judged as Locust will read it: Locust takes a repeated field's first
+  value (a list option's every value), so a field that Locust reads once may appear once only (joined,
+  `host=http://127.0.0.1:80&host=00` read as the real host while Locust used the first).
 - A UI reachable from the network without `--web-login` gets a warning at start.
 - `--master-bind-host` defaults to loopback (Locust's default is every interface, without
   authentication): `--processes N` needs nothing else; workers on other machines need it set explicitly.
@@ -30,6 +32,8 @@ MASTER_BIND_HOST = "127.0.0.1"
 # What Locust's own start form sends besides the plugin options it shows (`extra_options`).
 LOCUST_FORM = frozenset({"user_count", "spawn_rate", "host", "run_time", "profile", "user_classes",
                          "shape_class"})
+# The fields Locust reads as lists (`request.form.getlist`): the user classes and every list option.
+LIST_FIELDS = frozenset({"user_classes"})
 # Shown in the form, but they may name files the run reads.
 FILE_OPTIONS = ("response_format", "prompts")
 NOT_FILES = frozenset({"all", "json_object"})
@@ -78,8 +82,11 @@ def refusal(form: Mapping[str, list[str]], options: Mapping[str, object], shown:
     allowed = LOCUST_FORM | frozenset(shown)
     not_files = NOT_FILES | frozenset(builtins)
     for key, values in form.items():
+        if len(values) > 1 and key not in LIST_FIELDS and not isinstance(options.get(key), list):
+            return f"{key} is given {len(values)} times; send each field once"
         if key == "host":
-            host = "".join(values).replace("<", "").replace(">", "").strip().rstrip("/")
+            # what Locust sets (web.py: the first value, `<` and `>` removed), judged exactly
+            host = values[0].replace("<", "").replace(">", "").rstrip("/") if values else ""
             if hosts is not None and host not in hosts:
                 return ("the host is fixed at start (the API key and metrics token go to it only); "
                         "restart Locust with --host to test another server")

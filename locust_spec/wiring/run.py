@@ -35,7 +35,8 @@ from locust_spec.recording.records import FileSink, RecordSink
 from locust_spec.recording.scraper import Scraper, scraper_from_options
 from locust_spec.recording.timeline import Timeline
 from locust_spec.recording.trace import Trace
-from locust_spec.wiring.distributed import BATCH, Collector, WorkerSink
+from locust_spec.recording.writes import WriteFailed
+from locust_spec.wiring.distributed import BATCH, Collector, WorkerSink, WorkerWatch
 from locust_spec.wiring.lag import LagMonitor
 from locust_spec.wiring.options import selection_from, settings_from
 
@@ -59,11 +60,15 @@ class SpecRun:
     lag: LagMonitor | None = None
     budget: ClientBudget | None = None
     collector: Collector | None = None
+    workers: WorkerWatch | None = None
+    """The master's: which workers were lost mid-run."""
     scraper: Scraper | None = None
     timeline: Timeline | None = None
     """The live page's (a local or master runner with the web UI)."""
     memtrace: MemTrace | None = None
     gave_up: bool = False
+    write_failure: str | None = None
+    """Why the requests CSV stopped (a full disk), for the summary once the sink is closed."""
     servers: dict[str, Server] = field(default_factory=dict)
     _servers_lock: gevent.lock.Semaphore = field(default_factory=gevent.lock.Semaphore)
     _fitted: set[str] = field(default_factory=set)
@@ -97,9 +102,10 @@ class SpecRun:
             # drops.
             run.sink = WorkerSink(lambda batch: runner.send_message(BATCH, batch), run.client_summary)
         elif prefix:
-            run.sink = FileSink(prefix)
+            run.sink = FileSink(prefix, on_failure=run.recording_failed)
         if master:
             run.collector = Collector()
+            run.workers = WorkerWatch(level=lambda: run.levels.current().users)
         return run
 
     def use_run_options(self, worker_index: int) -> None:
@@ -175,7 +181,8 @@ class SpecRun:
         return kind(server, self.levels, self.processor.submit)
 
     def give_up(self, message: str) -> None:
-        """The run cannot measure anything (no model to ask for): one error line, exit code 2, quit now."""
+        """The run cannot go on (no model to ask for, its files cannot be written): one error line, exit
+        code 2, quit now."""
         if self.gave_up:
             return
         self.gave_up = True
@@ -183,6 +190,11 @@ class SpecRun:
         self.environment.process_exit_code = 2
         if self.environment.runner is not None:
             gevent.spawn(self.environment.runner.quit)
+
+    def recording_failed(self, message: str) -> None:
+        """A run file cannot be written (a full disk): the run stops rather than measure what no file
+        keeps; what the files hold stays whole (recording/writes.py)."""
+        self.give_up(f"{message}; the run stops")
 
     # -- the test's life ----------------------------------------------------------------------------
 
@@ -216,6 +228,10 @@ class SpecRun:
     def close(self) -> None:
         if self.sink is not None:
             self.sink.close()
+            sink = self.sink
+            if isinstance(sink, FileSink) and sink.failure is not None:
+                self.write_failure = (f"{sink.failure}; {sink.unwritten} more requests measured have no row "
+                                      "(the run stopped)")
             self.sink = None
         if self.processor is not None and self.processor.trace is not None:
             self.processor.trace.close()
@@ -226,6 +242,8 @@ class SpecRun:
         if self.scraper is None:
             self.scraper = scraper_from_options(self.environment.parsed_options, self.environment.host,
                                                 self.files, os.environ)
+            if self.scraper is not None:
+                self.scraper.on_write_failure = self.recording_failed
         if self.scraper is not None:
             self.scraper.start()
 
@@ -234,12 +252,16 @@ class SpecRun:
         processor, lag = self.processor, self.lag
         counts = {"requests": processor.requests, "failures": processor.failures} if processor else {}
         budget = {"budget_by_level": self.budget.summary()} if self.budget is not None else {}
-        return {**counts, **(lag.summary() if lag is not None else {}), **budget}
+        models = {"models": sorted({s.settings.model for s in self.servers.values()})} if processor else {}
+        return {**counts, **(lag.summary() if lag is not None else {}), **budget, **models}
 
     def client_summaries(self) -> dict[str, dict]:
         """Each load-generating process's client summary: the workers' on a master, else this process's."""
         if self.collector is not None:
-            return dict(self.collector.clients)
+            found = dict(self.collector.clients)
+            for lost in self.workers.lost if self.workers is not None else ():
+                found[lost] = {**found.get(lost, {}), "lost": True}  # counted, even before its first batch
+            return found
         return {"local": self.client_summary()}
 
     def summary(self) -> dict | None:
@@ -257,20 +279,30 @@ class SpecRun:
             except ValueError as e:
                 notes.append(f"cannot read {requests_path}: {e}")
         found = self.scraper
-        window = found.run_window() if found is not None else None
-        levels = found.level_windows() if found is not None else []
-        notes += found.warnings() if found is not None else []
+        clients = self.client_summaries()
+        models = summary.models_under_test(clients)
+        window = found.run_window(models) if found is not None else None
+        levels = found.level_windows(models) if found is not None else []
+        notes += found.warnings(models) if found is not None else []
         notes += self.collector.warnings() if self.collector is not None else []
-        return summary.build_summary(totals, window, levels, self.client_summaries(), notes)
+        if self.write_failure is not None:
+            notes.insert(0, self.write_failure)
+        lost = self.workers.found(self.collector) if self.workers is not None else []
+        notes = [lw.warning() for lw in lost] + notes
+        return summary.build_summary(totals, window, levels, clients, notes, models,
+                                     [lw.as_dict() for lw in lost])
 
     def write_summary(self) -> dict | None:
         """Build, write and log the summary at the end of the run; None without `--csv`."""
         built = self.summary()
         if built is None:
             return None
-        summary.write(self.files.summary, built)
         for line in built["warnings"]:
             log.warning("locust-spec: %s", line)
+        try:
+            summary.write(self.files.summary, built)
+        except WriteFailed as e:
+            log.log(logging.WARNING if self.gave_up else logging.ERROR, "locust-spec: no summary: %s", e)
         return built
 
 

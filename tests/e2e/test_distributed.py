@@ -125,7 +125,8 @@ def test_a_worker_stopped_mid_run_sends_its_last_requests_before_it_goes(tmp_pat
     assert len(workers) == 2 and all(w["requests"] > 0 for w in workers.values())
     # every request a worker measured, the stopped one's interrupted requests too, has its row
     assert sum(w["requests"] for w in workers.values()) == len(rows)
-    assert not any("no final batch" in w or "no row" in w for w in summary["warnings"]), summary["warnings"]
+    assert not any("lost mid-run" in w or "no row" in w for w in summary["warnings"]), summary["warnings"]
+    assert summary["lost_workers"] == []  # it sent its final batch: stopped, not lost
     # Locust's own stats miss what the stopped worker did after its last 3-second report; our rows do not
     assert len(rows) >= locust_e2e_count(out / "run_stats.csv")
     latency = json.loads((out / "run_latency.json").read_text())

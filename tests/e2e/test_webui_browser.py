@@ -84,6 +84,6 @@ def test_speculation_tab_shows_live_acceptance_after_starting_load_from_the_ui(w
     proc.send_signal(signal.SIGTERM)
     proc.wait(30)
     summary = json.loads((tmp_path / "out" / "ui_summary.json").read_text())
-    assert summary["schema"] == 1 and summary["server"]["acceptance_rate"] > 0
+    assert summary["schema"] == 2 and summary["server"]["acceptance_rate"] > 0
     for path in (tmp_path / "out").iterdir():
         assert API_KEY not in path.read_text() and METRICS_TOKEN not in path.read_text(), path

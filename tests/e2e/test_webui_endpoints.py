@@ -61,7 +61,7 @@ def test_master_ui_serves_merged_exact_latency_acceptance_and_our_files(tmp_path
         assert rows and rows[0]["prompt_class"] in ("code", "quote")
         assert json.loads(get(url + "/spec/files/latency"))["schema"] == 1
         live_summary = json.loads(get(url + "/spec/files/summary"))
-        assert live_summary["schema"] == 1 and live_summary["server"]["acceptance_rate"] > 0
+        assert live_summary["schema"] == 2 and live_summary["server"]["acceptance_rate"] > 0
         with pytest.raises(urllib.error.HTTPError) as missing:
             get(url + "/spec/files/..%2Fetc")
         assert missing.value.code == 404

@@ -29,7 +29,7 @@ class Seen:
 
 
 class HostileServer:
-    def __init__(self, routes: dict[str, Mode]) -> None:
+    def __init__(self, routes: dict[str, Mode], port: int = 0) -> None:
         self.routes = routes
         self.seen: list[Seen] = []
         self.stopping = threading.Event()
@@ -38,6 +38,7 @@ class HostileServer:
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
             server_version = "hostile"
+            disable_nagle_algorithm = True  # a head and a body in two writes: no 40 ms delayed-ACK wait
             stopping = owner.stopping  # set at stop: slow and endless modes end
 
             def _any(self) -> None:
@@ -60,7 +61,7 @@ class HostileServer:
             def log_message(self, *args) -> None:
                 pass
 
-        self.httpd = _Quiet(("127.0.0.1", 0), Handler)
+        self.httpd = _Quiet(("127.0.0.1", port), Handler)
         self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
         self.thread.start()
@@ -95,6 +96,12 @@ def send(handler: BaseHTTPRequestHandler, status: int, body: bytes, ctype: str =
 def metrics_text(handler: BaseHTTPRequestHandler) -> None:
     """A real vLLM /metrics answer."""
     send(handler, 200, METRICS, "text/plain; version=0.0.4")
+
+
+def scripted_metrics(text_for: Callable[[int], str]) -> Mode:
+    """/metrics answering its n-th request (from 0) with `text_for(n)`: counters that move as a test says."""
+    count = iter(range(10**9))
+    return lambda handler: send(handler, 200, text_for(next(count)).encode(), "text/plain; version=0.0.4")
 
 
 def slow(byte_every_s: float = 1.0, body: bytes = METRICS) -> Mode:

@@ -1,10 +1,13 @@
 """A network peer against a running Locust: the web UI cannot send the run's credentials elsewhere nor
 choose its files, a UI open to the network is warned about, the master of --processes listens on
-loopback only. Before: a swarm form with host=http://thief sent the API key and the metrics token there."""
+loopback only. Before: a swarm form with host=http://thief sent the API key and the metrics token there;
+then, with the host sent twice (`host=http://127.0.0.1:THIEF&host=0`), the guard judged the values joined
+(the real host) while Locust used the first: the key went to a listener whose URL was a prefix of the host."""
 
 from __future__ import annotations
 
 import json
+import random
 import subprocess
 import time
 import urllib.parse
@@ -20,8 +23,10 @@ TOKEN = "metrics-guarded-9c1d"
 LOAD = {"/v1/models": models(), "/v1/chat/completions": chat_stream(), "/metrics": metrics_text}
 
 
-def swarm(url: str, **fields: str) -> dict:
-    body = urllib.parse.urlencode({"user_count": "1", "spawn_rate": "1", **fields}).encode()
+def swarm(url: str, *pairs: tuple[str, str], **fields: str) -> dict:
+    """POST /swarm with `fields`, and `pairs` as given (a field may repeat)."""
+    body = urllib.parse.urlencode([("user_count", "1"), ("spawn_rate", "1"), *fields.items(), *pairs])
+    body = body.encode()
     with urllib.request.urlopen(urllib.request.Request(url + "/swarm", body), timeout=10) as r:
         return json.loads(r.read())
 
@@ -32,8 +37,26 @@ def stop(proc: subprocess.Popen) -> str:
     return out
 
 
+def prefix_pair(hostile):
+    """(legit, thief): the thief on port P, the legit server on 10 P + d, so the thief's URL is a text
+    prefix of the legit one's."""
+    for _ in range(100):
+        port = random.randint(1025, 6553)
+        try:
+            thief = hostile(LOAD, port=port)
+        except OSError:
+            continue
+        for digit in range(10):
+            try:
+                return hostile(LOAD, port=10 * port + digit), thief
+            except OSError:
+                pass
+    raise RuntimeError("no free pair of prefix ports")
+
+
 def test_the_web_ui_cannot_move_credentials_or_files(hostile, tmp_path):
-    legit, thief = hostile(LOAD), hostile(LOAD)
+    legit, thief = prefix_pair(hostile)
+    assert legit.url.startswith(thief.url)
     port = free_port()
     proc = runs.start(tmp_path, legit.url, "--web-host", "127.0.0.1", "--web-port", str(port),
                       "--api-key", KEY, "--metrics-interval", "0.5",
@@ -49,6 +72,10 @@ def test_the_web_ui_cannot_move_credentials_or_files(hostile, tmp_path):
         for key, value in attempts.items():
             answer = swarm(ui, **{"host": legit.url, key: value})
             assert answer["success"] is False and "locust-spec:" in answer["message"], (key, answer)
+        # Locust takes a repeated field's first value; joined, these read as the legit host.
+        repeated = swarm(ui, ("host", thief.url), ("host", legit.url.removeprefix(thief.url)))
+        assert repeated["success"] is False and "locust-spec:" in repeated["message"], repeated
+        assert swarm(ui, ("host", legit.url), ("host", legit.url))["success"] is False  # ambiguous
         assert swarm(ui, host=legit.url)["success"] is True  # the form as the page sends it
         deadline = time.monotonic() + 60
         while len(legit.requests_to("/v1/chat/completions")) < 3 and time.monotonic() < deadline:
@@ -60,7 +87,7 @@ def test_the_web_ui_cannot_move_credentials_or_files(hostile, tmp_path):
     assert thief.seen == []
     assert not Path(str(tmp_path / "else") + "_requests.csv").exists()
     assert "without --web-login" not in out  # on loopback: no warning
-    assert out.count("refused a web UI start") == len(attempts)
+    assert out.count("refused a web UI start") == len(attempts) + 2
 
 
 def test_a_web_ui_on_every_interface_without_login_is_warned_about_at_start(hostile, tmp_path):

@@ -269,3 +269,90 @@ def test_increase_without_created_is_exact_when_restarts_fall_and_never_over_cou
     assert w.drafts <= total
     if all_visible:
         assert (w.drafts, w.resets) == (total, restarts)
+
+
+# -- hostile counters (#27 items 7, 8, 13): judged per series, the model under test only, anomalies named --
+
+ACC, DRAFT = "vllm:spec_decode_num_accepted_tokens_total", "vllm:spec_decode_num_draft_tokens_total"
+DRAFTS = "vllm:spec_decode_num_drafts_total"
+
+
+def scrape(t: float, model: str = "m", created: float | None = 100.0, extra=(), **values: float) -> Snapshot:
+    """One scrape of `model`'s three spec counters (values by short name), with `_created` unless None."""
+    names = {"acc": ACC, "draft": DRAFT, "drafts": DRAFTS}
+    labels = (("engine", "0"), ("model_name", model))
+    samples = [Sample(names[k], labels, float(v)) for k, v in values.items()]
+    if created is not None:
+        samples += [Sample(n.replace("_total", "_created"), labels, created) for n in names.values()]
+    return Snapshot(t, "u", (*samples, *extra))
+
+
+# lifetime totals before the run at acceptance 0.9; the run's traffic at 0.25
+RUN = [dict(acc=9000 + 25 * i, draft=10000 + 100 * i, drafts=5000 + 25 * i) for i in range(5)]
+
+
+def test_a_counter_that_falls_by_one_is_an_anomaly_not_a_restart_of_every_counter():
+    for created in (100.0, None):
+        snaps = [scrape(i, created=created, **v) for i, v in enumerate(RUN)]
+        snaps[2] = scrape(2, created=created, **{**RUN[2], "acc": RUN[1]["acc"] - 1})
+        w = spec_window(snaps, 0, 10)
+        assert w.acceptance_rate == pytest.approx(0.25) and w.resets == 0  # before: 0.65 (lifetime added)
+        assert [(a.kind, a.count) for a in w.anomalies] == [("counter_decrease", 1)]
+        assert any("(counter_decrease) at u: vllm:spec_decode_num_accepted_tokens_total{" in n
+                   and "fell without a restart (9025.0 to 9024.0) in 1 scrape(s)" in n for n in w.notes)
+
+
+def test_a_restart_is_per_series_by_created_and_without_created_when_the_process_restarted():
+    # engine 1 restarts (its _created moves), engine 0 goes on: only engine 1 counts from zero
+    def two(t, e1_created, e1_acc):
+        e1 = (("engine", "1"), ("model_name", "m"))
+        return scrape(t, acc=100 + 10 * t, draft=400 + 40 * t, extra=(
+            Sample(ACC, e1, e1_acc), Sample(ACC.replace("_total", "_created"), e1, e1_created)))
+    w = spec_window([two(0, 5.0, 500), two(1, 5.0, 510), two(2, 9.0, 7)], 0, 10)
+    assert w.accepted == 20 + 10 + 7 and w.resets == 1
+    # without _created: process_start_time_seconds moved, so every counter starts again
+    start = Sample("process_start_time_seconds", (), 1.0)
+    moved = Sample("process_start_time_seconds", (), 2.0)
+    w = spec_window([scrape(0, created=None, extra=(start,), acc=900, draft=1000, drafts=300),
+                     scrape(1, created=None, extra=(moved,), acc=5, draft=1000, drafts=301)], 0, 10)
+    assert (w.accepted, w.draft_tokens, w.resets) == (5, 1000, 1)
+    # without either, most counters falling together is a restart
+    w = spec_window([scrape(0, created=None, acc=900, draft=1000, drafts=300),
+                     scrape(1, created=None, acc=5, draft=20, drafts=301)], 0, 10)
+    assert (w.accepted, w.draft_tokens, w.resets) == (5, 20, 1) and w.anomalies == ()
+
+
+def test_only_the_model_under_test_is_counted_and_the_others_are_named():
+    snaps = [Snapshot(i, "u", scrape(i, **v).samples
+                      + scrape(i, model="other", acc=10 * i, draft=1000 * i, drafts=100 * i).samples)
+             for i, v in enumerate(RUN)]
+    w = spec_window(snaps, 0, 10, models=["m"])
+    assert w.acceptance_rate == pytest.approx(0.25)  # before: summed in, 0.06
+    assert (w.models, w.other_models) == (("m",), ("other",))
+    assert "series of other models on the same /metrics left out: other" in w.notes
+    unknown = spec_window(snaps, 0, 10)
+    assert unknown.acceptance_rate is None and unknown.models == ()
+    assert any("series of 2 models (m, other) and the model under test is not known" in n
+               for n in unknown.notes)
+    # one model exposed under another name (an alias of --served-model-name): counted, and said
+    alone = spec_window([scrape(i, **v) for i, v in enumerate(RUN)], 0, 10, models=["alias"])
+    assert alone.acceptance_rate == pytest.approx(0.25) and alone.models == ("m",)
+    assert any("names no series" in n for n in alone.notes)
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf")])
+def test_a_value_that_is_not_a_finite_number_leaves_its_scrape_out(bad):
+    snaps = [scrape(i, **v) for i, v in enumerate(RUN)]
+    snaps[2] = scrape(2, **{**RUN[2], "acc": bad})
+    w = spec_window(snaps, 0, 10)
+    assert w.acceptance_rate == pytest.approx(0.25)  # before: nan, or 0.0 for +Inf
+    assert [(a.kind, a.url, a.count) for a in w.anomalies] == [("not_finite", "u", 1)]
+
+
+def test_a_series_exposed_twice_in_one_scrape_leaves_its_scrape_out():
+    snaps = [scrape(i, **v) for i, v in enumerate(RUN)]
+    stale = Sample(ACC, (("engine", "0"), ("model_name", "m")), 1.0)
+    snaps[3] = Snapshot(3, "u", snaps[3].samples + (stale,))
+    w = spec_window(snaps, 0, 10)
+    assert w.acceptance_rate == pytest.approx(0.25) and w.resets == 0  # before: a false restart
+    assert [a.kind for a in w.anomalies] == ["duplicate_series"]

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import csv
 import json
+import types
+from dataclasses import astuple
 
 import msgpack
 
 from locust_spec.client.timing import RequestTiming
 from locust_spec.recording.histograms import LatencyHistograms
 from locust_spec.recording.records import FileSink, make_row
-from locust_spec.wiring.distributed import VERSION, Collector, WorkerSink
+from locust_spec.wiring.distributed import LOST_EXIT_CODE, VERSION, Collector, WorkerSink, WorkerWatch
 
 
 def timing(i: int) -> RequestTiming:
@@ -108,7 +110,22 @@ def test_a_batch_from_another_plugin_version_is_refused_with_one_line(tmp_path, 
     assert "2 cells, expected 20" in caplog.records[1].getMessage()
 
 
-def test_a_worker_that_reported_but_never_finished_is_a_warning():
-    collector = Collector()
-    collector.receive("w1", {"v": VERSION, "rows": [], "hist": {}, "client": {"requests": 1}}, None)
-    assert collector.warnings() == ["worker w1 sent no final batch: its last requests are missing"]
+def test_a_worker_heard_during_the_test_that_never_finished_is_lost_with_the_rows_locust_counted():
+    environment = types.SimpleNamespace(process_exit_code=None)  # what the watch sets on Locust's
+    collector, watch = Collector(), WorkerWatch(level=lambda: 8)
+    collector.start_test()
+    watch.start_test()
+    watch.heard_from("w1")
+    watch.heard_from("w2")
+    # Locust's stats reports: each request is one E2E or Interrupted entry (TTFT/TPOT are not requests)
+    watch.report("w1", {"stats": [{"method": "E2E", "num_requests": 5}, {"method": "TTFT", "num_requests": 5},
+                                  {"method": "Interrupted", "num_requests": 1}]})
+    rows = [list(astuple(row)) for row, _ in requests(4, 1)]
+    collector.receive("w1", {"v": VERSION, "rows": rows, "hist": {}, "client": {"requests": 4}}, None)
+    collector.receive("w2", {"v": VERSION, "rows": [], "hist": {}, "client": {}, "final": True}, None)
+    watch.test_stopped(environment, collector)
+    [lost] = watch.found(collector)
+    assert (lost.worker, lost.level_users, lost.rows_received, lost.requests_reported) == ("w1", 8, 4, 6)
+    assert lost.rows_lost == 2 and lost.last_seen_unix_s <= lost.detected_unix_s
+    assert environment.process_exit_code == LOST_EXIT_CODE
+    assert "worker w1 lost mid-run" in lost.warning() and "2 requests Locust counted" in lost.warning()

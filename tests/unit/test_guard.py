@@ -35,6 +35,15 @@ def test_another_host_is_refused_when_credentials_are_at_stake_only():
     assert why(None, host="http://elsewhere:1") is None
 
 
+def test_a_field_locust_reads_once_is_judged_as_locust_reads_it_and_may_not_repeat():
+    # Locust sets the host from the first value; joined, these two read as the real host
+    assert "host is given 2 times" in why(host=["http://vllm:800", "0"])
+    assert "max_tokens is given 2 times" in why(max_tokens=["64", "128"])
+    assert "host is fixed at start" in why(host=" http://vllm:8000")  # not the host Locust would use
+    assert why(host="http://vll<m:8000>") is None  # Locust removes < and > (its XSS guard)
+    assert why(prompts=["code", "json:2"]) is None  # a list option: Locust reads every value
+
+
 def test_files_outside_the_runs_folder_and_options_the_form_does_not_show_are_refused():
     assert "response_format may name files under /srv/run only" in why(response_format="/etc/passwd")
     assert "prompts may name files under /srv/run only" in why(prompts="code,/etc/shadow:2")

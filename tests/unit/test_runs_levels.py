@@ -8,9 +8,10 @@ from pathlib import Path
 
 import numpy as np
 import orjson
+import pandas as pd
 import pytest
 from locust_spec.analysis import levels
-from locust_spec.analysis.runs import discover, read_run
+from locust_spec.analysis.runs import LostWorker, discover, leave_out_lost, read_run
 
 from locust_spec.metrics.exposition import Sample, Snapshot
 from locust_spec.recording.histograms import LatencyHistograms
@@ -73,9 +74,10 @@ def test_itl_falls_back_to_request_rows_without_latency_json(tmp_path):
     assert by[2].metrics.itl_p50_ms == 10.0 and by[2].metrics.itl_p95_ms is None
 
 
-def _snap(t, drafts, draft_tokens, accepted):
+def _snap(t, drafts, draft_tokens, accepted, started=1.0):
     labels = (("engine", "0"), ("model_name", "m"))
     return Snapshot(T0 + t, "http://s/metrics", (
+        Sample("process_start_time_seconds", (), started),
         Sample("vllm:spec_decode_num_drafts_total", labels, drafts),
         Sample("vllm:spec_decode_num_draft_tokens_total", labels, draft_tokens),
         Sample("vllm:spec_decode_num_accepted_tokens_total", labels, accepted),
@@ -85,13 +87,14 @@ def _snap(t, drafts, draft_tokens, accepted):
 
 def test_acceptance_comes_from_the_counters_inside_the_level_window(tmp_path):
     run = read_run(write(tmp_path / "r", ROWS))
-    scrapes = [_snap(0.5, 0, 0, 0), _snap(1.0, 10, 40, 10), _snap(3.0, 30, 120, 70), _snap(6.0, 99, 999, 0)]
+    scrapes = [_snap(0.5, 0, 0, 0), _snap(1.0, 10, 40, 10), _snap(3.0, 30, 120, 70),
+               _snap(6.0, 99, 999, 0, started=2.0)]
     run = replace(run, snapshots=scrapes)
     stats = levels.spec_stats(run, levels.run_levels(run)[2])
     assert stats.acceptance == pytest.approx(60 / 80)
     assert stats.draft_tokens == 80
-    # level 4's one request runs 5.0-6.0 s: bracketed by the scrapes at 3.0 s and 6.0 s, where the counters
-    # restarted: the increase counts from zero again
+    # level 4's one request runs 5.0-6.0 s: bracketed by the scrapes at 3.0 s and 6.0 s, where the server's
+    # process had started again: the increase counts from zero again
     four = levels.spec_stats(run, levels.run_levels(run)[4])
     assert four.draft_tokens == 999 and any("reset" in n for n in four.notes)
 
@@ -180,3 +183,15 @@ def test_discover_accepts_prefix_file_or_folder(tmp_path):
     assert discover(a) == [a]
     assert discover(Path(f"{a}_latency.json")) == [a]
     assert discover(tmp_path) == [tmp_path / "a", tmp_path / "b"]
+
+
+def test_rows_measured_short_of_users_after_a_worker_was_lost_are_left_out(tmp_path):
+    # levels 1 (0-10 s), 2 (10-20 s), 4 (20-30 s); the worker last heard at 8 s, found lost at 12 s: level 1
+    # from 8 s on and level 2 (handed users for the dead worker at its start) ran short; level 4 did not
+    frame = pd.DataFrame({"level_users": [1.0] * 10 + [2.0] * 10 + [4.0] * 10,
+                          "start_unix_s": [T0 + t for t in range(30)]})
+    lost = [LostWorker("w1", T0 + 8, T0 + 12)]
+    kept, notes = leave_out_lost(tmp_path / "run_requests.csv", frame, lost)
+    assert [t - T0 for t in kept["start_unix_s"]] == [*range(8), *range(20, 30)]
+    [note] = notes
+    assert "worker w1 was lost at" in note and "12 rows at 1, 2 users from then on are left out" in note

@@ -40,7 +40,7 @@ def process(requests: int, lag_ms: float = 1.0, late: int = 0) -> dict:
 
 def test_a_run_where_client_and_server_agree_has_no_warnings(window):
     summary = build_summary(matching_totals(window), window, [(4, window)], {"local": process(24)})
-    assert summary["schema"] == 1
+    assert summary["schema"] == 2
     assert summary["warnings"] == []
     assert set(summary["crosscheck"]) == {"output tokens", "finished requests", "mean TPOT"}
     assert all(c["warning"] is None for c in summary["crosscheck"].values())
@@ -142,7 +142,7 @@ def test_the_written_lag_per_level_is_what_spec_verdict_reads(tmp_path, window):
                "w2": monitor_summary(12, {64: [0.5] * 20})}
     path = tmp_path / "run_summary.json"
     write(path, build_summary(matching_totals(window), window, [(1, window)], clients))
-    _, _, lag = read_summary(path)
+    lag = read_summary(path).client_lag
     assert set(lag) == {1, 64}
     assert lag[64] == ClientLag(samples=40, late_samples=20, late_share=round(0.6 / (20 * 0.08), 5),
                                 max_lag_ms=30.0)
