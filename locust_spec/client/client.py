@@ -21,7 +21,7 @@ import orjson
 from gevent import GreenletExit
 
 from locust_spec.client.settings import RequestSettings
-from locust_spec.client.sse import DONE, Event, EventSplitter, parse_object, response_id
+from locust_spec.client.sse import DONE, Event, EventSplitter, carries_token, parse_object, response_id
 from locust_spec.client.timing import RequestTiming, request_timing
 from locust_spec.client.transport import (
     Arrivals,
@@ -256,6 +256,10 @@ class FastChatClient(ChatClient):
             raise StreamFailure(http_error(status), short_error(error_body))
 
 
+class _NoFirstToken(Exception):
+    """Raised by the SDK client's first-token deadline."""
+
+
 class OpenAIChatClient(ChatClient):
     """The official SDK's stream (accurate only at low concurrency per process: chunks are stamped when
     the SDK hands them over, after its own parsing)."""
@@ -273,11 +277,22 @@ class OpenAIChatClient(ChatClient):
         # what the SDK's create() does not name goes in extra_body (vLLM's own fields, stream_options)
         extra = {k: body.pop(k) for k in list(body) if k not in self._named or k == "stream_options"}
         capture.chunks = []
+        stream = None
+        # The SDK's read timeout is the idle timeout; the first token has its own deadline from sending,
+        # which bytes without a token (SSE comments, a role-only chunk) do not move.
+        first_token = gevent.Timeout(self.settings.first_token_timeout, _NoFirstToken)
         capture.start_unix, capture.start = time.time(), time.perf_counter()
+        first_token.start()
         try:
             stream = sdk.chat.completions.create(stream=True, extra_body=extra, **body)
             for chunk in stream:
                 capture.chunks.append((time.perf_counter(), chunk))
+                if first_token.pending and carries_token(parse_object(chunk.to_dict())):
+                    first_token.close()
+        except _NoFirstToken:
+            if stream is not None:
+                stream.close()
+            raise StreamFailure(ErrorKind.TIMEOUT_FIRST_TOKEN.value, "no token from the server") from None
         except BodyRefused as e:
             raise StreamFailure(e.kind, e.detail) from None
         except openai.APIStatusError as e:
@@ -292,6 +307,8 @@ class OpenAIChatClient(ChatClient):
         except (ValueError, TypeError, AttributeError, KeyError) as e:  # the SDK could not read a chunk
             raise StreamFailure(ErrorKind.MALFORMED_SSE.value,
                                 f"the SDK failed on a chunk ({type(e).__name__})") from None
+        finally:
+            first_token.close()
         capture.done = sdk_saw_done(stream)
 
 

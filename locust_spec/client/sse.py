@@ -113,10 +113,17 @@ def parse_payload(payload: bytes) -> Event:
     try:
         wire = _decode(payload)
     except msgspec.ValidationError as e:
-        return Malformed(_printable(str(e)))
+        return Malformed(printable(str(e)))
     except msgspec.DecodeError:
         return Malformed(f"not JSON: {_excerpt(payload)}")
     return _chunk(wire)
+
+
+def carries_token(event: Event) -> bool:
+    """Whether an event is a chunk with a token: a first token (a role-only first chunk, a usage-only last
+    one, an error or a comment are none)."""
+    return type(event) is Chunk and event.has_choices and bool(
+        (event.completion_tokens or 0) > 0 or event.text_chars)
 
 
 def parse_object(obj: object) -> Event:
@@ -124,7 +131,7 @@ def parse_object(obj: object) -> Event:
     try:
         wire = msgspec.convert(obj, _Wire)
     except msgspec.ValidationError as e:
-        return Malformed(_printable(str(e)))
+        return Malformed(printable(str(e)))
     return _chunk(wire)
 
 
@@ -132,7 +139,7 @@ def _chunk(wire: _Wire) -> Event:
     error = wire.error
     if error is not None:
         message = error if isinstance(error, str) else error.message or "(no message)"
-        return Chunk(has_choices=False, error=_printable(message, ERROR_CHARS))
+        return Chunk(has_choices=False, error=printable(message, ERROR_CHARS))
     choices = wire.choices
     if choices is None:
         return Malformed("chunk without choices")
@@ -156,7 +163,7 @@ def _chunk(wire: _Wire) -> Event:
         prompt_tokens=usage.prompt_tokens if usage is not None else None,
         text_chars=text_chars,
         has_choices=bool(choices),
-        finish_reason=None if finish_reason is None else _printable(finish_reason, FINISH_REASON_CHARS),
+        finish_reason=None if finish_reason is None else printable(finish_reason, FINISH_REASON_CHARS),
         spec_accepted_tokens=spec.num_accepted_draft_tokens if spec is not None else None,
         spec_draft_tokens=spec.num_draft_tokens if spec is not None else None,
     )
@@ -262,7 +269,7 @@ class EventSplitter:
         return out[0][1] if out else None
 
 
-def _printable(text: str, limit: int = 120) -> str:
+def printable(text: str, limit: int = 120) -> str:
     """Cut to `limit` characters, one line of printable, encodable text (a server's control character or
     lone surrogate must not break a row)."""
     text = text[:limit]

@@ -10,12 +10,12 @@ from tests.hostile.server import HostileServer, Mode
 
 
 @pytest.fixture
-def hostile() -> Iterator[Callable[[dict[str, Mode]], HostileServer]]:
+def hostile() -> Iterator[Callable[..., HostileServer]]:
     """Factory: `hostile({"/metrics": slow()})` starts a server answering each path in its mode."""
     started: list[HostileServer] = []
 
-    def start(routes: dict[str, Mode]) -> HostileServer:
-        server = HostileServer(routes)
+    def start(routes: dict[str, Mode], idle_timeout: float | None = None) -> HostileServer:
+        server = HostileServer(routes, idle_timeout)
         started.append(server)
         return server
 
