@@ -20,6 +20,7 @@ import gevent
 import orjson
 from gevent import GreenletExit
 
+from locust_spec.client.headers import credential
 from locust_spec.client.settings import RequestSettings
 from locust_spec.client.sse import DONE, Event, EventSplitter, carries_token, parse_object, response_id
 from locust_spec.client.timing import RequestTiming, request_timing
@@ -322,7 +323,7 @@ def openai_sdk(host: str, api_key: str, settings: RequestSettings):
     scheme = "https" if endpoint.ssl else "http"
     return openai.OpenAI(
         base_url=f"{scheme}://{endpoint.host_header}{endpoint.api_base}",
-        api_key=api_key or "none", max_retries=0,
+        api_key=credential(api_key, "the API key") or "none", max_retries=0,
         timeout=openai.Timeout(settings.request_timeout, connect=settings.connect_timeout,
                                read=settings.idle_timeout),
         **sdk_client_options(settings.max_line_bytes, settings.max_response_bytes),

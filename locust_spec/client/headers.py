@@ -8,6 +8,9 @@ such a value is refused, in one line that says where it came from and never show
 
 from __future__ import annotations
 
+import argparse
+from collections.abc import Callable
+
 
 class HeaderValueError(ValueError):
     """A configured value that cannot go into a header; the message names its source, never the value."""
@@ -32,3 +35,16 @@ def credential(value: str, what: str) -> str:
 def bearer(token: str, what: str) -> str:
     """The `Authorization` value for `token` (see `credential`)."""
     return f"Bearer {credential(token, what)}"
+
+
+def credential_type(what: str) -> Callable[[str], str]:
+    """An option's `type` for a credential (`credential`): a bad one is a one-line usage error that never
+    shows it (argparse prints the value with a plain ValueError)."""
+
+    def parse(text: str) -> str:
+        try:
+            return credential(text, what)
+        except HeaderValueError as e:
+            raise argparse.ArgumentTypeError(str(e)) from None
+
+    return parse

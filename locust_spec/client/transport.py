@@ -399,6 +399,7 @@ class Connection:
     def _stamped_reader(self, clock):
         """A read returning (bytes, perf_counter time of the kernel's receive stamp, else of the return)."""
         sock, unpack, space = self.sock, _TIMESPEC.unpack, _CMSG_SPACE
+        sol, stamped = socket.SOL_SOCKET, _SO_TIMESTAMPNS
         # the wall-clock stamp is put on perf_counter's scale through a pair taken together, per request
         offset = time.time() - clock()
         # gevent's recvmsg tries the socket first and waits when it raises EAGAIN: a chunk stream is
@@ -420,8 +421,11 @@ class Connection:
                 except BlockingIOError:  # woken without data after all
                     continue
             for level, kind, value in ancillary:
-                if level == socket.SOL_SOCKET and kind == _SO_TIMESTAMPNS and len(value) == _TIMESPEC.size:
-                    sec, nsec = unpack(value)
+                if kind == stamped and level == sol:
+                    try:
+                        sec, nsec = unpack(value)
+                    except struct.error:  # a stamp cut short: the read's own clock
+                        break
                     return data, sec + nsec * 1e-9 - offset
             return data, clock()
 
