@@ -20,6 +20,13 @@ import gevent
 import orjson
 from gevent import GreenletExit
 
+from locust_spec.client.backoff import (
+    RETRY_AFTER_MAX_S,
+    SERVER_BACKOFF_S,
+    SLOW_DOWN,
+    next_wait,
+    retry_after_s,
+)
 from locust_spec.client.headers import credential
 from locust_spec.client.settings import RequestSettings
 from locust_spec.client.sse import DONE, Event, EventSplitter, carries_token, parse_object, response_id
@@ -37,14 +44,11 @@ from locust_spec.client.transport import (
     with_timeout,
 )
 from locust_spec.core.level import LevelBoard
-from locust_spec.core.runfiles import CONNECT_FAILURES, ErrorKind, http_error
+from locust_spec.core.runfiles import ErrorKind, http_error
 
 log = logging.getLogger(__name__)
 
 CHAT_PATH = "/chat/completions"
-# A refused connect fails at once: without a pause each user would record thousands of failures a second
-# while a server is down, swamping the failure rate and the rows. Doubling from 50 ms, capped at 1 s.
-CONNECT_BACKOFF_S = (0.05, 1.0)
 
 
 @dataclass(eq=False)
@@ -67,6 +71,8 @@ class Capture:
     wire: Arrivals | None = None
     chunks: list | None = None
     done: bool = False
+    held_s: float = 0.0
+    """Seconds its user waited before sending it because the server had refused it (backoff.py)."""
     _events: list | None = field(default=None, repr=False)
 
     def events(self) -> list[tuple[float, Event]]:
@@ -129,6 +135,15 @@ class Server:
     api_key: str
     continuous_usage: bool = True
     sdk: object | None = None
+    told_to_wait: bool = False
+
+    def slowed_down(self, kind: str, retry_after: float | None) -> None:
+        if not self.told_to_wait:
+            self.told_to_wait = True
+            asked = f"Retry-After {retry_after:g} s" if retry_after is not None else "no Retry-After"
+            log.warning("locust-spec: %s answered %s (%s): its users wait before sending again (Retry-After "
+                        "honoured up to %g s, else from %g s doubling); the time they wait is in the summary",
+                        self.host, kind, asked, RETRY_AFTER_MAX_S, SERVER_BACKOFF_S[0])
 
     def reject_continuous_usage(self) -> None:
         if self.continuous_usage:
@@ -174,19 +189,21 @@ class ChatClient:
         self.settings = server.settings
         self._levels = levels
         self._submit = submit
-        self._backoff = 0.0
+        self._wait_s = 0.0  # asked for by the last refusal (backoff.py)
+        self._send_at = 0.0  # monotonic: not before then
 
     def stream(self, messages: Sequence[dict], *, name: str = "chat", prompt_id: str = "",
                **body) -> Capture:
+        held = self._hold()
         level = self._levels.current()
-        capture = Capture(name, prompt_id, level.users, level.in_warmup(time.time()))
-        connect_failed = False
+        capture = Capture(name, prompt_id, level.users, level.in_warmup(time.time()), held_s=held)
+        refused, retry_after = None, None
         try:
             with with_timeout(self.settings.request_timeout):
                 self._send(messages, body, capture)
         except StreamFailure as e:
             capture.error = str(e)
-            connect_failed = e.kind in CONNECT_FAILURES
+            refused, retry_after = e.kind, e.retry_after
         except RequestTimeout:
             self._abandon()
             capture.error = ErrorKind.TIMEOUT_REQUEST.error(f"over {self.settings.request_timeout:g} s")
@@ -197,11 +214,21 @@ class ChatClient:
             raise
         capture.end = time.perf_counter()
         self._submit(capture)
-        lo, hi = CONNECT_BACKOFF_S
-        self._backoff = min(max(self._backoff * 2, lo), hi) if connect_failed else 0.0
-        if self._backoff:
-            gevent.sleep(self._backoff)
+        asked = retry_after_s(retry_after, time.time())
+        self._wait_s = next_wait(self._wait_s, refused, asked)
+        self._send_at = time.monotonic() + self._wait_s
+        if refused in SLOW_DOWN:
+            self.server.slowed_down(refused, asked)
         return capture
+
+    def _hold(self) -> float:
+        """Wait until the server's last refusal lets this user send again (its think time, spent before
+        this call, counts toward it); the seconds waited here."""
+        left = self._send_at - time.monotonic()
+        if left <= 0:
+            return 0.0
+        gevent.sleep(left)
+        return left
 
     def body(self, messages: Sequence[dict], fields: dict, continuous_usage: bool) -> dict:
         return chat_body(self.settings, messages, continuous_usage, fields)
@@ -254,7 +281,7 @@ class FastChatClient(ChatClient):
             if status == 400 and continuous and b"continuous_usage_stats" in error_body:
                 server.reject_continuous_usage()
                 continue
-            raise StreamFailure(http_error(status), short_error(error_body))
+            raise StreamFailure(http_error(status), short_error(error_body), self._conn.retry_after)
 
 
 class _NoFirstToken(Exception):
@@ -297,7 +324,8 @@ class OpenAIChatClient(ChatClient):
         except BodyRefused as e:
             raise StreamFailure(e.kind, e.detail) from None
         except openai.APIStatusError as e:
-            raise StreamFailure(http_error(e.status_code), short_error(str(e.message).encode())) from None
+            raise StreamFailure(http_error(e.status_code), short_error(str(e.message).encode()),
+                                e.response.headers.get("retry-after")) from None
         except openai.APITimeoutError:
             kind = ErrorKind.TIMEOUT_IDLE if capture.chunks else ErrorKind.TIMEOUT_FIRST_TOKEN
             raise StreamFailure(kind.value) from None

@@ -43,9 +43,11 @@ _KERNEL_STAMPS = sys.platform == "linux" and _CMSG_SPACE > 0
 class StreamFailure(Exception):
     """A request that failed; str() is the short `kind: detail` that goes into rows and Locust."""
 
-    def __init__(self, kind: str, detail: str = "") -> None:
+    def __init__(self, kind: str, detail: str = "", retry_after: str | None = None) -> None:
         super().__init__(f"{kind}: {detail}" if detail else kind)
         self.kind = kind
+        self.retry_after = retry_after
+        """An HTTP failure's Retry-After header, as sent."""
 
 
 class RequestTimeout(Exception):
@@ -202,6 +204,7 @@ class Connection:
         self.start_unix = 0.0
         self.start = 0.0
         self.kernel_stamps = False
+        self.retry_after: str | None = None  # of the last non-200 answer
         self._watchdog = Watchdog()
         self._rest: HTTPSocketResponse | None = None  # the last answer, left at its [DONE] (see _fit)
 
@@ -314,6 +317,8 @@ class Connection:
             response = HTTPSocketResponse(sock, block_size=65536, method="POST", pre_buffered=first)
             status = response.status_code
             if status != 200:
+                retry_after = response.get("retry-after")
+                self.retry_after = retry_after if isinstance(retry_after, str) else None
                 body = response.read(ERROR_BODY_BYTES)
                 if response.should_close():
                     self.close()

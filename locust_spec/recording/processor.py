@@ -141,6 +141,8 @@ class Processor:
         self.requests += 1
         if self._budget is not None and timing is not None:
             self._budget.add_chunks(capture.level_users, timing.chunks)
+        if self._budget is not None and capture.held_s:
+            self._budget.add_held(capture.level_users, capture.held_s)
         fire, name = self._fire, capture.name
         if error is None and timing is not None and timing.ttft_ms is not None:
             fire(request_type=TTFT, name=name, response_time=timing.ttft_ms, response_length=0,
