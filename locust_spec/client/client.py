@@ -13,7 +13,7 @@ import contextlib
 import inspect
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass, field
 
 import gevent
@@ -30,7 +30,7 @@ from locust_spec.client.backoff import (
 from locust_spec.client.headers import credential
 from locust_spec.client.settings import RequestSettings
 from locust_spec.client.sse import DONE, Event, EventSplitter, carries_token, parse_object, response_id
-from locust_spec.client.timing import RequestTiming, request_timing
+from locust_spec.client.timing import RequestTiming, request_timing, timing_slices
 from locust_spec.client.transport import (
     Arrivals,
     BodyRefused,
@@ -90,6 +90,16 @@ class Capture:
         if not self.start:
             return None
         return request_timing(self.start, self.events(), self.end)
+
+    def timing_slices(self, size: int, every: int) -> Generator[None, None, RequestTiming | None]:
+        """`timing()` computed about `size` bytes of the body, then `every` events, at a time: a generator
+        that yields between slices (the processor lets the readers run there: a stream of a million chunks
+        takes seconds) and returns the timing."""
+        if not self.start:
+            return None
+        if self._events is None and self.wire is not None and self.chunks is None:
+            self._events = yield from self.wire.event_slices(size)
+        return (yield from timing_slices(self.start, self.events(), self.end, every))
 
     def response_id(self) -> str:
         """The server's id for the response (vLLM's `chatcmpl-...`), "" when none came."""

@@ -7,8 +7,9 @@ naming what was wrong, never an exception; framing is linear in the bytes.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Annotated
+import bisect
+from collections.abc import Generator, Sequence
+from typing import Annotated, TypeVar
 
 import msgspec
 
@@ -20,6 +21,7 @@ FINISH_REASON_CHARS = 40
 ERROR_CHARS = 200
 
 _Count = Annotated[int, msgspec.Meta(ge=0, le=MAX_TOKEN_COUNT)]
+T = TypeVar("T")
 
 
 class Chunk(msgspec.Struct, frozen=True, gc=False):
@@ -210,19 +212,41 @@ def timed_events(body: bytes | bytearray, times: Sequence[float], ends: Sequence
     """A stream's body and its reads (read i ended at body offset `ends[i]` at perf_counter `times[i]`) ->
     its events, each stamped with the read that completed its last data line. An unterminated tail counts
     as a last line, read at the last read's time. One pass: linear in the body."""
+    return completed(timed_event_slices(body, times, ends, len(body) or 1))
+
+
+def timed_event_slices(body: bytes | bytearray, times: Sequence[float], ends: Sequence[int], size: int
+                       ) -> Generator[None, None, list[tuple[float, Event]]]:
+    """`timed_events`, about `size` bytes of the body at a time (whole reads, at least one): a generator
+    that yields between slices (its caller may let others run there) and returns the events."""
     out: list[tuple[float, Event]] = []
     state = _Framing()
     pos = seen = 0  # pos: start of the first line not framed yet; seen: end of the previous read
-    for t, end in zip(times, ends, strict=True):
-        cut = body.rfind(b"\n", seen, end)  # only this read's bytes: a newline-less body stays linear
-        seen = end
-        if cut >= 0:
-            _frame(body[pos:cut], t, state, out, parse_payload)
-            pos = cut + 1
+    lo, count = 0, len(times)
+    while lo < count:
+        hi = max(bisect.bisect_right(ends, seen + size, lo), lo + 1)
+        for t, end in zip(times[lo:hi], ends[lo:hi], strict=True):
+            cut = body.rfind(b"\n", seen, end)  # only this read's bytes: a newline-less body stays linear
+            seen = end
+            if cut >= 0:
+                _frame(body[pos:cut], t, state, out, parse_payload)
+                pos = cut + 1
+        lo = hi
+        if lo < count:
+            yield
     if pos < len(body) and ends:
         _frame(body[pos:], times[-1], state, out, parse_payload)
     _flush(state, out, parse_payload)
     return out
+
+
+def completed(steps: Generator[None, None, T]) -> T:
+    """What a computation done in slices (a generator yielding between them) returns, run in one go."""
+    while True:
+        try:
+            next(steps)
+        except StopIteration as done:
+            return done.value
 
 
 def parse_lines(timed_lines: Sequence[tuple[float, bytes]]) -> list[tuple[float, Event]]:

@@ -11,6 +11,7 @@ import struct
 import sys
 import time
 from array import array
+from collections.abc import Generator
 from urllib.parse import urlsplit
 
 import gevent
@@ -19,7 +20,15 @@ import gevent.ssl
 from geventhttpclient.response import HTTPParseError, HTTPSocketResponse
 
 from locust_spec.client.headers import bearer
-from locust_spec.client.sse import DONE, Event, carries_token, parse_payload, printable, timed_events
+from locust_spec.client.sse import (
+    DONE,
+    Event,
+    carries_token,
+    parse_payload,
+    printable,
+    timed_event_slices,
+    timed_events,
+)
 from locust_spec.core.runfiles import ErrorKind
 
 # Real vLLM chunks are 0.3-0.6 kB (one token and its usage; the last one with spec-decode stats); a tool
@@ -116,6 +125,9 @@ class Arrivals:
 
     def events(self) -> list[tuple[float, Event]]:
         return timed_events(self.body, self.times, self.ends)
+
+    def event_slices(self, size: int) -> Generator[None, None, list[tuple[float, Event]]]:
+        return timed_event_slices(self.body, self.times, self.ends, size)
 
 
 def _has_token_or_done(lines: bytes | bytearray) -> bool:

@@ -3,6 +3,7 @@ each finished request (its Capture) instead of handing it to a processor."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from locust_spec.client.client import (
@@ -39,10 +40,17 @@ def settings(kind: str = "fast", **timeouts: float) -> RequestSettings:
                            ignore_eos=False, response_format=None, client=kind, **values)
 
 
-def client(url: str, kind: str = "fast", api_key: str = "", **timeouts: float) -> tuple[ChatClient, Kept]:
-    """A user's client for `url` (`kind` fast or openai) and what it hands on."""
+def client(url: str, kind: str = "fast", api_key: str = "", submit: Callable[[Capture], None] | None = None,
+           **timeouts: float) -> tuple[ChatClient, Kept]:
+    """A user's client for `url` (`kind` fast or openai) and what it hands on (also to `submit`)."""
     s = settings(kind, **timeouts)
     sdk = openai_sdk(url, api_key, s) if kind == "openai" else None
     kept = Kept()
+
+    def hand_on(capture: Capture) -> None:
+        kept.captures.append(capture)
+        if submit is not None:
+            submit(capture)
+
     cls = OpenAIChatClient if kind == "openai" else FastChatClient
-    return cls(Server(url, s, api_key, sdk=sdk), LevelBoard(lambda: 1), kept.captures.append), kept
+    return cls(Server(url, s, api_key, sdk=sdk), LevelBoard(lambda: 1), hand_on), kept

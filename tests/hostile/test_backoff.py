@@ -6,6 +6,8 @@ Before: one user sent ~1,900 requests a second to a server asking it to wait 5 s
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from tests.hostile.clients import MESSAGES, client
@@ -29,8 +31,10 @@ def waits(kept, n: int) -> list[float]:
 def test_retry_after_is_honoured(hostile, kind):
     server = hostile({CHAT: refuse(429, "1")})
     user, kept = client(server.url, kind)
+    started = time.monotonic()
     for _ in range(2):
         user.stream(MESSAGES)  # no think time: only the server's request holds it back
+    assert time.monotonic() - started > 0.8  # the second went out a second after the first's answer
     assert [kept.error(n)[:8] for n in range(2)] == ["http_429"] * 2
     first, second = waits(kept, 2)
     assert first == 0.0 and 0.8 < second <= 1.0
@@ -39,8 +43,10 @@ def test_retry_after_is_honoured(hostile, kind):
 def test_a_503_without_retry_after_is_answered_by_waits_that_double(hostile):
     server = hostile({CHAT: refuse(503, None)})
     user, kept = client(server.url)
+    started = time.monotonic()
     for _ in range(3):
         user.stream(MESSAGES)
+    assert time.monotonic() - started > 0.6
     held = waits(kept, 3)
     assert held[0] == 0.0 and 0.15 < held[1] <= 0.25 and 0.4 < held[2] <= 0.5
 
