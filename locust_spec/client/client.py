@@ -294,8 +294,9 @@ class FastChatClient(ChatClient):
             raise StreamFailure(http_error(status), short_error(error_body), self._conn.retry_after)
 
 
-class _NoFirstToken(Exception):
-    """Raised by the SDK client's first-token deadline."""
+class _NoFirstToken(BaseException):
+    """Raised by the SDK client's first-token deadline; a BaseException, as gevent's Timeout is, so that no
+    SDK version's `except Exception` turns it into a connection error."""
 
 
 class OpenAIChatClient(ChatClient):
