@@ -1,13 +1,16 @@
 """Soak: a long headless Locust run on spec-sim, sampling the Locust process's memory; it should stay flat.
 
 Usage: python benchmarks/soak.py [--minutes 10] [--users 256] [--workers N] [--time-scale 0.2] [--every 5]
-                                 [--out DIR] [--tracemalloc SECONDS]
+                                 [--think-time S] [--sim-idle-timeout S] [--out DIR] [--tracemalloc SECONDS]
 spec-sim on core 0, Locust on core 1 (with --workers N: a master and N workers, all on core 1). Prints one
 line per sample (elapsed s, each process's RSS MiB, rows written so far), then, per process, the RSS at the
 end of warm-up, its maximum after and the slope over the last half in MiB per hour, and checks the run's
 counts: rows in PREFIX_requests.csv = Locust's E2E + Interrupted requests, failed rows other than interrupted
-= its E2E failures. With --tracemalloc, the Locust process(es) trace their allocations (memtrace.py,
-slower) and the sites that grew most since the first snapshot are printed, per process.
+= its E2E failures, and prints the failed rows by kind. With --tracemalloc, the Locust process(es) trace
+their allocations (memtrace.py, slower) and the sites that grew most since the first snapshot are printed,
+per process. With --think-time each user idles that long between requests (benchmarks/soak_user.py); with a
+--sim-idle-timeout below it the server closes every kept-alive connection between two requests (as uvicorn
+does after 5 s), which must cost no failure.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import sys
 import tempfile
 import time
 import urllib.request
+from collections import Counter
 from pathlib import Path
 
 import psutil
@@ -68,10 +72,11 @@ def _locust_counts(prefix: Path) -> tuple[int, int]:
     return sum(int(r["Request Count"]) for r in rows), sum(int(r["Failure Count"]) for r in rows)
 
 
-def _failed_rows(path: Path) -> int:
-    """Rows of requests that failed (not those cut off by the end of the run)."""
+def _failed_rows(path: Path) -> Counter:
+    """Rows of requests that failed (not those cut off by the end of the run), by error kind."""
     with path.open(newline="") as f:
-        return sum(1 for r in csv.DictReader(f) if r["error"] and not r["error"].startswith("interrupted"))
+        return Counter(r["error"].split(":", 1)[0] for r in csv.DictReader(f)
+                       if r["error"] and not r["error"].startswith("interrupted"))
 
 
 def slope_mib_per_hour(samples: list[tuple[float, float]]) -> float | None:
@@ -104,7 +109,8 @@ def _print_growth(path: Path, roles: dict[int, str]) -> None:
 def _locust_procs(args: argparse.Namespace, url: str, prefix: Path, seconds: int, env: dict,
                   log) -> dict[str, subprocess.Popen]:
     """The Locust processes, by role: one local process, or a master and --workers workers (all on core 1)."""
-    load = ["-f", str(REPO / "locustfiles" / "chat.py"), "--host", url, "--max-tokens", str(args.max_tokens),
+    locustfile = REPO / ("benchmarks/soak_user.py" if args.think_time else "locustfiles/chat.py")
+    load = ["-f", str(locustfile), "--host", url, "--max-tokens", str(args.max_tokens),
             "--metrics-interval", "5"]
     run = ["--headless", "-u", str(args.users), "-r", str(max(1, args.users // 4)), "-t", f"{seconds}s",
            "--csv", str(prefix), "--only-summary"]
@@ -141,6 +147,9 @@ def main() -> None:
     p.add_argument("--time-scale", type=float, default=0.2, help="spec-sim's; smaller = more requests/s")
     p.add_argument("--max-tokens", type=int, default=64)
     p.add_argument("--every", type=float, default=5.0, help="seconds between memory samples")
+    p.add_argument("--think-time", type=float, default=0.0, help="seconds each user idles between requests")
+    p.add_argument("--sim-idle-timeout", type=float, default=None,
+                   help="spec-sim's --idle-timeout: it closes connections idle this long (default its 65 s)")
     p.add_argument("--warmup", type=float, default=0.2, help="fraction of the run before memory must be flat")
     p.add_argument("--out", type=Path, help="folder for the run's files (default: a temporary one)")
     p.add_argument("--tracemalloc", type=float, metavar="SECONDS",
@@ -152,6 +161,8 @@ def main() -> None:
     port = _free_port()
     sim_cmd = [sys.executable, "-m", "locust_spec.sim", "--port", str(port), "--time-scale",
                str(args.time_scale), "--speculative-config", NGRAM]
+    if args.sim_idle_timeout:
+        sim_cmd += ["--idle-timeout", str(args.sim_idle_timeout)]
     sim = subprocess.Popen(_pinned(sim_cmd, "0"), cwd=REPO, stdout=subprocess.DEVNULL,
                            stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
@@ -159,7 +170,7 @@ def main() -> None:
     try:
         _wait(url + "/health", sim)
         log = (out / "locust.log").open("w")
-        env = dict(os.environ)
+        env = {**os.environ, "SOAK_THINK_S": str(args.think_time)}
         if args.tracemalloc:
             env.update({"LOCUST_SPEC_MEMTRACE": str(out / "memtrace.jsonl"),
                         "LOCUST_SPEC_MEMTRACE_EVERY": str(args.tracemalloc)})
@@ -169,8 +180,9 @@ def main() -> None:
         started = time.monotonic()
         samples: dict[str, list[tuple[float, float]]] = {role: [] for role in procs}
         shape = f"a master and {args.workers} workers" if args.workers else "one process"
-        print(f"soak: {args.users} users, {seconds} s, spec-sim time-scale {args.time_scale:g}, {shape}; "
-              f"files in {out}")
+        idle = f", idle timeout {args.sim_idle_timeout:g} s" if args.sim_idle_timeout else ""
+        print(f"soak: {args.users} users, think time {args.think_time:g} s, {seconds} s, spec-sim time-scale "
+              f"{args.time_scale:g}{idle}, {shape}; files in {out}")
         print(f"{'t_s':>7} " + " ".join(f"{role + '_mib':>11}" for role in procs) + f" {'rows':>9}")
         while head.poll() is None:
             t = time.monotonic() - started
@@ -205,10 +217,11 @@ def main() -> None:
         _print_growth(out / "memtrace.jsonl", {proc.pid: role for role, proc in procs.items()})
     rows = _lines(Path(f"{prefix}_requests.csv"))
     requests, failures = _locust_counts(prefix)
-    failed_rows = _failed_rows(Path(f"{prefix}_requests.csv"))
-    print(f"soak: {rows} rows ({failed_rows} failed); Locust E2E + Interrupted {requests} requests "
-          f"({failures} failed); "
-          f"{rows / seconds:.0f} requests/s; exit code {head.returncode}")
+    kinds = _failed_rows(Path(f"{prefix}_requests.csv"))
+    failed_rows = sum(kinds.values())
+    print(f"soak: {rows} rows ({failed_rows} failed{': ' if kinds else ''}"
+          f"{', '.join(f'{k} {n}' for k, n in kinds.most_common())}); Locust E2E + Interrupted {requests} "
+          f"requests ({failures} failed); {rows / seconds:.1f} requests/s; exit code {head.returncode}")
     if (rows, failed_rows) != (requests, failures):
         sys.exit("soak: rows and Locust's counts disagree")
 

@@ -22,6 +22,7 @@ from locust_spec.analysis import api
 from locust_spec.analysis.model import Verdict
 from locust_spec.analysis.runs import InputError
 from locust_spec.client import server_api
+from locust_spec.client.headers import HeaderValueError, credential
 from locust_spec.client.http_fetch import METRICS_URLS_ENV, UrlError, check_urls
 from locust_spec.core.formats import EVERYTHING, TURNS, Selection
 from locust_spec.core.prompts import Prompt, PromptError, load_prompt_set, parse_weighted
@@ -235,7 +236,12 @@ def run_preflight(urls: dict[str, str], metrics: dict[str, str | None], load: Lo
     started = time.monotonic()
     arms = [preflight.Arm(arm, base_url(urls[arm]), metrics[arm], arm == "candidate", f"--{arm}",
                           f"--metrics-url-{arm}") for arm in ARMS]
-    credentials = preflight.Credentials(os.environ.get("OPENAI_API_KEY", ""), os.environ.get(TOKEN_ENV))
+    try:
+        key = credential(os.environ.get("OPENAI_API_KEY", ""), "$OPENAI_API_KEY")
+        token = credential(os.environ.get(TOKEN_ENV, ""), f"${TOKEN_ENV}") or None
+    except HeaderValueError as e:
+        raise AbError(str(e)) from None
+    credentials = preflight.Credentials(key, token)
     problems = preflight.check(arms, load.model, load_prompts(load), load.max_tokens, credentials)
     for problem in problems:
         display.say(problem.line())

@@ -13,16 +13,24 @@ import contextlib
 import inspect
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass, field
 
 import gevent
 import orjson
 from gevent import GreenletExit
 
+from locust_spec.client.backoff import (
+    RETRY_AFTER_MAX_S,
+    SERVER_BACKOFF_S,
+    SLOW_DOWN,
+    next_wait,
+    retry_after_s,
+)
+from locust_spec.client.headers import credential
 from locust_spec.client.settings import RequestSettings
-from locust_spec.client.sse import DONE, Event, EventSplitter, parse_object, response_id
-from locust_spec.client.timing import RequestTiming, request_timing
+from locust_spec.client.sse import DONE, Event, EventSplitter, carries_token, parse_object, response_id
+from locust_spec.client.timing import RequestTiming, request_timing, timing_slices
 from locust_spec.client.transport import (
     Arrivals,
     BodyRefused,
@@ -36,14 +44,11 @@ from locust_spec.client.transport import (
     with_timeout,
 )
 from locust_spec.core.level import LevelBoard
-from locust_spec.core.runfiles import CONNECT_FAILURES, ErrorKind, http_error
+from locust_spec.core.runfiles import ErrorKind, http_error
 
 log = logging.getLogger(__name__)
 
 CHAT_PATH = "/chat/completions"
-# A refused connect fails at once: without a pause each user would record thousands of failures a second
-# while a server is down, swamping the failure rate and the rows. Doubling from 50 ms, capped at 1 s.
-CONNECT_BACKOFF_S = (0.05, 1.0)
 
 
 @dataclass(eq=False)
@@ -66,6 +71,8 @@ class Capture:
     wire: Arrivals | None = None
     chunks: list | None = None
     done: bool = False
+    held_s: float = 0.0
+    """Seconds its user waited before sending it because the server had refused it (backoff.py)."""
     _events: list | None = field(default=None, repr=False)
 
     def events(self) -> list[tuple[float, Event]]:
@@ -83,6 +90,16 @@ class Capture:
         if not self.start:
             return None
         return request_timing(self.start, self.events(), self.end)
+
+    def timing_slices(self, size: int, every: int) -> Generator[None, None, RequestTiming | None]:
+        """`timing()` computed about `size` bytes of the body, then `every` events, at a time: a generator
+        that yields between slices (the processor lets the readers run there: a stream of a million chunks
+        takes seconds) and returns the timing."""
+        if not self.start:
+            return None
+        if self._events is None and self.wire is not None and self.chunks is None:
+            self._events = yield from self.wire.event_slices(size)
+        return (yield from timing_slices(self.start, self.events(), self.end, every))
 
     def response_id(self) -> str:
         """The server's id for the response (vLLM's `chatcmpl-...`), "" when none came."""
@@ -128,6 +145,15 @@ class Server:
     api_key: str
     continuous_usage: bool = True
     sdk: object | None = None
+    told_to_wait: bool = False
+
+    def slowed_down(self, kind: str, retry_after: float | None) -> None:
+        if not self.told_to_wait:
+            self.told_to_wait = True
+            asked = f"Retry-After {retry_after:g} s" if retry_after is not None else "no Retry-After"
+            log.warning("locust-spec: %s answered %s (%s): its users wait before sending again (Retry-After "
+                        "honoured up to %g s, else from %g s doubling); the time they wait is in the summary",
+                        self.host, kind, asked, RETRY_AFTER_MAX_S, SERVER_BACKOFF_S[0])
 
     def reject_continuous_usage(self) -> None:
         if self.continuous_usage:
@@ -173,19 +199,21 @@ class ChatClient:
         self.settings = server.settings
         self._levels = levels
         self._submit = submit
-        self._backoff = 0.0
+        self._wait_s = 0.0  # asked for by the last refusal (backoff.py)
+        self._send_at = 0.0  # monotonic: not before then
 
     def stream(self, messages: Sequence[dict], *, name: str = "chat", prompt_id: str = "",
                **body) -> Capture:
+        held = self._hold()
         level = self._levels.current()
-        capture = Capture(name, prompt_id, level.users, level.in_warmup(time.time()))
-        connect_failed = False
+        capture = Capture(name, prompt_id, level.users, level.in_warmup(time.time()), held_s=held)
+        refused, retry_after = None, None
         try:
             with with_timeout(self.settings.request_timeout):
                 self._send(messages, body, capture)
         except StreamFailure as e:
             capture.error = str(e)
-            connect_failed = e.kind in CONNECT_FAILURES
+            refused, retry_after = e.kind, e.retry_after
         except RequestTimeout:
             self._abandon()
             capture.error = ErrorKind.TIMEOUT_REQUEST.error(f"over {self.settings.request_timeout:g} s")
@@ -196,11 +224,21 @@ class ChatClient:
             raise
         capture.end = time.perf_counter()
         self._submit(capture)
-        lo, hi = CONNECT_BACKOFF_S
-        self._backoff = min(max(self._backoff * 2, lo), hi) if connect_failed else 0.0
-        if self._backoff:
-            gevent.sleep(self._backoff)
+        asked = retry_after_s(retry_after, time.time())
+        self._wait_s = next_wait(self._wait_s, refused, asked)
+        self._send_at = time.monotonic() + self._wait_s
+        if refused in SLOW_DOWN:
+            self.server.slowed_down(refused, asked)
         return capture
+
+    def _hold(self) -> float:
+        """Wait until the server's last refusal lets this user send again (its think time, spent before
+        this call, counts toward it); the seconds waited here."""
+        left = self._send_at - time.monotonic()
+        if left <= 0:
+            return 0.0
+        gevent.sleep(left)
+        return left
 
     def body(self, messages: Sequence[dict], fields: dict, continuous_usage: bool) -> dict:
         return chat_body(self.settings, messages, continuous_usage, fields)
@@ -253,7 +291,12 @@ class FastChatClient(ChatClient):
             if status == 400 and continuous and b"continuous_usage_stats" in error_body:
                 server.reject_continuous_usage()
                 continue
-            raise StreamFailure(http_error(status), short_error(error_body))
+            raise StreamFailure(http_error(status), short_error(error_body), self._conn.retry_after)
+
+
+class _NoFirstToken(BaseException):
+    """Raised by the SDK client's first-token deadline; a BaseException, as gevent's Timeout is, so that no
+    SDK version's `except Exception` turns it into a connection error."""
 
 
 class OpenAIChatClient(ChatClient):
@@ -273,15 +316,27 @@ class OpenAIChatClient(ChatClient):
         # what the SDK's create() does not name goes in extra_body (vLLM's own fields, stream_options)
         extra = {k: body.pop(k) for k in list(body) if k not in self._named or k == "stream_options"}
         capture.chunks = []
+        stream = None
+        # The SDK's read timeout is the idle timeout; the first token has its own deadline from sending,
+        # which bytes without a token (SSE comments, a role-only chunk) do not move.
+        first_token = gevent.Timeout(self.settings.first_token_timeout, _NoFirstToken)
         capture.start_unix, capture.start = time.time(), time.perf_counter()
+        first_token.start()
         try:
             stream = sdk.chat.completions.create(stream=True, extra_body=extra, **body)
             for chunk in stream:
                 capture.chunks.append((time.perf_counter(), chunk))
+                if first_token.pending and carries_token(parse_object(chunk.to_dict())):
+                    first_token.close()
+        except _NoFirstToken:
+            if stream is not None:
+                stream.close()
+            raise StreamFailure(ErrorKind.TIMEOUT_FIRST_TOKEN.value, "no token from the server") from None
         except BodyRefused as e:
             raise StreamFailure(e.kind, e.detail) from None
         except openai.APIStatusError as e:
-            raise StreamFailure(http_error(e.status_code), short_error(str(e.message).encode())) from None
+            raise StreamFailure(http_error(e.status_code), short_error(str(e.message).encode()),
+                                e.response.headers.get("retry-after")) from None
         except openai.APITimeoutError:
             kind = ErrorKind.TIMEOUT_IDLE if capture.chunks else ErrorKind.TIMEOUT_FIRST_TOKEN
             raise StreamFailure(kind.value) from None
@@ -292,6 +347,8 @@ class OpenAIChatClient(ChatClient):
         except (ValueError, TypeError, AttributeError, KeyError) as e:  # the SDK could not read a chunk
             raise StreamFailure(ErrorKind.MALFORMED_SSE.value,
                                 f"the SDK failed on a chunk ({type(e).__name__})") from None
+        finally:
+            first_token.close()
         capture.done = sdk_saw_done(stream)
 
 
@@ -305,7 +362,7 @@ def openai_sdk(host: str, api_key: str, settings: RequestSettings):
     scheme = "https" if endpoint.ssl else "http"
     return openai.OpenAI(
         base_url=f"{scheme}://{endpoint.host_header}{endpoint.api_base}",
-        api_key=api_key or "none", max_retries=0,
+        api_key=credential(api_key, "the API key") or "none", max_retries=0,
         timeout=openai.Timeout(settings.request_timeout, connect=settings.connect_timeout,
                                read=settings.idle_timeout),
         **sdk_client_options(settings.max_line_bytes, settings.max_response_bytes),

@@ -9,13 +9,10 @@ lower bound, so that only prompts that surely do not fit are left out.
 from __future__ import annotations
 
 import math
-import urllib.request
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-import orjson
-
-from locust_spec.client.server_api import api_url
+from locust_spec.client.server_api import get_json, post_json
 from locust_spec.client.transport import Endpoint
 from locust_spec.core.prompts import Prompt
 
@@ -71,23 +68,11 @@ def warning(found: list[TooLong], total: int, max_model_len: int, counted: bool)
             f"{worst.max_tokens}); prompt tokens {how}")
 
 
-def _post(url: str, api_key: str, body: dict, timeout: float) -> dict:
-    request = urllib.request.Request(url, data=orjson.dumps(body),
-                                     headers={"Content-Type": "application/json"})
-    if api_key:
-        request.add_header("Authorization", f"Bearer {api_key}")
-    with urllib.request.urlopen(request, timeout=timeout) as r:
-        return orjson.loads(r.read())
-
-
 def server_max_model_len(host: str, api_key: str, model: str, timeout: float) -> int | None:
-    """`max_model_len` of `model` in GET /v1/models (vLLM's extension); None when not there or unreadable."""
-    request = urllib.request.Request(api_url(host, "/models"))
-    if api_key:
-        request.add_header("Authorization", f"Bearer {api_key}")
+    """`max_model_len` of `model` in GET /v1/models (vLLM's extension); None when not there or unreadable.
+    Both calls here carry the key: they go through server_api, which keeps it with the host's origin."""
     try:
-        with urllib.request.urlopen(request, timeout=timeout) as r:
-            entries = orjson.loads(r.read())["data"]
+        entries = get_json(host, "/models", api_key, timeout)["data"]
         found = next((e for e in entries if e.get("id") == model), None)
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None
@@ -103,9 +88,9 @@ def server_counter(host: str, api_key: str, model: str, timeout: float) -> Calla
     url = f"{scheme}://{endpoint.host_header}{endpoint.api_base[: -len('/v1')]}/tokenize"
 
     def count(prompt: Prompt) -> int:
-        answer = _post(url, api_key, {"model": model, "messages": list(prompt.messages),
-                                      "add_generation_prompt": True}, timeout)
-        value = answer.get("count")
+        answer = post_json(url, {"model": model, "messages": list(prompt.messages),
+                                 "add_generation_prompt": True}, api_key, timeout)
+        value = answer.get("count") if isinstance(answer, dict) else None
         if not isinstance(value, int):
             raise ValueError("no count in the /tokenize answer")
         return value

@@ -21,6 +21,8 @@ import time
 from dataclasses import dataclass
 from urllib.parse import unquote, urljoin, urlsplit, urlunsplit
 
+from locust_spec.client.headers import HeaderValueError, credential
+
 # The scraper reads its URLs from here when no --metrics-url is given: how spec-ab hands a child an arm's
 # /metrics URL without putting its credentials in the child's command line.
 METRICS_URLS_ENV = "LOCUST_SPEC_METRICS_URL"
@@ -174,6 +176,11 @@ def request(url: str | Target, *, deadline_s: float, max_bytes: int, body: bytes
     target = url if isinstance(url, Target) else parse_target(url)
     deadline = _Deadline(deadline_s)
     sent = {"Accept-Encoding": "identity", **(headers or {})}
+    for name, value in sent.items():
+        try:
+            credential(value, f"the {name} header")
+        except HeaderValueError as e:  # http.client's own error would print the value (a credential)
+            raise FetchError(str(e)) from None
     if target.basic is not None and "Authorization" not in sent:
         sent["Authorization"] = target.basic
     if body is not None:

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import orjson
 
 from locust_spec.client import http_fetch
+from locust_spec.client.headers import HeaderValueError, bearer
 from locust_spec.client.transport import Endpoint
 from locust_spec.core.prompts import Prompt
 
@@ -74,11 +75,12 @@ NO_REDIRECTS = urllib.request.build_opener(_NoRedirect)
 
 
 def request(url: str, api_key: str, body: bytes | None = None) -> urllib.request.Request:
+    """A urllib request carrying the key; HeaderValueError (one line, never the key) when it cannot."""
     request = urllib.request.Request(url, data=body)
     if body is not None:
         request.add_header("Content-Type", "application/json")
     if api_key:
-        request.add_header("Authorization", f"Bearer {api_key}")
+        request.add_header("Authorization", bearer(api_key, "the API key"))
     return request
 
 
@@ -89,10 +91,10 @@ PRIME_MAX_BYTES = 1024 * 1024
 def _call(url: str, api_key: str, timeout: float, max_bytes: int, body: bytes | None = None) -> bytes:
     """The body of a 200 answer within one deadline and a byte cap (http_fetch: the key goes to `url`'s
     origin only); CallError with the status and the server's reason for any other."""
-    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     try:
+        headers = {"Authorization": bearer(api_key, "the API key")} if api_key else {}
         resp = http_fetch.request(url, deadline_s=timeout, max_bytes=max_bytes, body=body, headers=headers)
-    except (http_fetch.FetchError, http_fetch.UrlError) as e:
+    except (http_fetch.FetchError, http_fetch.UrlError, HeaderValueError) as e:
         raise CallError(str(e)) from None
     if resp.status != 200:
         message = server_message(resp.body[:MAX_ERROR_BYTES])
@@ -102,7 +104,15 @@ def _call(url: str, api_key: str, timeout: float, max_bytes: int, body: bytes | 
 
 def get_json(host: str, path: str, api_key: str, timeout: float) -> object:
     """GET HOST/v1{path} as JSON; CallError (one line, the server's reason, never the key) on failure."""
-    body = _call(api_url(host, path), api_key, timeout, MAX_JSON_BYTES)
+    return _json(_call(api_url(host, path), api_key, timeout, MAX_JSON_BYTES))
+
+
+def post_json(url: str, body: object, api_key: str, timeout: float) -> object:
+    """POST `body` as JSON to `url`, its answer as JSON; CallError as get_json."""
+    return _json(_call(url, api_key, timeout, MAX_JSON_BYTES, orjson.dumps(body)))
+
+
+def _json(body: bytes) -> object:
     try:
         return orjson.loads(body)
     except orjson.JSONDecodeError:

@@ -7,8 +7,9 @@ naming what was wrong, never an exception; framing is linear in the bytes.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Annotated
+import bisect
+from collections.abc import Generator, Sequence
+from typing import Annotated, TypeVar
 
 import msgspec
 
@@ -20,6 +21,7 @@ FINISH_REASON_CHARS = 40
 ERROR_CHARS = 200
 
 _Count = Annotated[int, msgspec.Meta(ge=0, le=MAX_TOKEN_COUNT)]
+T = TypeVar("T")
 
 
 class Chunk(msgspec.Struct, frozen=True, gc=False):
@@ -113,10 +115,17 @@ def parse_payload(payload: bytes) -> Event:
     try:
         wire = _decode(payload)
     except msgspec.ValidationError as e:
-        return Malformed(_printable(str(e)))
+        return Malformed(printable(str(e)))
     except msgspec.DecodeError:
         return Malformed(f"not JSON: {_excerpt(payload)}")
     return _chunk(wire)
+
+
+def carries_token(event: Event) -> bool:
+    """Whether an event is a chunk with a token: a first token (a role-only first chunk, a usage-only last
+    one, an error or a comment are none)."""
+    return type(event) is Chunk and event.has_choices and bool(
+        (event.completion_tokens or 0) > 0 or event.text_chars)
 
 
 def parse_object(obj: object) -> Event:
@@ -124,7 +133,7 @@ def parse_object(obj: object) -> Event:
     try:
         wire = msgspec.convert(obj, _Wire)
     except msgspec.ValidationError as e:
-        return Malformed(_printable(str(e)))
+        return Malformed(printable(str(e)))
     return _chunk(wire)
 
 
@@ -132,7 +141,7 @@ def _chunk(wire: _Wire) -> Event:
     error = wire.error
     if error is not None:
         message = error if isinstance(error, str) else error.message or "(no message)"
-        return Chunk(has_choices=False, error=_printable(message, ERROR_CHARS))
+        return Chunk(has_choices=False, error=printable(message, ERROR_CHARS))
     choices = wire.choices
     if choices is None:
         return Malformed("chunk without choices")
@@ -156,7 +165,7 @@ def _chunk(wire: _Wire) -> Event:
         prompt_tokens=usage.prompt_tokens if usage is not None else None,
         text_chars=text_chars,
         has_choices=bool(choices),
-        finish_reason=None if finish_reason is None else _printable(finish_reason, FINISH_REASON_CHARS),
+        finish_reason=None if finish_reason is None else printable(finish_reason, FINISH_REASON_CHARS),
         spec_accepted_tokens=spec.num_accepted_draft_tokens if spec is not None else None,
         spec_draft_tokens=spec.num_draft_tokens if spec is not None else None,
     )
@@ -203,19 +212,41 @@ def timed_events(body: bytes | bytearray, times: Sequence[float], ends: Sequence
     """A stream's body and its reads (read i ended at body offset `ends[i]` at perf_counter `times[i]`) ->
     its events, each stamped with the read that completed its last data line. An unterminated tail counts
     as a last line, read at the last read's time. One pass: linear in the body."""
+    return completed(timed_event_slices(body, times, ends, len(body) or 1))
+
+
+def timed_event_slices(body: bytes | bytearray, times: Sequence[float], ends: Sequence[int], size: int
+                       ) -> Generator[None, None, list[tuple[float, Event]]]:
+    """`timed_events`, about `size` bytes of the body at a time (whole reads, at least one): a generator
+    that yields between slices (its caller may let others run there) and returns the events."""
     out: list[tuple[float, Event]] = []
     state = _Framing()
     pos = seen = 0  # pos: start of the first line not framed yet; seen: end of the previous read
-    for t, end in zip(times, ends, strict=True):
-        cut = body.rfind(b"\n", seen, end)  # only this read's bytes: a newline-less body stays linear
-        seen = end
-        if cut >= 0:
-            _frame(body[pos:cut], t, state, out, parse_payload)
-            pos = cut + 1
+    lo, count = 0, len(times)
+    while lo < count:
+        hi = max(bisect.bisect_right(ends, seen + size, lo), lo + 1)
+        for t, end in zip(times[lo:hi], ends[lo:hi], strict=True):
+            cut = body.rfind(b"\n", seen, end)  # only this read's bytes: a newline-less body stays linear
+            seen = end
+            if cut >= 0:
+                _frame(body[pos:cut], t, state, out, parse_payload)
+                pos = cut + 1
+        lo = hi
+        if lo < count:
+            yield
     if pos < len(body) and ends:
         _frame(body[pos:], times[-1], state, out, parse_payload)
     _flush(state, out, parse_payload)
     return out
+
+
+def completed(steps: Generator[None, None, T]) -> T:
+    """What a computation done in slices (a generator yielding between them) returns, run in one go."""
+    while True:
+        try:
+            next(steps)
+        except StopIteration as done:
+            return done.value
 
 
 def parse_lines(timed_lines: Sequence[tuple[float, bytes]]) -> list[tuple[float, Event]]:
@@ -262,7 +293,7 @@ class EventSplitter:
         return out[0][1] if out else None
 
 
-def _printable(text: str, limit: int = 120) -> str:
+def printable(text: str, limit: int = 120) -> str:
     """Cut to `limit` characters, one line of printable, encodable text (a server's control character or
     lone surrogate must not break a row)."""
     text = text[:limit]

@@ -11,6 +11,7 @@ import struct
 import sys
 import time
 from array import array
+from collections.abc import Generator
 from urllib.parse import urlsplit
 
 import gevent
@@ -18,7 +19,17 @@ import gevent.socket
 import gevent.ssl
 from geventhttpclient.response import HTTPParseError, HTTPSocketResponse
 
-from locust_spec.client.sse import DONE, Chunk, Event, parse_payload, timed_events
+from locust_spec.client.headers import bearer
+from locust_spec.client.sse import (
+    DONE,
+    Event,
+    carries_token,
+    parse_payload,
+    printable,
+    timed_event_slices,
+    timed_events,
+)
+from locust_spec.core.runfiles import ErrorKind
 
 # Real vLLM chunks are 0.3-0.6 kB (one token and its usage; the last one with spec-decode stats); a tool
 # call's arguments or a long reasoning delta can make one a few kB. A line 1000x that is no chunk, and
@@ -41,9 +52,11 @@ _KERNEL_STAMPS = sys.platform == "linux" and _CMSG_SPACE > 0
 class StreamFailure(Exception):
     """A request that failed; str() is the short `kind: detail` that goes into rows and Locust."""
 
-    def __init__(self, kind: str, detail: str = "") -> None:
+    def __init__(self, kind: str, detail: str = "", retry_after: str | None = None) -> None:
         super().__init__(f"{kind}: {detail}" if detail else kind)
         self.kind = kind
+        self.retry_after = retry_after
+        """An HTTP failure's Retry-After header, as sent."""
 
 
 class RequestTimeout(Exception):
@@ -67,11 +80,32 @@ class Endpoint:
 
 
 def request_bytes(endpoint: Endpoint, path: str, body: bytes, api_key: str) -> bytes:
-    auth = f"Authorization: Bearer {api_key}\r\n" if api_key else ""
+    """The whole request. `Accept-Encoding: identity`: a compressed stream could not be stamped chunk by
+    chunk, and could inflate past every limit."""
+    auth = f"Authorization: {bearer(api_key, 'the API key')}\r\n" if api_key else ""
     head = (f"POST {endpoint.api_base}{path} HTTP/1.1\r\nHost: {endpoint.host_header}\r\n"
-            f"Content-Type: application/json\r\nAccept: text/event-stream\r\n{auth}"
-            f"Content-Length: {len(body)}\r\n\r\n")
+            f"Content-Type: application/json\r\nAccept: text/event-stream\r\nAccept-Encoding: identity\r\n"
+            f"{auth}Content-Length: {len(body)}\r\n\r\n")
     return head.encode("latin-1") + body
+
+
+def answer_refusal(content_type: object, content_encoding: object) -> tuple[str, str] | None:
+    """(kind, detail) naming why a 200 answer's head says it is no readable event stream, else None: a
+    compressed body (`compressed`), or another format (`not_event_stream`: a JSON completion, a login
+    page). A head without a Content-Type is read as a stream (its body decides)."""
+    encoding = _header_text(content_encoding).lower()
+    if encoding not in ("", "identity"):
+        return ErrorKind.COMPRESSED.value, f"content-encoding {_header_text(content_encoding, 40)}"
+    media = _header_text(content_type).split(";", 1)[0].strip().lower()
+    if media and media != "text/event-stream":
+        return ErrorKind.NOT_EVENT_STREAM.value, f"content-type {_header_text(content_type, 60)}"
+    return None
+
+
+def _header_text(value: object, limit: int = 200) -> str:
+    """A header's value as one short printable line (a repeated header: its values joined)."""
+    text = ", ".join(map(str, value)) if isinstance(value, list | tuple) else str(value or "")
+    return printable(text.strip(), limit)
 
 
 class Arrivals:
@@ -92,16 +126,38 @@ class Arrivals:
     def events(self) -> list[tuple[float, Event]]:
         return timed_events(self.body, self.times, self.ends)
 
+    def event_slices(self, size: int) -> Generator[None, None, list[tuple[float, Event]]]:
+        return timed_event_slices(self.body, self.times, self.ends, size)
+
 
 def _has_token_or_done(lines: bytes | bytearray) -> bool:
     """Whether any of these complete lines is a data line carrying a token, or the [DONE] terminator."""
     for line in lines.split(b"\n"):
         if line[:5] == b"data:":
             event = parse_payload(line[5:].strip())
-            if event is DONE or (isinstance(event, Chunk) and event.has_choices and bool(
-                    (event.completion_tokens or 0) > 0 or event.text_chars)):
+            if event is DONE or carries_token(event):
                 return True
     return False
+
+
+def _done_end(body: bytearray, start: int, stop: int) -> int:
+    """Where the first `data: [DONE]` line among the complete lines body[start:stop] ends (past its
+    newline, and past the blank line that closes its event when that came too); -1 when none is there.
+    `[DONE]` inside another line (a token's text) is no terminator."""
+    at = body.find(b"[DONE]", start, stop)
+    while at >= 0:
+        begin = body.rfind(b"\n", start, at) + 1 or start
+        end = body.find(b"\n", at)
+        if body[begin:end].rstrip(b"\r") in _DONE_LINES:
+            for blank in (b"\n", b"\r\n"):
+                if body.startswith(blank, end + 1):
+                    return end + 1 + len(blank)
+            return end + 1
+        at = body.find(b"[DONE]", at + 6, stop)
+    return -1
+
+
+_DONE_LINES = (b"data: [DONE]", b"data:[DONE]")
 
 
 class Watchdog:
@@ -111,19 +167,23 @@ class Watchdog:
     read only stores its time in `last`; the one timer, when due, compares the time since the last read with
     the timeout and either sleeps again for what is left or raises TimeoutError in the reading greenlet."""
 
-    __slots__ = ("_timer", "_greenlet", "_timeout", "last")
+    __slots__ = ("_timer", "_greenlet", "_timeout", "_armed", "_rolling", "last")
 
     def __init__(self) -> None:
         self._timer = None
         self._greenlet = None
         self._timeout = 0.0
+        self._armed = 0.0
+        self._rolling = True
         self.last = 0.0
 
-    def arm(self, timeout: float) -> None:
-        """From now, fail the calling greenlet when `timeout` seconds pass without a read."""
+    def arm(self, timeout: float, rolling: bool = True) -> None:
+        """From now, fail the calling greenlet when `timeout` seconds pass without a read (`rolling`), or
+        at all (not `rolling`: a deadline that reads do not move, for waits where bytes are no progress)."""
         self.disarm()
         self._timeout = timeout
-        self.last = time.perf_counter()
+        self._rolling = rolling
+        self.last = self._armed = time.perf_counter()
         self._greenlet = gevent.getcurrent()
         self._start(timeout)
 
@@ -139,7 +199,7 @@ class Watchdog:
     def _due(self) -> None:
         self._timer.close()
         self._timer = None
-        left = self.last + self._timeout - time.perf_counter()
+        left = (self.last if self._rolling else self._armed) + self._timeout - time.perf_counter()
         if left > 0:
             self._start(left)
         else:
@@ -156,7 +216,9 @@ class Connection:
         self.start_unix = 0.0
         self.start = 0.0
         self.kernel_stamps = False
+        self.retry_after: str | None = None  # of the last non-200 answer
         self._watchdog = Watchdog()
+        self._rest: HTTPSocketResponse | None = None  # the last answer, left at its [DONE] (see _fit)
 
     def connect(self) -> None:
         if self.sock is not None:
@@ -186,6 +248,7 @@ class Connection:
         self.sock = sock
 
     def close(self) -> None:
+        self._rest = None
         if self.sock is not None:
             try:
                 self.sock.close()
@@ -194,34 +257,87 @@ class Connection:
 
     def stream(self, request: bytes, arrivals: Arrivals, first_token_timeout: float, idle_timeout: float,
                max_line: int = MAX_LINE_BYTES, max_body: int = MAX_RESPONSE_BYTES) -> tuple[int, bytes]:
-        """Send `request`, read the response into `arrivals` as it comes.
+        """Send `request`, read the response into `arrivals` as it comes, up to its `data: [DONE]` line.
 
         Returns (HTTP status, body of a non-200 answer, at most ERROR_BODY_BYTES). `start`/`start_unix` hold
         the clock taken just before the bytes went out, also after a failure. The caller owns `arrivals`,
         so what arrived before a failure is kept. Raises StreamFailure; `too_large` when a line of the body
         exceeds `max_line` bytes or the body `max_body` (what arrived up to the last whole line is kept).
+
+        A kept-alive connection may have been closed by the server while it was idle (uvicorn, which vLLM
+        runs on, does so after 5 s): a request that gets nothing back on it is sent once more, on a fresh
+        connection, and timed from then. Only a connection that served requests before is trusted so little.
         """
         # a failed (re)connect is stamped when it was tried, with no clock: no request went out
         self.start_unix, self.start = time.time(), 0.0
+        retry = self._fit()
+        limits = (first_token_timeout, idle_timeout, max_line, max_body)
+        while True:
+            try:
+                return self._exchange(request, arrivals, *limits)
+            except _Unanswered as e:
+                if not retry:
+                    raise StreamFailure("reset", str(e)) from None
+                retry = False
+
+    def _fit(self) -> bool:
+        """Whether the open connection can carry the next request; one that cannot is closed. It cannot
+        when the server closed it or sent bytes nobody asked for since the last answer, or when that answer,
+        left at its [DONE], has not ended its HTTP message by now. Looked at without waiting (TLS: only the
+        last); a close that comes later is what the retry is for."""
+        rest, self._rest = self._rest, None
+        if self.sock is None:
+            return False
+        raw = None if self.endpoint.ssl else getattr(self.sock, "_sock", None)
+        if raw is None:
+            fit = rest is None
+        else:
+            try:
+                data = raw.recv(65536)  # the socket is non-blocking under gevent
+            except BlockingIOError:
+                data = None
+            except OSError:
+                data = b""
+            fit = data is None if rest is None else bool(data) and _ends(rest, data)
+        if not fit:
+            self.close()
+        return fit
+
+    def _exchange(self, request: bytes, arrivals: Arrivals, first_token_timeout: float, idle_timeout: float,
+                  max_line: int, max_body: int) -> tuple[int, bytes]:
+        """One try of `stream` on the open connection (opened first when there is none); _Unanswered
+        when the server closed it without a byte of answer."""
         self.connect()
         sock = self.sock
         dog = self._watchdog
         phase = "timeout_first_token"
         try:
-            dog.arm(first_token_timeout)
+            dog.arm(first_token_timeout, rolling=False)  # from sending: bytes without a token are no progress
             self.start_unix = time.time()
             self.start = time.perf_counter()
-            sock.sendall(request)
             clock = time.perf_counter
             read = self._stamped_reader(clock) if self.kernel_stamps else None
-            first, first_t = read() if read is not None else (b"", 0.0)
+            try:
+                sock.sendall(request)
+                first, first_t = read() if read is not None else (sock.recv(65536), 0.0)
+            except ConnectionError as e:
+                raise _Unanswered(e.strerror or type(e).__name__) from None
+            if not first:
+                raise _Unanswered("connection closed before an answer")
+            # the body bytes that came with the head were in the first read, unless the head took more
+            t = first_t if read is not None and b"\r\n\r\n" in first else clock()
             response = HTTPSocketResponse(sock, block_size=65536, method="POST", pre_buffered=first)
             status = response.status_code
             if status != 200:
+                retry_after = response.get("retry-after")
+                self.retry_after = retry_after if isinstance(retry_after, str) else None
                 body = response.read(ERROR_BODY_BYTES)
                 if response.should_close():
                     self.close()
                 return status, body
+            refused = answer_refusal(response.get("content-type"), response.get("content-encoding"))
+            if refused is not None:
+                raise StreamFailure(*refused)
             # geventhttpclient de-chunks what `feed` is given into this buffer; reading it directly (not
             # readline) leaves the read loop one recv, one clock and one C-parser call per read.
             body = arrivals.body = response._body_buffer
@@ -229,16 +345,14 @@ class Connection:
             line_start = 0  # where the line being received starts; lines before it were checked
             seen = 0  # body length at the previous read
             recv, feed = sock.recv, response.feed
-            # the body bytes that came with the head were in the first read, unless the head took more
-            t = first_t if b"\r\n\r\n" in first else clock()
             while True:
                 size = len(body)
                 if size > seen:
                     times.append(t)
                     ends.append(size)
                     dog.last = t
-                    # Limits and the first token are checked on the new bytes only (linear in the body):
-                    # the last newline of this read closes every line before it.
+                    # Limits, the first token and [DONE] are checked on the new bytes only (linear in the
+                    # body): the last newline of this read closes every line before it.
                     cut = body.rfind(b"\n", seen)
                     if cut >= 0:
                         if cut - line_start > max_line and body.find(b"\n", seen) - line_start > max_line:
@@ -246,6 +360,12 @@ class Connection:
                         if phase == "timeout_first_token" and _has_token_or_done(body[line_start:cut]):
                             phase = "timeout_idle"
                             dog.arm(idle_timeout)
+                        if body.find(b"[DONE]", line_start, cut) >= 0:
+                            done = _done_end(body, line_start, cut)
+                            if done >= 0:
+                                self._ended_at_done(response, body, done)
+                                ends[-1] = done
+                                return status, b""
                         line_start = cut + 1
                     if size - line_start > max_line:
                         raise _too_large(body, line_start, f"a line over {max_line} bytes")
@@ -279,9 +399,24 @@ class Connection:
         finally:
             dog.disarm()
 
+    def _ended_at_done(self, response: HTTPSocketResponse, body: bytearray, done: int) -> None:
+        """The request is complete at its [DONE] line, ending at `done`: what followed in the body is
+        dropped, and the connection is kept only when nothing followed. An HTTP message that has not ended
+        yet (vLLM sends its last chunk in a write of its own) is left to `_fit`, which looks at it without
+        waiting before the next request; nobody waits for it now."""
+        trailing = len(body) > done
+        del body[done:]
+        if trailing or response.message_complete and response.should_close():
+            self.close()
+        elif not response.message_complete:
+            response._body_buffer = bytearray()  # the next feed must not touch the finished body
+            response._sock = None  # nor must the response close the socket when it is collected
+            self._rest = response
+
     def _stamped_reader(self, clock):
         """A read returning (bytes, perf_counter time of the kernel's receive stamp, else of the return)."""
         sock, unpack, space = self.sock, _TIMESPEC.unpack, _CMSG_SPACE
+        sol, stamped = socket.SOL_SOCKET, _SO_TIMESTAMPNS
         # the wall-clock stamp is put on perf_counter's scale through a pair taken together, per request
         offset = time.time() - clock()
         # gevent's recvmsg tries the socket first and waits when it raises EAGAIN: a chunk stream is
@@ -303,12 +438,29 @@ class Connection:
                 except BlockingIOError:  # woken without data after all
                     continue
             for level, kind, value in ancillary:
-                if level == socket.SOL_SOCKET and kind == _SO_TIMESTAMPNS and len(value) == _TIMESPEC.size:
-                    sec, nsec = unpack(value)
+                if kind == stamped and level == sol:
+                    try:
+                        sec, nsec = unpack(value)
+                    except struct.error:  # a stamp cut short: the read's own clock
+                        break
                     return data, sec + nsec * 1e-9 - offset
             return data, clock()
 
         return read
+
+
+class _Unanswered(Exception):
+    """The server closed the connection without a byte of answer (str(): how)."""
+
+
+def _ends(rest: HTTPSocketResponse, data: bytes) -> bool:
+    """Whether `data`, fed to the answer `rest` that was left at its [DONE], ends its HTTP message and
+    nothing else: then the connection may carry the next request."""
+    try:
+        rest.feed(data)
+    except HTTPParseError:
+        return False
+    return rest.message_complete and not rest._body_buffer and not rest.should_close()
 
 
 class BodyRefused(Exception):
@@ -342,17 +494,19 @@ def sdk_client_options(max_line: int, max_body: int) -> dict:
     base = _sync_byte_stream()
 
     class GuardedBody(base):
-        """The raw body as the SDK reads it, counted on the way through."""
+        """The raw body as the SDK reads it, counted on the way through; it ends at the [DONE] line's
+        read (what follows is no part of the answer, and a server may hold the stream open after it)."""
 
-        def __init__(self, inner, encoding: str) -> None:
+        def __init__(self, inner, refusal: tuple[str, str] | None) -> None:
             self.inner = inner
-            self.encoding = encoding
+            self.refusal = refusal
             self.done = False
 
         def __iter__(self):
-            if self.encoding not in ("", "identity"):
-                # asked for identity: a compressed body could inflate past every limit (a gzip bomb)
-                raise BodyRefused("malformed_sse", f"body sent with content-encoding {self.encoding[:20]}")
+            if self.refusal is not None:
+                # a compressed body could inflate past every limit (a gzip bomb); another format is no
+                # stream the SDK could read (it would end silently)
+                raise BodyRefused(*self.refusal)
             size, line = 0, 0
             tail = b"\n"  # the bytes before this read that a [DONE] line could start in
             for data in self.inner:
@@ -373,12 +527,17 @@ def sdk_client_options(max_line: int, max_body: int) -> dict:
                     self.done = True
                 tail = data[-16:]
                 yield data
+                if self.done:
+                    return
 
         def close(self) -> None:
             self.inner.close()
 
     def guard(response) -> None:
-        response.stream = GuardedBody(response.stream, response.headers.get("content-encoding", "").lower())
+        headers = response.headers
+        # an error answer is read for its message whatever its format; compressed, not at all
+        ctype = headers.get("content-type") if response.status_code == 200 else None
+        response.stream = GuardedBody(response.stream, answer_refusal(ctype, headers.get("content-encoding")))
 
     return {"default_headers": {"Accept-Encoding": "identity"},
             "http_client": openai.DefaultHttpxClient(event_hooks={"response": [guard]})}

@@ -108,6 +108,10 @@ class ErrorKind(str, enum.Enum):
     """A line or a response over --max-line-bytes / --max-response-bytes."""
     INTERRUPTED = "interrupted"
     """Cut off by the end of the run: the server may well have finished it."""
+    NOT_EVENT_STREAM = "not_event_stream"
+    """A 200 answer in another format (its Content-Type): a JSON completion, an HTML page."""
+    COMPRESSED = "compressed"
+    """A body sent compressed (its Content-Encoding) though `Accept-Encoding: identity` was asked."""
 
     def error(self, detail: str = "") -> str:
         """The row's `error` text for this kind."""

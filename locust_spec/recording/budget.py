@@ -1,6 +1,8 @@
 """The load generator's own budget per ladder level: token chunks it handled per second and the share of a
 core it used doing so, so that a reader of PREFIX_summary.json sees whether the client had headroom (the
 numbers it reports were not capped by it) or was the bottleneck; and how many processes a load needs.
+Also per level: the time its users were held back because the server refused them (429/503, refused
+connects: client/backoff.py), during which the server had fewer users than the level's.
 
 The measured cost (benchmarks/hotpath.py, benchmarks/fidelity.py) is ~10-16 us of CPU per chunk on one core,
 everything included; a process is given half a core's worth of chunks so that its event loop stays free to
@@ -38,19 +40,22 @@ def processes_for(max_users: int, cores: int, stream_chunks_per_s: float = STREA
 
 
 class LevelBudget:
-    __slots__ = ("chunks", "cpu_s", "wall_s")
+    __slots__ = ("chunks", "cpu_s", "wall_s", "holds", "held_s")
 
     def __init__(self) -> None:
         self.chunks = 0
         self.cpu_s = 0.0
         self.wall_s = 0.0
+        self.holds = 0
+        self.held_s = 0.0
 
     def summary(self) -> dict:
         share = self.cpu_s / self.wall_s if self.wall_s else 0.0
         return {"chunks": self.chunks, "wall_s": round(self.wall_s, 3),
                 "chunks_per_s": round(self.chunks / self.wall_s, 1) if self.wall_s else 0.0,
                 "cpu_share": round(share, 4), "cpu_headroom": round(max(0.0, 1.0 - share), 4),
-                "cpu_us_per_chunk": round(self.cpu_s / self.chunks * 1e6, 2) if self.chunks else None}
+                "cpu_us_per_chunk": round(self.cpu_s / self.chunks * 1e6, 2) if self.chunks else None,
+                "holds": self.holds, "held_s": round(self.held_s, 3)}
 
 
 class ClientBudget:
@@ -75,6 +80,13 @@ class ClientBudget:
         at = self._at(users)
         if at is not None:
             at.chunks += chunks
+
+    def add_held(self, users: int, seconds: float) -> None:
+        """A request at `users` was sent `seconds` late: its user waited as the server asked."""
+        at = self._at(users)
+        if at is not None:
+            at.holds += 1
+            at.held_s += seconds
 
     def add_time(self, users: int, cpu_s: float, wall_s: float) -> None:
         at = self._at(users)
@@ -107,13 +119,21 @@ class ClientBudget:
 
 def combine(parts: Sequence[Mapping[str, dict]]) -> dict:
     """Per level over every process: the busiest process's share and chunk rate (it is the one whose
-    stamps a lack of headroom would delay), and the chunks of all."""
+    stamps a lack of headroom would delay), and the chunks and holds of all."""
     out: dict[str, dict] = {}
     for by_level in parts:
         for users, b in by_level.items():
             seen = out.get(str(users))
             total = int(b.get("chunks") or 0) + (seen["chunks_all_processes"] if seen else 0)
+            holds = int(b.get("holds") or 0) + (seen["holds"] if seen else 0)
+            held = float(b.get("held_s") or 0.0) + (seen["held_s"] if seen else 0.0)
             if seen is None or float(b.get("cpu_share") or 0.0) > seen["cpu_share"]:
                 seen = out[str(users)] = {**b, "cpu_share": float(b.get("cpu_share") or 0.0)}
-            seen["chunks_all_processes"] = total
+            seen["chunks_all_processes"], seen["holds"], seen["held_s"] = total, holds, round(held, 3)
     return dict(sorted(out.items(), key=lambda kv: int(kv[0])))
+
+
+def held_share(users: int, spent: Mapping[str, object]) -> float | None:
+    """The share of a level's user time (users x its wall time) its users spent held back; None unknown."""
+    wall = float(spent.get("wall_s") or 0.0)
+    return float(spent.get("held_s") or 0.0) / (users * wall) if users > 0 and wall > 0 else None

@@ -29,6 +29,12 @@ BACKLOG_BYTES = 32 * 2**20
 a stream is processed as it ends, in its reader's greenlet, so an overloaded load generator measures less
 well (its readers wait) instead of growing (a warning says so)."""
 MARK_BYTES = 16  # a read's time and body length, in Arrivals' two flat arrays
+SLICE_BYTES = 64 << 10
+SLICE_EVENTS = 2048
+"""How much of one stream is handled between two pauses: body bytes parsed (~150 vLLM chunks, at most
+~1,400 of the smallest), then events timed; a whole stream for all but long ones. A stream of a million
+chunks (a 48 MB answer is within the limits) would otherwise hold the event loop for seconds, every reader's
+stamps waiting behind it."""
 
 TTFT, TPOT, E2E = "TTFT", "TPOT", "E2E"
 """The Locust request types each request is reported under."""
@@ -69,12 +75,13 @@ class Processor:
         size = held_bytes(capture)
         if self._queued_bytes + size > BACKLOG_BYTES:
             if not self.backlog_full:
-                log.warning("locust-spec: %d finished streams (%.0f MiB) wait to be processed: this load "
-                            "generator is overloaded; streams are now processed as they end, which delays "
-                            "its readers (timestamps late); use more processes or fewer users each",
-                            len(self._queue), self._queued_bytes / 2**20)
+                log.warning("locust-spec: a finished stream of %.1f MiB would take the streams waiting to be "
+                            "processed (%d, %.1f MiB) past %.0f MiB: this load generator is overloaded; "
+                            "such streams are now processed as they end, which delays the readers "
+                            "(timestamps late); use more processes or fewer users each",
+                            size / 2**20, len(self._queue), self._queued_bytes / 2**20, BACKLOG_BYTES / 2**20)
             self.backlog_full += 1
-            self.process(capture)
+            self._report(capture, self._timed(capture))
             return
         self._queued_bytes += size
         self._queue.append(capture)
@@ -104,13 +111,25 @@ class Processor:
             self._wake.wait()
             self._wake.clear()
             while self._queue and not self._stopping:
-                # Two slices per request, each followed by a timed sleep (it polls the sockets; sleep(0)
-                # did not): a reader waits for at most one slice before it stamps its chunk.
+                # Slices, each followed by a timed sleep (it polls the sockets; sleep(0) did not): the
+                # timing (one slice for all but huge streams), then the report. A reader waits for at most
+                # one slice before it stamps its chunk.
                 capture = self._next()
-                timing = capture.timing()
+                timing = self._timed(capture)
                 gevent.sleep(YIELD_S)
                 self._report(capture, timing)
                 gevent.sleep(YIELD_S)
+
+    @staticmethod
+    def _timed(capture: Capture) -> RequestTiming | None:
+        """The capture's timing, a slice at a time with a pause between slices."""
+        steps = capture.timing_slices(SLICE_BYTES, SLICE_EVENTS)
+        while True:
+            try:
+                next(steps)
+            except StopIteration as done:
+                return done.value
+            gevent.sleep(YIELD_S)
 
     def stop(self) -> None:
         """Stop the greenlet and drain what waits. This blocks the event loop by design."""
@@ -146,6 +165,8 @@ class Processor:
         self.requests += 1
         if self._budget is not None and timing is not None:
             self._budget.add_chunks(capture.level_users, timing.chunks)
+        if self._budget is not None and capture.held_s:
+            self._budget.add_held(capture.level_users, capture.held_s)
         fire, name = self._fire, capture.name
         if error is None and timing is not None and timing.ttft_ms is not None:
             fire(request_type=TTFT, name=name, response_time=timing.ttft_ms, response_length=0,

@@ -12,6 +12,7 @@ from gevent.event import Event
 from gevent.lock import Semaphore
 
 from locust_spec.client import http_fetch
+from locust_spec.client.headers import credential
 from locust_spec.client.http_fetch import METRICS_URLS_ENV as URLS_ENV
 from locust_spec.client.http_fetch import FetchError, UrlError, check_urls, display_url
 from locust_spec.core.runfiles import RunFiles
@@ -57,7 +58,7 @@ def http_fetcher(token: str | None, timeout_s: float, max_bytes: int = MAX_BODY_
     UrlError (a ValueError) with a short message."""
     headers = {"Accept": "text/plain;version=0.0.4"}
     if token:
-        headers["Authorization"] = f"Bearer {token}"
+        headers["Authorization"] = f"Bearer {token.strip()}"  # a bad one: http_fetch's one-line error
 
     def fetch(url: str) -> str:
         resp = http_fetch.request(url, deadline_s=timeout_s, max_bytes=max_bytes, headers=headers)
@@ -287,8 +288,16 @@ def url_option(opts, environ: Mapping[str, str]) -> list[str] | None:
 
 
 def check_url_options(opts, environ: Mapping[str, str]) -> None:
-    """Raise UrlError, whose message holds none of their secrets, for unusable metrics URLs."""
+    """Raise UrlError or HeaderValueError, whose message holds none of their secrets, for unusable metrics
+    URLs or token."""
     check_urls(metrics_urls(url_option(opts, environ), None))
+    metrics_token(opts, environ)
+
+
+def metrics_token(opts, environ: Mapping[str, str]) -> str | None:
+    """`--metrics-token`, else $LOCUST_SPEC_METRICS_TOKEN, stripped (headers.credential)."""
+    token = getattr(opts, "metrics_token", None) or environ.get(TOKEN_ENV) or ""
+    return credential(token, f"--metrics-token (or ${TOKEN_ENV})") or None
 
 
 def scraper_from_options(opts, host: str | None, files: RunFiles | None,
@@ -305,6 +314,6 @@ def scraper_from_options(opts, host: str | None, files: RunFiles | None,
     interval = max(0.1, float(getattr(opts, "metrics_interval", None) or DEFAULT_INTERVAL_S))
     deadline = max(0.1, float(getattr(opts, "metrics_timeout", SCRAPE_TIMEOUT_S) or SCRAPE_TIMEOUT_S))
     max_bytes = int(getattr(opts, "metrics_max_bytes", MAX_BODY_BYTES) or MAX_BODY_BYTES)
-    token = getattr(opts, "metrics_token", None) or environ.get(TOKEN_ENV) or None
+    token = metrics_token(opts, environ)
     csv_path = files.server_metrics if files is not None else None
     return Scraper(urls, interval, http_fetcher(token, deadline, max_bytes), csv_path)

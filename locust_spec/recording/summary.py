@@ -13,7 +13,7 @@ window's `models`, `other_models`, `anomalies`):
                            "by_level": {"<users>": {"samples", "late_samples", "late_share", "max_lag_ms"}},
                            "budget_by_level": {"<users>": {"chunks", "wall_s", "chunks_per_s", "cpu_share",
                                                            "cpu_headroom", "cpu_us_per_chunk",
-                                                           "chunks_all_processes"}},
+                                                           "chunks_all_processes", "holds", "held_s"}},
                            "by_process": {"<id>": {...}}}},
  "server": {<SpecWindow over the run>} | null,
  "concurrency": [{"users", "max_running", "max_waiting", "delivered"}, ...],
@@ -128,6 +128,13 @@ def generator_warnings(generators: dict, rows: int | None) -> list[str]:
                 f"load generator at {users} users: a process used {spent['cpu_share']:.0%} of a core "
                 f"handling {spent.get('chunks_per_s', 0):,.0f} chunks/s, so it was a bottleneck there; use "
                 "more processes (spec-ab --processes auto, locust --processes N) or fewer users each")
+        if spent.get("held_s"):
+            share = budget.held_share(int(users), spent)
+            of_time = f" ({share:.1%} of the level's user time)" if share is not None else ""
+            warnings.append(
+                f"at {users} users the server refused requests (429/503 or connections) and its users "
+                f"waited {float(spent['held_s']):.1f} s in all before sending again{of_time}: the server had "
+                "fewer users than that while they waited")
     measured = generators.get("requests") or 0
     if rows is not None and measured > rows:
         warnings.append(f"{measured - rows} of {measured} requests measured by the load generators have no "

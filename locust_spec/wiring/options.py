@@ -8,6 +8,7 @@ from pathlib import Path
 
 import orjson
 
+from locust_spec.client.headers import credential_type
 from locust_spec.client.settings import DEFAULT_MAX_TOKENS, RequestSettings
 from locust_spec.client.transport import MAX_LINE_BYTES, MAX_RESPONSE_BYTES, MIN_LINE_BYTES
 from locust_spec.core.formats import TURNS, PromptError, Selection
@@ -52,7 +53,9 @@ def add_options(parser) -> None:
     parser.add_argument("--ignore-eos", action="store_true", default=False, include_in_web_ui=True,
                        help="Ask the server (vLLM) to generate max_tokens regardless of EOS")
     parser.add_argument("--api-key", default=os.environ.get("OPENAI_API_KEY", ""), include_in_web_ui=False,
-                       help="Bearer token (default: $OPENAI_API_KEY); never written anywhere")
+                       type=credential_type("--api-key (or $OPENAI_API_KEY)"),
+                       help="Bearer token (default: $OPENAI_API_KEY), surrounding whitespace stripped; never "
+                            "written anywhere")
     parser.add_argument("--response-format", default="", include_in_web_ui=True,
                        help="Grammar mode: json_object, or a path to a JSON-schema file")
     parser.add_argument("--client", choices=("fast", "openai"), default="fast", include_in_web_ui=True,

@@ -26,10 +26,15 @@ class Seen:
     method: str
     path: str
     headers: dict[str, str]
+    peer: int = 0
+    """The client's port: requests with the same one came on the same connection."""
 
 
 class HostileServer:
-    def __init__(self, routes: dict[str, Mode], port: int = 0) -> None:
+    """`idle_timeout`: a kept-alive connection that sends no request for this long is closed (uvicorn's
+    `timeout_keep_alive`, 5 s by default, does it to vLLM's clients)."""
+
+    def __init__(self, routes: dict[str, Mode], port: int = 0, idle_timeout: float | None = None) -> None:
         self.routes = routes
         self.seen: list[Seen] = []
         self.stopping = threading.Event()
@@ -39,6 +44,7 @@ class HostileServer:
             protocol_version = "HTTP/1.1"
             server_version = "hostile"
             disable_nagle_algorithm = True  # a head and a body in two writes: no 40 ms delayed-ACK wait
+            timeout = idle_timeout
             stopping = owner.stopping  # set at stop: slow and endless modes end
 
             def _any(self) -> None:
@@ -46,7 +52,8 @@ class HostileServer:
                 if length.isdigit() and int(length):
                     self.rfile.read(int(length))
                 path = self.path.split("?", 1)[0]
-                owner.seen.append(Seen(self.command, path, dict(self.headers.items())))
+                owner.seen.append(Seen(self.command, path, dict(self.headers.items()),
+                                       self.client_address[1]))
                 mode = owner.routes.get(path)
                 if mode is None:
                     send(self, 404, b"not here")
@@ -63,7 +70,7 @@ class HostileServer:
 
         self.httpd = _Quiet(("127.0.0.1", port), Handler)
         self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self.thread = threading.Thread(target=self.httpd.serve_forever, args=(0.05,), daemon=True)
         self.thread.start()
 
     def requests_to(self, path: str) -> list[Seen]:
@@ -149,21 +156,83 @@ def models(name: str = "hostile-model") -> Mode:
     return lambda handler: send(handler, 200, body, "application/json")
 
 
+def sse_events(tokens: int = 4, finish_reason: str = "length") -> bytes:
+    """The events of a well-formed streamed chat completion (usage included), [DONE] last."""
+    events = [{"choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}}]}]
+    events += [{"choices": [{"index": 0, "delta": {"content": f"t{i} "}, "finish_reason": None}]}
+               for i in range(tokens - 1)]
+    last = {"index": 0, "delta": {"content": "end"}, "finish_reason": finish_reason}
+    events.append({"choices": [last]})
+    events.append({"choices": [], "usage": {"prompt_tokens": 5, "completion_tokens": tokens,
+                                            "total_tokens": 5 + tokens}})
+    return b"".join(b"data: " + orjson.dumps({"id": "c", "object": "chat.completion.chunk", **e})
+                    + b"\n\n" for e in events) + b"data: [DONE]\n\n"
+
+
 def chat_stream(finish_reason: str = "length", tokens: int = 4) -> Mode:
-    """A well-formed streamed chat completion (usage included) ending with `finish_reason`; a JSON
-    completion when the request did not ask for a stream (priming)."""
+    """A well-formed streamed chat completion (usage included) ending with `finish_reason`."""
+    body = sse_events(tokens, finish_reason)
+    return lambda handler: send(handler, 200, body, "text/event-stream")
+
+
+def chunked_head(handler: BaseHTTPRequestHandler, ctype: str = "text/event-stream",
+                 headers: dict[str, str] | None = None) -> None:
+    """A 200 head whose body follows in chunks (`write_chunk`), as vLLM streams."""
+    handler.send_response(200)
+    handler.send_header("Content-Type", ctype)
+    handler.send_header("Transfer-Encoding", "chunked")
+    for key, value in (headers or {}).items():
+        handler.send_header(key, value)
+    handler.end_headers()
+    handler.wfile.flush()
+
+
+def write_chunk(handler: BaseHTTPRequestHandler, data: bytes) -> None:
+    """One chunk of a chunked body, sent now; b"" ends the body."""
+    handler.wfile.write(b"%x\r\n%s\r\n" % (len(data), data) if data else b"0\r\n\r\n")
+    handler.wfile.flush()
+
+
+def once_per_connection(mode: Mode) -> Mode:
+    """`mode` for a connection's first request; the next one on it is read and the connection closed
+    without a byte: a server closing a kept-alive connection just as the client reuses it."""
+
+    def each(handler: BaseHTTPRequestHandler) -> None:
+        if getattr(handler, "answered", False):
+            handler.close_connection = True
+            return
+        handler.answered = True  # type: ignore[attr-defined]
+        mode(handler)
+
+    return each
+
+
+def comments_only(every_s: float = 0.05) -> Mode:
+    """A 200 event stream that sends only SSE comments (`: keep-alive`), never an event."""
 
     def mode(handler: BaseHTTPRequestHandler) -> None:
-        events = [{"choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}}]}]
-        events += [{"choices": [{"index": 0, "delta": {"content": f"t{i} "}, "finish_reason": None}]}
-                   for i in range(tokens - 1)]
-        last = {"index": 0, "delta": {"content": "end"}, "finish_reason": finish_reason}
-        events.append({"choices": [last]})
-        events.append({"choices": [], "usage": {"prompt_tokens": 5, "completion_tokens": tokens,
-                                                "total_tokens": 5 + tokens}})
-        body = b"".join(b"data: " + orjson.dumps({"id": "c", "object": "chat.completion.chunk", **e})
-                        + b"\n\n" for e in events) + b"data: [DONE]\n\n"
-        send(handler, 200, body, "text/event-stream")
+        chunked_head(handler)
+        while not handler.stopping.wait(every_s):  # type: ignore[attr-defined]
+            write_chunk(handler, b": keep-alive\n\n")
+        handler.close_connection = True
+
+    return mode
+
+
+def after_done(then: bytes | None, delay_s: float = 0.0) -> Mode:
+    """A good stream up to its [DONE]; after `delay_s`, `then` follows in the body and the body ends
+    (None: the body never ends, the connection stays open until the client leaves)."""
+
+    def mode(handler: BaseHTTPRequestHandler) -> None:
+        chunked_head(handler)
+        write_chunk(handler, sse_events())
+        if then is None or handler.stopping.wait(delay_s):  # type: ignore[attr-defined]
+            handler.stopping.wait(60)  # type: ignore[attr-defined]
+            handler.close_connection = True
+            return
+        if then:
+            write_chunk(handler, then)
+        write_chunk(handler, b"")
 
     return mode
 

@@ -15,7 +15,7 @@ def test_each_level_gets_its_chunks_and_its_time():
     budget.add_time(64, cpu_s=0.5, wall_s=1.0)
     got = budget.summary()
     assert got["16"] == {"chunks": 3000, "wall_s": 1.0, "chunks_per_s": 3000.0, "cpu_share": 0.03,
-                         "cpu_headroom": 0.97, "cpu_us_per_chunk": 10.0}
+                         "cpu_headroom": 0.97, "cpu_us_per_chunk": 10.0, "holds": 0, "held_s": 0.0}
     assert got["64"]["cpu_headroom"] == 0.5 and got["64"]["chunks_per_s"] == 12000.0
 
 
@@ -49,3 +49,19 @@ def test_process_count_follows_the_chunk_rate_and_the_cores():
     assert count == 4 and "102,400 chunks/s" in reason
     count, reason = processes_for(1024, 2)
     assert count == 2 and "capped at the cores available (2)" in reason
+
+
+def test_time_held_back_at_the_servers_request_adds_up_over_processes_and_is_a_warning():
+    one, two = ClientBudget(), ClientBudget()
+    one.add_time(4, cpu_s=0.01, wall_s=10.0)
+    one.add_held(4, 5.0)
+    two.add_held(4, 3.0)
+    two.add_held(4, 2.0)
+    got = combine([one.summary(), two.summary()])
+    assert got["4"]["holds"] == 3 and got["4"]["held_s"] == 10.0
+    summary = build_summary(None, None, [], {"w1": {"budget_by_level": one.summary()},
+                                             "w2": {"budget_by_level": two.summary()}})
+    held = [w for w in summary["warnings"] if "waited" in w]
+    assert held == ["at 4 users the server refused requests (429/503 or connections) and its users waited "
+                    "10.0 s in all before sending again (25.0% of the level's user time): the server had "
+                    "fewer users than that while they waited"]

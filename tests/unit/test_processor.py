@@ -12,6 +12,7 @@ from locust.event import Events
 
 from locust_spec.client.client import Capture
 from locust_spec.client.transport import Arrivals
+from locust_spec.recording.budget import ClientBudget
 from locust_spec.recording.processor import E2E, INTERRUPTED, TPOT, TTFT, Processor, StreamError, held_bytes
 from locust_spec.recording.records import FileSink
 from tests.replay import load_capture
@@ -177,3 +178,12 @@ def test_a_sink_that_raises_stops_neither_the_processor_nor_locusts_count(caplog
     assert [e["request_type"] for e in fired].count(E2E) == 3
     assert (processor.requests, processor.unrecorded) == (3, 3)
     assert sum("could not be recorded" in r.message for r in caplog.records) == 1
+
+
+def test_the_time_a_request_was_held_back_goes_to_its_levels_budget(tmp_path):
+    budget = ClientBudget()
+    processor = Processor(Events().request.fire, lambda: None, budget=budget)
+    arrivals, last = wire()
+    processor.process(capture("a", start=START, end=last, wire=arrivals, held_s=1.5))
+    processor.process(capture("b", start=START, end=last, wire=wire()[0]))
+    assert budget.summary()["4"]["holds"] == 1 and budget.summary()["4"]["held_s"] == 1.5

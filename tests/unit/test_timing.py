@@ -104,3 +104,13 @@ def test_percentile_interpolates_like_numpy():
     assert percentile([1.0, 2.0, 3.0, 4.0], 50) == 2.5
     assert percentile([5.0], 99) == 5.0
     assert percentile([], 50) is None
+
+
+def test_a_long_sample_has_the_same_percentiles_as_its_sorted_copy():
+    values = [((i * 7919) % 10007) / 7.0 for i in range(20_000)]  # past SORT_MAX, in no order
+    ordered = sorted(values)
+    for pct in (0, 1, 50, 99, 99.9, 100):
+        rank = (len(values) - 1) * pct / 100.0
+        lo = int(rank)
+        expected = ordered[lo] + (ordered[min(lo + 1, len(values) - 1)] - ordered[lo]) * (rank - lo)
+        assert percentile(values, pct) == expected
