@@ -168,6 +168,8 @@ def _evidence_gaps(level: LevelInput, th: Thresholds) -> list[str]:
                         "server; add --processes or workers")
     if level.spec is None:
         gaps.append("no server counters on the candidate at this level (the warnings say why)")
+    elif (not_speculation := diagnoses.not_speculation(level.spec)) is not None:
+        gaps.append(not_speculation)
     elif level.spec.acceptance is None or level.spec.draft_tokens <= 0:
         gaps.append("the candidate's draft counters did not move at this level (speculation_inactive says "
                     "why)")
@@ -257,8 +259,10 @@ def judge_level(level: LevelInput, th: Thresholds, *, throughput_key: str = "out
     deciding = (*LATENCY_KEYS, throughput_key)
     found = [
         diagnoses.speculation_inactive(level, speculating_levels),
+        diagnoses.synthetic_acceptance(spec),
         diagnoses.draft_disagrees(spec, th.disagree_acceptance),
-        diagnoses.proposal_length(spec.per_position, th.position_acceptance) if spec else None,
+        (diagnoses.proposal_length(spec.per_position, th.position_acceptance)
+         if spec and diagnoses.not_speculation(spec) is None else None),
         diagnoses.draft_cost(level, th.noise_pct),
         diagnoses.ttft_change(level, words["ttft_p50_ms"]),
     ]

@@ -35,6 +35,7 @@ V0_EFFICIENCY = "vllm:spec_decode_efficiency"
 # A diffusion LM (vLLM's dLLM models) reuses the spec-decode machinery and counts denoising steps, canvas
 # positions and committed tokens instead: it does not speculate at all.
 DIFFUSION_PREFIX = "vllm:diffusion_"
+DIFFUSION_KIND = "diffusion"
 SGLANG_RATE = "sglang:spec_accept_rate"
 SGLANG_LENGTH = "sglang:spec_accept_length"
 GENERATION = "vllm:generation_tokens_total"
@@ -275,7 +276,7 @@ class WindowAccumulator:
         if {SGLANG_RATE, SGLANG_LENGTH} & self._seen:
             return "sglang", None
         if any(f.startswith(DIFFUSION_PREFIX) for f in self._seen):
-            return "diffusion", None
+            return DIFFUSION_KIND, None
         return "unknown", None
 
 

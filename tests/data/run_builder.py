@@ -48,6 +48,8 @@ class ArmSpec:
     scrape_every_s: float | None = None
     # A draft the target never accepts: one token per chunk, accepted counters frozen.
     rejects_all: bool = False
+    # The /metrics texts before and after the load (default: the real vLLM 0.32 captures).
+    metrics_texts: tuple[str, str] | None = None
 
 
 def step_ms(users: int, speculative: bool) -> float:
@@ -115,7 +117,10 @@ def _server_rows(arm: ArmSpec, requests: list[tuple[float, float, int]], scrape_
     running gauge is the number of requests in flight at the scrape, and the running-time counter grows by
     the time they have spent in flight (as vLLM's does), so the two agree."""
     stem = "metrics_ngram" if arm.speculative else "metrics_spec_off"
-    before, after = _capture(f"{stem}_before.txt"), _capture(f"{stem}_after.txt")
+    if arm.metrics_texts is not None:
+        before, after = (parse_exposition(text) for text in arm.metrics_texts)
+    else:
+        before, after = _capture(f"{stem}_before.txt"), _capture(f"{stem}_after.txt")
     final = {(s.metric, s.labels): s.value for s in after
              if not (arm.rejects_all and "accepted" in s.metric)}
     total = sum(tokens for _, _, tokens in requests)

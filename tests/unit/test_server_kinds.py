@@ -1,5 +1,6 @@
-"""Both exposition formats vLLM serves give the same counters: Prometheus text (the Python frontend) and
-OpenMetrics 1.0 (the Rust frontend, `VLLM_USE_RUST_FRONTEND=1`), two engines each (tests/data/exposition)."""
+"""What a server's /metrics says, read the same from both formats vLLM serves: Prometheus text (the Python
+frontend) and OpenMetrics 1.0 (the Rust frontend, `VLLM_USE_RUST_FRONTEND=1`), two engines each
+(tests/data/exposition); a diffusion model; synthetic acceptance."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import pytest
 
 from locust_spec.metrics.counters import Snapshot, parse_exposition_checked, spec_window
 from locust_spec.metrics.exposition import is_openmetrics, without_exemplar
+from locust_spec.metrics.synthetic import synthetic_length
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "exposition"
 
@@ -59,3 +61,20 @@ def test_a_diffusion_server_is_recognised_and_not_taken_for_one_without_speculat
     assert w.acceptance_rate is None and w.drafts is None
     assert w.absence_note is None  # not "no speculative-decoding acceptance counters found"
     assert w.generation_tokens == 6144
+
+
+@pytest.mark.parametrize(("per_position", "drafts", "length"), [
+    ((1.0, 1.0, 0.5, 0.0), 1000, 3.5),     # vLLM's own resolution of 3.5 over 4 positions
+    ((1.0, 0.6, 0.0), 1000, 2.6),
+    ((1.0, 0.0, 0.0), 500, 2.0),
+    ((0.37, 0.0, 0.0, 0.0), 500, 1.37),
+    ((0.794, 0.569, 0.424, 0.318), 1244, None),  # the real n-gram capture
+    ((1.0, 1.0, 1.0, 1.0), 1000, None),    # a draft that is a copy of the target
+    ((0.0, 0.0, 0.0), 1000, None),         # a draft that never agrees
+    ((1.0, 0.6, 0.0), 20, None),           # too few drafts to tell
+    ((1.0, 0.6, 0.01), 1000, None),
+    ((0.9,), 1000, None),
+])
+def test_synthetic_acceptance_is_recognised_by_its_shape_only(per_position, drafts, length):
+    found = synthetic_length(per_position, drafts)
+    assert found == (pytest.approx(length) if length is not None else None)
