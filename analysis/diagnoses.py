@@ -106,12 +106,12 @@ def not_speculation(spec: SpecStats) -> str | None:
     length = synthetic_length(spec.per_position, spec.drafts)
     if length is None:
         return None
-    return (f"synthetic acceptance, never ship on it: acceptance per draft position "
+    return ("synthetic acceptance, never ship on it: acceptance per draft position "
             f"{_positions(spec.per_position)} over {spec.drafts:.0f} drafts is vLLM's "
-            f"rejection_sample_method \"synthetic\" (synthetic_acceptance_length {length:.2f}), which accepts "
-            "what its config says whatever the draft proposes: neither this acceptance nor the speed "
-            "measured with it says anything of your draft, and the answers are not the model's; measure "
-            "with the standard rejection sampler")
+            f"rejection_sample_method \"synthetic\" (synthetic_acceptance_length {length:.2f}), which "
+            "accepts what its config says whatever the draft proposes: neither this acceptance nor the "
+            "speed measured with it says anything of your draft, and the answers are not the model's; "
+            "measure with the standard rejection sampler")
 
 
 def synthetic_acceptance(spec: SpecStats | None) -> Diagnosis | None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from locust_spec.analysis import api
+
 from tests.data.run_builder import CAPTURES, ArmSpec, write_run
 
 EXPOSITION = Path(__file__).resolve().parent.parent / "data" / "exposition"
