@@ -7,6 +7,7 @@ from pathlib import Path
 
 from locust_spec.metrics.crosscheck import CANDIDATE_METRICS_OPTIONS
 
+from . import answers
 from . import levels as lv
 from .model import LevelInput, PlotData, Slo, Verdict, worst_lag
 from .runs import InputError, RunData, discover, read_run
@@ -72,6 +73,8 @@ def verdict_for(
                            if spec is not None and spec.acceptance is not None else None),
             baseline_batch=lv.arm_batch(base_pairs),
             candidate_batch=lv.arm_batch(cand_pairs),
+            answers=answers.check_level(answers.level_answers([r.answers for r in base_runs], users),
+                                        answers.level_answers([r.answers for r in cand_runs], users)),
         ))
         cdf[users] = {"baseline": lv.merged_itl_cdf(base_runs, users),
                       "candidate": lv.merged_itl_cdf(cand_runs, users)}

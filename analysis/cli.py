@@ -95,6 +95,9 @@ def cli() -> None:
               default=DEFAULTS.max_client_late_share, show_default=True,
               help="An arm whose load generator was behind more than this share of the time at a level "
                    "makes it inconclusive (from its _summary.json).")
+@click.option("--allow-lossy", is_flag=True, default=False,
+              help="Judge a candidate whose answers changed beyond the baseline's own noise on speed alone "
+                   "(by default it is not shipped: lossless speculation does not change answers).")
 @click.option("--slo", "slo_text", metavar="ttft_ms=X,tpot_ms=Y",
               help="A latency objective: per arm and level, the share of requests meeting it and the goodput "
                    "(their tokens per second), which becomes the throughput the verdict judges.")

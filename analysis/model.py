@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from .answers import AnswerCheck
 from .stats import Interval
 
 METRIC_KEYS = (
@@ -149,6 +150,7 @@ class LevelInput:
     acceptance_ci: Interval | None = None
     baseline_batch: Batch | None = None
     candidate_batch: Batch | None = None
+    answers: AnswerCheck | None = None
 
 
 @dataclass(frozen=True)
@@ -177,6 +179,7 @@ class LevelVerdict:
     acceptance_ci: Interval | None = None
     baseline_batch: Batch | None = None
     candidate_batch: Batch | None = None
+    answers: AnswerCheck | None = None
 
     @property
     def change_pct(self) -> dict[str, float | None]:

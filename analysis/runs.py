@@ -25,6 +25,8 @@ NUMERIC = {
     "warmup": "float64",
 }
 TEXT = {"prompt_class": "category", "error": "category"}
+# The answer's fingerprint (added columns: runs without them have no answers to compare).
+ANSWER_TEXT = {"prompt_id": "category", "output_hash": "category", "output_marks": "category"}
 # What a value can be in a run; outside, it is no measurement (a corrupted or hand-edited file) and would
 # move the verdict silently: an `inf` start time empties a level, a negative token count turns a rate.
 _MS = (0.0, 1e9)  # 11.6 days
@@ -50,6 +52,8 @@ class RunData:
     warnings: tuple[str, ...]
     crosscheck: tuple[str, ...] = ()
     client_lag: dict[int, ClientLag] = field(default_factory=dict)
+    answers: pd.DataFrame | None = None
+    """Measured ok requests' answers: level_users, prompt, output_hash, output_marks (answers.py)."""
 
 
 def discover(path: Path) -> list[Path]:
@@ -106,8 +110,9 @@ def read_requests(path: Path) -> pd.DataFrame:
         raise InputError(f"{path}: wrong columns: missing {', '.join(missing)}")
     _check_complete(path, header)
     numeric = {c: t for c, t in NUMERIC.items() if c in header}
+    text = {**TEXT, **{c: t for c, t in ANSWER_TEXT.items() if c in header}}
     try:
-        frame = pd.read_csv(path, usecols=[*numeric, *TEXT], dtype={**numeric, **TEXT}, encoding="utf-8")
+        frame = pd.read_csv(path, usecols=[*numeric, *text], dtype={**numeric, **text}, encoding="utf-8")
     except ValueError as exc:
         if "convert" in str(exc) or "could not" in str(exc):
             raise InputError(_bad_numeric(path, list(numeric))) from None
@@ -235,12 +240,31 @@ def read_summary(path: Path) -> tuple[tuple[str, ...], tuple[str, ...], dict[int
     return tuple(warnings), disagreements, read_client_lag(path, data)
 
 
+def split_answers(frame: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame | None]:
+    """Take the answer columns out of the requests frame: (the requests, the measured ok requests' answers
+    keyed by prompt, class and id); None when the run recorded none."""
+    if "output_hash" not in frame:
+        return frame.drop(columns=[c for c in ANSWER_TEXT if c in frame]), None
+    kept = frame["output_hash"].notna() & frame["error"].isna() & (frame["warmup"] != 1)
+    answers = None
+    if kept.any():
+        rows = frame[kept]
+        prompt = rows["prompt_class"].astype(str) + "\x1f" + rows["prompt_id"].astype(str)
+        answers = pd.DataFrame({"level_users": rows["level_users"].to_numpy(),
+                                "prompt": prompt.astype("category").to_numpy(),
+                                "output_hash": rows["output_hash"].astype(str).to_numpy(),
+                                "output_marks": rows["output_marks"].astype(object).fillna("").to_numpy()})
+    return frame.drop(columns=[c for c in ANSWER_TEXT if c in frame]), answers
+
+
 def read_run(prefix: Path) -> RunData:
     files = RunFiles(str(prefix))
     warnings, crosscheck, client_lag = read_summary(files.summary)
+    requests, answers = split_answers(read_requests(files.requests))
     return RunData(
         prefix=prefix,
-        requests=read_requests(files.requests),
+        requests=requests,
+        answers=answers,
         latency=read_latency(files.latency),
         snapshots=read_server_metrics(files.server_metrics),
         warnings=warnings,

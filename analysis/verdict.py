@@ -6,7 +6,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from . import diagnoses
+from . import answers, diagnoses
 from .model import (
     ArmMetrics,
     ClassStats,
@@ -57,6 +57,8 @@ class Thresholds:
     disagree_acceptance: float = 0.1
     position_acceptance: float = 0.5
     max_client_late_share: float = 0.05
+    allow_lossy: bool = False
+    """Judge a candidate whose answers changed (answers.py) on speed alone."""
 
 
 def noise_band(key: str, base: ArmMetrics, cand: ArmMetrics, noise_pct: float) -> float:
@@ -276,6 +278,11 @@ def judge_level(level: LevelInput, th: Thresholds, *, throughput_key: str = "out
                                   th, spec.acceptance)
         reasons = [reason]
         brief = _brief(level, deciding)
+    lossy = answers.lossy_reason(level.answers, th.allow_lossy)
+    if lossy is not None:
+        if not th.allow_lossy and verdict in (SHIP, TRADEOFF):
+            verdict, brief = OFF, lossy
+        reasons = [lossy, *reasons]
     return LevelVerdict(
         users=level.users, verdict=verdict,
         acceptance=spec.acceptance if spec else None,
@@ -284,7 +291,7 @@ def judge_level(level: LevelInput, th: Thresholds, *, throughput_key: str = "out
         baseline=base, candidate=cand, changes=changes, reasons=tuple(reasons),
         diagnoses=tuple(d for d in found if d is not None), brief=brief,
         acceptance_ci=level.acceptance_ci, baseline_batch=level.baseline_batch,
-        candidate_batch=level.candidate_batch,
+        candidate_batch=level.candidate_batch, answers=level.answers,
     )
 
 

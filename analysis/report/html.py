@@ -10,6 +10,7 @@ from ..report.plots import FIGURES, Omitted, class_acceptance
 from ..report.table import (
     HEADER,
     acceptance_line,
+    answers_line,
     crossover_lines,
     rows,
     runs_line,
@@ -59,9 +60,9 @@ def render(verdict: Verdict) -> str:
         lvv = escape(lv.verdict)
         parts.append(f"<h2>{users_label(lv.users)}: <span class='v {lvv}'>{lvv}</span></h2>")
         parts.append(f"<p>{escape(acceptance_line(lv))}</p>")
-        extra = runs_line(lv)
-        if extra:
-            parts.append(f"<p>{escape(extra)}</p>")
+        for extra in (runs_line(lv), answers_line(lv)):
+            if extra:
+                parts.append(f"<p>{escape(extra)}</p>")
         head = "".join(f"<th>{escape(h)}</th>" for h in HEADER)
         body = "".join("<tr>" + "".join(f"<td>{escape(c)}</td>" for c in r) + "</tr>" for r in rows(lv))
         parts.append(f"<table><tr>{head}</tr>{body}</table>")

@@ -8,6 +8,7 @@ from ..model import Verdict
 from ..report.table import (
     HEADER,
     acceptance_line,
+    answers_line,
     crossover_lines,
     rows,
     runs_line,
@@ -36,9 +37,9 @@ def render(verdict: Verdict) -> str:
     out = [f"## Speculative decoding verdict: **{verdict.verdict}**", "", _escape(verdict.summary), ""]
     for lv in verdict.levels:
         out += [f"### {users_label(lv.users)}: **{lv.verdict}**", "", _escape(acceptance_line(lv)), ""]
-        extra = runs_line(lv)
-        if extra:
-            out += [extra, ""]
+        for extra in (runs_line(lv), answers_line(lv)):
+            if extra:
+                out += [_escape(extra), ""]
         out.append("| " + " | ".join(HEADER) + " |")
         out.append("|---|---:|---:|---:|")
         out += ["| " + " | ".join(_inline(c) for c in r) + " |" for r in rows(lv)]

@@ -35,6 +35,7 @@ def level_dict(lv: LevelVerdict) -> dict:
                     if getattr(lv.baseline, key) is not None or getattr(lv.candidate, key) is not None},
         "reasons": list(lv.reasons),
         "diagnoses": [d.as_dict() for d in lv.diagnoses],
+        "answers": lv.answers.as_dict() if lv.answers is not None else None,
     }
 
 

@@ -95,6 +95,11 @@ def acceptance_line(lv: LevelVerdict) -> str:
     return ", ".join(parts)
 
 
+def answers_line(lv: LevelVerdict) -> str | None:
+    """The candidate's answers against the baseline's (analysis/answers.py); None when not compared."""
+    return lv.answers.line() if lv.answers is not None else None
+
+
 def runs_line(lv: LevelVerdict) -> str | None:
     if lv.baseline.runs == 1 and lv.candidate.runs == 1:
         return None

@@ -8,6 +8,7 @@ from ..model import Verdict
 from ..report.table import (
     HEADER,
     acceptance_line,
+    answers_line,
     crossover_lines,
     rows,
     runs_line,
@@ -34,9 +35,9 @@ def render(verdict: Verdict) -> str:
     out = [f"VERDICT: {verdict.verdict.upper()}", _plain(verdict.summary), ""]
     for lv in verdict.levels:
         out.append(f"{users_label(lv.users)}: {lv.verdict.upper()}  ({acceptance_line(lv)})")
-        extra = runs_line(lv)
-        if extra:
-            out.append(f"  {extra}")
+        for extra in (runs_line(lv), answers_line(lv)):
+            if extra:
+                out.append(f"  {_plain(extra)}")
         out.extend(_table([HEADER, *rows(lv)]))
         out.extend(f"  - {_plain(r)}" for r in lv.reasons)
         out.extend(f"  * {d.kind}: {_plain(d.message)}" for d in lv.diagnoses)

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from locust_spec.client.sse import Chunk, Done, Event, Malformed
+from locust_spec.core.answers import fingerprint
 
 
 @dataclass(frozen=True, slots=True)
@@ -17,6 +18,7 @@ class RequestTiming:
     gap g gives n values g/n); `chunk_gaps_ms` one value per token-carrying chunk after the first.
     `tokens_estimated` is True when some chunk's token count came from its text, not from usage.
     `error` is what the stream itself reported (malformed event, server error object, no [DONE]).
+    `output_hash`, `output_marks`: the answer's fingerprint (core/answers.py), of whatever text arrived.
     """
 
     ttft_ms: float | None
@@ -37,6 +39,8 @@ class RequestTiming:
     spec_draft_tokens: int | None
     done: bool
     error: str | None
+    output_hash: str | None = None
+    output_marks: str | None = None
 
 
 def request_timing(start: float, events: Sequence[tuple[float, Event]], end: float) -> RequestTiming:
@@ -55,6 +59,7 @@ def request_timing(start: float, events: Sequence[tuple[float, Event]], end: flo
     error = None
     itl: list[float] = []
     gaps: list[float] = []
+    texts: list[str] = []
     # Runs once per chunk of every request: plain comparisons and type() checks, no max() or isinstance().
     for t, chunk in events:
         kind = type(chunk)
@@ -79,6 +84,8 @@ def request_timing(start: float, events: Sequence[tuple[float, Event]], end: flo
             finish_reason = chunk.finish_reason
         if not chunk.has_choices:
             continue
+        if chunk.text:
+            texts.append(chunk.text)
         if cum is not None:
             n = cum - prev_cum  # a count that went down carries no token and leaves the high mark
             if n <= 0:
@@ -111,6 +118,7 @@ def request_timing(start: float, events: Sequence[tuple[float, Event]], end: flo
     if first_t is not None and output_tokens > 1:
         tpot = (last_t - first_t) * 1000.0 / (output_tokens - 1)
     itl_p50, itl_p99 = _percentiles(itl, 50, 99)
+    output_hash, output_marks = fingerprint(texts)
     return RequestTiming(
         ttft_ms=ttft,
         tpot_ms=tpot,
@@ -130,6 +138,8 @@ def request_timing(start: float, events: Sequence[tuple[float, Event]], end: flo
         spec_draft_tokens=drafted,
         done=done,
         error=error,
+        output_hash=output_hash,
+        output_marks=output_marks,
     )
 
 

@@ -17,8 +17,8 @@ SUFFIXES = (REQUESTS, LATENCY, SERVER_METRICS, SUMMARY)
 
 LATENCY_SCHEMA = 1
 SUMMARY_SCHEMA = 1
-BATCH_VERSION = 1
-"""Of the worker -> master row batches (distributed.py)."""
+BATCH_VERSION = 2
+"""Of the worker -> master row batches (distributed.py); 2 added the answer's columns to the row."""
 
 
 @dataclass(frozen=True)
@@ -79,10 +79,12 @@ class RequestRow:
     spec_draft_tokens: int | None = None
     error: str | None = None
     warmup: int = 0
+    output_hash: str | None = None
+    output_marks: str | None = None
 
 
 COLUMNS = tuple(f.name for f in fields(RequestRow))
-ADDED_COLUMNS = ("warmup",)
+ADDED_COLUMNS = ("warmup", "output_hash", "output_marks")
 """Columns added after the first schema: readers fill them in when an older file lacks them."""
 REQUIRED_COLUMNS = tuple(c for c in COLUMNS if c not in ADDED_COLUMNS)
 

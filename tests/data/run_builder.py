@@ -8,12 +8,14 @@ vLLM 0.32 n-gram capture, interpolated between its before and after scrape in pr
 from __future__ import annotations
 
 import csv
+import hashlib
 import random
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import orjson
 
+from locust_spec.core.answers import fingerprint
 from locust_spec.metrics.batch import INFERENCE_SUM
 from locust_spec.metrics.counters import RUNNING
 from locust_spec.metrics.exposition import Sample, Snapshot, parse_exposition, rows_from_snapshot
@@ -50,6 +52,17 @@ class ArmSpec:
     rejects_all: bool = False
     # The /metrics texts before and after the load (default: the real vLLM 0.32 captures).
     metrics_texts: tuple[str, str] | None = None
+    # Prompt ids per class, and the share of them whose answer this arm changes (at character 100).
+    prompts_per_class: int = 50
+    changed_answers: float = 0.0
+
+
+def answer(prompt_id: str, arm: ArmSpec) -> tuple[str, str]:
+    """The answer's fingerprint: one text per prompt, changed at character 100 for a share of prompts."""
+    text = f"{prompt_id}: " + "the same greedy answer " * 12
+    if int(hashlib.sha256(prompt_id.encode()).hexdigest(), 16) % 1000 < arm.changed_answers * 1000:
+        text = text[:100] + "#" + text[101:]
+    return fingerprint([text])
 
 
 def step_ms(users: int, speculative: bool) -> float:
@@ -84,8 +97,11 @@ def _request(rng, start, users, arm, cls, warmup):
     if arm.speculative and arm.per_request_stats:
         draft = len(sizes) * len(PER_POSITION)
         accepted = 0 if arm.rejects_all else arm.output_tokens - len(sizes)
+    prompt_id = f"{cls}-{rng.randrange(arm.prompts_per_class)}"
+    output_hash, output_marks = answer(prompt_id, arm)
     row = {"start_unix_s": f"{start:.6f}", "level_users": users, "prompt_class": cls,
-           "prompt_id": f"{cls}-{rng.randrange(50)}", "prompt_tokens": 120,
+           "prompt_id": prompt_id, "prompt_tokens": 120, "output_hash": output_hash,
+           "output_marks": output_marks,
            "output_tokens": arm.output_tokens,
            "tokens_estimated": 0, "chunks": len(sizes), "max_tokens_per_chunk": max(sizes),
            "ttft_ms": f"{ttft:.3f}", "tpot_ms": f"{sum(gaps) / (arm.output_tokens - 1):.3f}",

@@ -49,7 +49,7 @@ def test_json_follows_the_documented_schema(pair):
     level = doc["levels"][0]
     assert set(level) == {"users", "verdict", "batch", "acceptance", "acceptance_ci95",
                           "mean_acceptance_length", "per_position", "requests", "failures", "metrics",
-                          "reasons", "diagnoses"}
+                          "reasons", "diagnoses", "answers"}
     assert set(level["metrics"]) == {"tpot_p50_ms", "tpot_p90_ms", "output_tok_s", "ttft_p50_ms",
                                      "itl_p50_ms", "itl_p95_ms", "chunk_gap_p50_ms", "chunk_gap_p99_ms",
                                      "tokens_per_chunk"}
