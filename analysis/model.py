@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from .answers import AnswerCheck
+from .provenance import Provenance
 from .stats import Interval
 
 METRIC_KEYS = (
@@ -221,3 +222,5 @@ class Verdict:
     plots: PlotData = field(default_factory=PlotData)
     crossover: tuple[CrossPoint, ...] = ()
     slo: Slo | None = None
+    provenance: tuple[tuple[Provenance, ...], tuple[Provenance, ...]] = ((), ())
+    """What each arm's runs measured (baseline, candidate)."""

@@ -14,6 +14,7 @@ from locust_spec.core import runfiles
 from locust_spec.core.runfiles import REQUESTS, RunFiles
 from locust_spec.metrics import counters
 
+from . import provenance
 from .model import ClientLag
 
 REQUESTS_COLUMNS = runfiles.REQUIRED_COLUMNS
@@ -54,6 +55,8 @@ class RunData:
     client_lag: dict[int, ClientLag] = field(default_factory=dict)
     answers: pd.DataFrame | None = None
     """Measured ok requests' answers: level_users, prompt, output_hash, output_marks (answers.py)."""
+    provenance: provenance.Provenance | None = None
+    """What the run measured (PREFIX_run.json); unknown for runs written before it."""
 
 
 def discover(path: Path) -> list[Path]:
@@ -261,10 +264,15 @@ def read_run(prefix: Path) -> RunData:
     files = RunFiles(str(prefix))
     warnings, crosscheck, client_lag = read_summary(files.summary)
     requests, answers = split_answers(read_requests(files.requests))
+    try:
+        record = provenance.read(files.run, str(prefix))
+    except provenance.ProvenanceError as exc:
+        raise InputError(str(exc)) from None
     return RunData(
         prefix=prefix,
         requests=requests,
         answers=answers,
+        provenance=record,
         latency=read_latency(files.latency),
         snapshots=read_server_metrics(files.server_metrics),
         warnings=warnings,

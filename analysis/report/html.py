@@ -12,6 +12,7 @@ from ..report.table import (
     acceptance_line,
     answers_line,
     crossover_lines,
+    measured,
     rows,
     runs_line,
     users_label,
@@ -23,6 +24,7 @@ table{border-collapse:collapse;margin:.5em 0}td,th{border:1px solid #ccc;padding
 td:not(:first-child){text-align:right}.v{font-weight:bold;text-transform:uppercase}
 .ship{color:#176c2a}.off{color:#a11}.tradeoff{color:#a66a00}.inconclusive{color:#555}
 img{max-width:100%;display:block;margin:.5em 0}.omitted{color:#555}
+table.measured td{text-align:left;font-size:.9em;word-break:break-all}
 """
 
 
@@ -52,10 +54,21 @@ def _class_table(verdict: Verdict) -> str:
     return f"<h2>Acceptance per prompt class</h2><table><tr>{head}</tr>{body}</table>"
 
 
+def _measured(verdict: Verdict) -> str:
+    """What each run measured, on the first screen: a verdict is only worth what a reader can check."""
+    found = measured(verdict)
+    if found is None:
+        return ""
+    header, facts = found
+    head = "".join(f"<th>{escape(h)}</th>" for h in header)
+    body = "".join("<tr>" + "".join(f"<td>{escape(c)}</td>" for c in r) + "</tr>" for r in facts)
+    return f"<h2>What was measured</h2><table class='measured'><tr>{head}</tr>{body}</table>"
+
+
 def render(verdict: Verdict) -> str:
     v = escape(verdict.verdict)
     parts = [f"<h1>Speculative decoding: <span class='v {v}'>{v}</span></h1>",
-             f"<p>{escape(verdict.summary)}</p>", _class_table(verdict)]
+             f"<p>{escape(verdict.summary)}</p>", _measured(verdict), _class_table(verdict)]
     for lv in verdict.levels:
         lvv = escape(lv.verdict)
         parts.append(f"<h2>{users_label(lv.users)}: <span class='v {lvv}'>{lvv}</span></h2>")

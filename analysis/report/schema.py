@@ -1,4 +1,4 @@
-"""verdict.json: the Verdict as the documented JSON document (schema 3, docs/contracts.md)."""
+"""verdict.json: the Verdict as the documented JSON document (schema 4, docs/contracts.md)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from ..model import LevelVerdict, Verdict
 from ..stats import POINT
 from ..verdict import CHANGE_KEYS
 
-SCHEMA = 3
+SCHEMA = 4
 
 
 def metric_dict(lv: LevelVerdict, key: str) -> dict:
@@ -49,6 +49,8 @@ def to_dict(verdict: Verdict) -> dict:
         "crossover": {p.metric: p.as_dict() for p in verdict.crossover},
         "diagnoses": [d.as_dict() for d in verdict.diagnoses],
         "warnings": list(verdict.warnings),
+        "provenance": {arm: [p.as_dict() for p in runs]
+                       for arm, runs in zip(("baseline", "candidate"), verdict.provenance, strict=True)},
     }
 
 

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from ..model import ArmMetrics, Batch, CrossPoint, LevelVerdict
+from .. import provenance
+from ..model import ArmMetrics, Batch, CrossPoint, LevelVerdict, Verdict
 from ..verdict import fmt_change
 
 # The deciding metrics first (TPOT per request, throughput), then context: token-weighted ITL and the
@@ -93,6 +94,13 @@ def acceptance_line(lv: LevelVerdict) -> str:
     if lv.per_position:
         parts.append("per position " + " ".join(f"{p:.2f}" for p in lv.per_position))
     return ", ".join(parts)
+
+
+def measured(verdict: Verdict) -> tuple[list[str], list[list[str]]] | None:
+    """What each run measured (its PREFIX_run.json): header and rows, one column per run; None when the
+    verdict names no run (built by hand)."""
+    base, cand = verdict.provenance
+    return provenance.table(base, cand) if base or cand else None
 
 
 def answers_line(lv: LevelVerdict) -> str | None:

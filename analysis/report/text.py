@@ -10,6 +10,7 @@ from ..report.table import (
     acceptance_line,
     answers_line,
     crossover_lines,
+    measured,
     rows,
     runs_line,
     users_label,
@@ -33,6 +34,12 @@ def _plain(text: str) -> str:
 
 def render(verdict: Verdict) -> str:
     out = [f"VERDICT: {verdict.verdict.upper()}", _plain(verdict.summary), ""]
+    found = measured(verdict)
+    if found is not None:
+        header, facts = found
+        out.append("Measured (" + " | ".join(header[1:]) + "):")
+        out.extend(f"  {label}: " + " | ".join(_plain(c) for c in cells) for label, *cells in facts)
+        out.append("")
     for lv in verdict.levels:
         out.append(f"{users_label(lv.users)}: {lv.verdict.upper()}  ({acceptance_line(lv)})")
         for extra in (runs_line(lv), answers_line(lv)):

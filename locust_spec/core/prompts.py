@@ -30,13 +30,14 @@ def builtin_names() -> list[str]:
     return sorted(p.stem for p in BUILTIN_DIR.glob("*.jsonl"))
 
 
-def load_prompt_set(spec: str) -> list[Prompt]:
-    """A JSONL path, a built-in set name (a file stem in prompts/), or `all` (every built-in set)."""
+def set_paths(spec: str) -> list[Path]:
+    """The files a prompt set names: a JSONL path, a built-in set name (a file stem in prompts/), or `all`
+    (every built-in set)."""
     if spec == "all":
         names = builtin_names()
         if not names:
             raise PromptError(f"no built-in prompt sets in {BUILTIN_DIR}; pass --prompts FILE.jsonl")
-        return [p for name in names for p in load_prompt_set(name)]
+        return [path for name in names for path in set_paths(name)]
     path = Path(spec)
     if not path.suffix and not path.exists():
         path = BUILTIN_DIR / f"{spec}.jsonl"
@@ -44,6 +45,30 @@ def load_prompt_set(spec: str) -> list[Prompt]:
             raise PromptError(f"no prompt set {spec!r}: not a file, and built-ins are {builtin_names()}")
     if not path.is_file():
         raise PromptError(f"prompt file not found: {path}")
+    return [path]
+
+
+def describe_sets(specs: list[str]) -> list[dict]:
+    """What each of a run's prompt sets is, to tell two runs' prompts apart: per file its set as given, its
+    weight, whether it is built in, its prompts and the sha256 of its bytes. PromptError as loading."""
+    out = []
+    for spec in specs:
+        name, weight = parse_weighted(spec)
+        for path in set_paths(name):
+            data = path.read_bytes()
+            builtin = path.parent == BUILTIN_DIR
+            out.append({"set": name, "file": path.stem if builtin else str(path), "builtin": builtin,
+                        "weight": weight, "prompts": sum(1 for line in data.splitlines() if line.strip()),
+                        "sha256": hashlib.sha256(data).hexdigest()})
+    return out
+
+
+def load_prompt_set(spec: str) -> list[Prompt]:
+    """A JSONL path, a built-in set name (a file stem in prompts/), or `all` (every built-in set)."""
+    paths = set_paths(spec)
+    if len(paths) > 1:
+        return [p for path in paths for p in load_prompt_set(str(path))]
+    path = paths[0]
     prompts = [_parse_line(path, n, line) for n, line in enumerate(path.read_bytes().splitlines(), 1)
                if line.strip()]
     if not prompts:

@@ -12,11 +12,14 @@ REQUESTS = "_requests.csv"
 LATENCY = "_latency.json"
 SERVER_METRICS = "_server_metrics.csv"
 SUMMARY = "_summary.json"
-SUFFIXES = (REQUESTS, LATENCY, SERVER_METRICS, SUMMARY)
+RUN = "_run.json"
+SUFFIXES = (REQUESTS, LATENCY, SERVER_METRICS, SUMMARY, RUN)
 """What follows the Locust `--csv` PREFIX in each of locust-spec's files, in the order they are listed."""
 
 LATENCY_SCHEMA = 1
 SUMMARY_SCHEMA = 1
+RUN_SCHEMA = 1
+"""Of PREFIX_run.json, what was measured (recording/provenance.py)."""
 BATCH_VERSION = 2
 """Of the worker -> master row batches (distributed.py); 2 added the answer's columns to the row."""
 
@@ -45,6 +48,10 @@ class RunFiles:
     @property
     def summary(self) -> Path:
         return self.path(SUMMARY)
+
+    @property
+    def run(self) -> Path:
+        return self.path(RUN)
 
 
 def prefix_of(path: Path) -> Path:

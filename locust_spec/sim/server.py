@@ -17,6 +17,7 @@ import orjson
 from gevent.server import StreamServer
 from gevent.socket import wait_write
 
+from locust_spec.core.resources import installed_version
 from locust_spec.sim import model as sim_model
 from locust_spec.sim import protocol, sendlog
 from locust_spec.sim.engine import Engine, Request, StepOutput
@@ -261,6 +262,8 @@ class SimServer:
         elif path == b"/metrics" and method == b"GET":
             text = self.engine.metrics.exposition()
             sock.sendall(_head(200, b"text/plain; version=0.0.4; charset=utf-8", len(text)) + text)
+        elif path == b"/version" and method == b"GET":  # vLLM's; the simulator says what it is
+            self._json(sock, 200, orjson.dumps({"version": f"spec-sim {installed_version() or 'unknown'}"}))
         elif path == b"/v1/models" and method == b"GET":
             self._json(sock, 200, protocol.models(self.opts.served_model_name, self.created,
                                                   self.opts.max_model_len))

@@ -55,6 +55,24 @@ class ArmSpec:
     # Prompt ids per class, and the share of them whose answer this arm changes (at character 100).
     prompts_per_class: int = 50
     changed_answers: float = 0.0
+    # PREFIX_run.json: the model served (its /v1/models root); None writes none, as runs before it.
+    model_root: str | None = "/models/tiny-llama"
+
+
+def record(prefix: Path, arm: ArmSpec) -> dict:
+    """The run's PREFIX_run.json as the plugin writes it (recording/provenance.py)."""
+    return {"schema": 1, "run_id": hashlib.sha256(str(prefix).encode()).hexdigest()[:32],
+            "started_unix_s": T0, "ended_unix_s": T0 + 60.0, "tests": 1,
+            "command": ["locust", "-f", "chat.py", "--headless", "--csv", str(prefix)],
+            "host": "http://127.0.0.1:8000", "model": "tiny-llama",
+            "server": {"models": [{"id": "tiny-llama", "root": arm.model_root, "max_model_len": 2048}],
+                       "version": "0.32.0", "errors": []},
+            "load": {"prompts": [{"set": c, "file": c, "builtin": True, "weight": 1.0, "prompts": 60,
+                                  "sha256": hashlib.sha256(c.encode()).hexdigest()} for c in arm.classes],
+                     "seed": 0, "max_tokens": None, "default_max_tokens": 256, "ignore_eos": False,
+                     "temperature": 0.0, "response_format": None, "client": "fast"},
+            "tools": {"locust_spec": "0.1.0", "locust": "2.47.0", "python": "3.11.7"},
+            "machine": {"cores": 2, "runner": "local", "workers": 0}}
 
 
 def answer(prompt_id: str, arm: ArmSpec) -> tuple[str, str]:
@@ -198,6 +216,8 @@ def write_run(prefix: Path, arm: ArmSpec) -> Path:
             for users, share in arm.client_late_share.items()}}
     summary = {"schema": 1, "warnings": list(arm.warnings), "client": client, "crosscheck": checks}
     Path(f"{prefix}_summary.json").write_bytes(orjson.dumps(summary))
+    if arm.model_root is not None:
+        Path(f"{prefix}_run.json").write_bytes(orjson.dumps(record(prefix, arm)))
     return prefix
 
 
