@@ -62,6 +62,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "answers differ from those without speculation (spec-verdict's answer gate)")
     p.add_argument("--grammar-disables-spec", action="store_true",
                    help="requests with response_format decode without speculation (silent fallback)")
+    p.add_argument("--metrics-format", choices=("prometheus", "openmetrics"), default="prometheus",
+                   help="/metrics as vLLM's Python frontend writes it (Prometheus text), or as its Rust "
+                        "frontend (VLLM_USE_RUST_FRONTEND=1) serves it whatever Accept asks: OpenMetrics 1.0")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--idle-timeout", type=float, default=65.0, metavar="SECONDS",
                    help="close a connection that sent no complete request for this long")
@@ -128,7 +131,8 @@ def main(argv: list[str] | None = None) -> None:
                          args.fault_stall, args.fault_no_done, args.stall_seconds, args.stall_at_token)
     detailed = args.per_request_spec_decode_metrics == "detailed"
     opts = ServerOptions(args.served_model_name, args.max_model_len, detailed, args.grammar_disables_spec,
-                         faults, args.seed, args.idle_timeout, os.environ.get(ADMIN_ENV) or None)
+                         faults, args.seed, args.idle_timeout, os.environ.get(ADMIN_ENV) or None,
+                         args.metrics_format == "openmetrics")
     send_log = SendLog(args.send_log) if args.send_log else None
     sim = SimServer(engine, opts, send_log)
     srv = serve(sim, args.host, args.port)
