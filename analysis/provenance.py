@@ -1,5 +1,5 @@
-"""What each arm measured (PREFIX_run.json, recording/provenance.py), and the checks that two arms can be
-compared at all: the same model, not the same run, not swapped (pure but for reading the file).
+"""What each arm measured (PREFIX_run.json, recording/provenance.py; read by runs.py), and the checks that
+two arms can be compared at all: the same model, not the same run, not swapped (pure).
 
 A run written before the file existed has unknown provenance: it is said, never guessed.
 """
@@ -11,17 +11,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-import orjson
-
-from locust_spec.core.runfiles import RUN_SCHEMA
-
-MAX_BYTES = 1024 * 1024
-"""A run's record is a few kB; a larger file is not one."""
 FORCE = "--force"
 
 
 class ProvenanceError(ValueError):
-    """A bad PREFIX_run.json, or arms that cannot be compared; the message is one line."""
+    """Arms that cannot be compared; the message is one line."""
 
 
 @dataclass(frozen=True)
@@ -70,25 +64,6 @@ class Provenance:
 
     def as_dict(self) -> dict:
         return {"prefix": self.prefix, "known": self.known, **({"run": self.doc} if self.known else {})}
-
-
-def read(path: Path, prefix: str) -> Provenance:
-    """The run's record; unknown (no file) for runs written before it existed; ProvenanceError (one line)
-    for a file that is not one."""
-    if not path.is_file():
-        return Provenance(prefix, {})
-    if path.stat().st_size > MAX_BYTES:
-        raise ProvenanceError(f"{path}: {path.stat().st_size} bytes, not a run record (at most {MAX_BYTES})")
-    try:
-        doc = orjson.loads(path.read_bytes())
-    except orjson.JSONDecodeError as exc:
-        raise ProvenanceError(f"{path}: not valid JSON (truncated?): {exc}") from None
-    if not isinstance(doc, dict):
-        raise ProvenanceError(f"{path}: not a JSON object")
-    if type(doc.get("schema")) is not int or doc["schema"] != RUN_SCHEMA:
-        raise ProvenanceError(f"{path}: unknown schema {str(doc.get('schema'))[:20]} (this spec-verdict "
-                              f"reads schema {RUN_SCHEMA})")
-    return Provenance(prefix, doc)
 
 
 def _arm_models(arm: Sequence[Provenance]) -> dict[str, str]:

@@ -147,16 +147,31 @@ def _check_ranges(path: Path, frame: pd.DataFrame) -> None:
                              f"outside {low:g}..{high:g}")
 
 
-def _read_json(path: Path) -> dict:
+def _read_json(path: Path, schema: int = 1) -> dict:
     try:
         data = orjson.loads(path.read_bytes())
     except orjson.JSONDecodeError as exc:
         raise InputError(f"{path}: not valid JSON (truncated?): {exc}") from None
     if not isinstance(data, dict):
         raise InputError(f"{path}: not a JSON object")
-    if type(data.get("schema")) is not int or data["schema"] != 1:  # JSON true is no schema, though True == 1
-        raise InputError(f"{path}: unknown schema {data.get('schema')!r} (this spec-verdict reads schema 1)")
+    # JSON true is no schema, though True == 1
+    if type(data.get("schema")) is not int or data["schema"] != schema:
+        raise InputError(f"{path}: unknown schema {str(data.get('schema'))[:20]} (this spec-verdict reads "
+                         f"schema {schema})")
     return data
+
+
+RUN_MAX_BYTES = 1024 * 1024
+"""A run's record is a few kB; a larger file is not one."""
+
+
+def read_provenance(path: Path, prefix: Path) -> provenance.Provenance:
+    """What the run measured; unknown (no file) for runs written before PREFIX_run.json existed."""
+    if not path.is_file():
+        return provenance.Provenance(str(prefix), {})
+    if path.stat().st_size > RUN_MAX_BYTES:
+        raise InputError(f"{path}: {path.stat().st_size} bytes, not a run record (at most {RUN_MAX_BYTES})")
+    return provenance.Provenance(str(prefix), _read_json(path, runfiles.RUN_SCHEMA))
 
 
 def read_latency(path: Path) -> dict | None:
@@ -264,15 +279,11 @@ def read_run(prefix: Path) -> RunData:
     files = RunFiles(str(prefix))
     warnings, crosscheck, client_lag = read_summary(files.summary)
     requests, answers = split_answers(read_requests(files.requests))
-    try:
-        record = provenance.read(files.run, str(prefix))
-    except provenance.ProvenanceError as exc:
-        raise InputError(str(exc)) from None
     return RunData(
         prefix=prefix,
         requests=requests,
         answers=answers,
-        provenance=record,
+        provenance=read_provenance(files.run, prefix),
         latency=read_latency(files.latency),
         snapshots=read_server_metrics(files.server_metrics),
         warnings=warnings,
