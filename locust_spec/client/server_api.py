@@ -129,8 +129,10 @@ def first_model(host: str, api_key: str, timeout: float) -> str:
                            "pass --model") from None
 
 
-# A /v1/models listing can name hundreds of LoRA adapters; the run's record keeps the first ones.
+# A /v1/models listing can name hundreds of LoRA adapters; the run's record keeps the first ones, and no
+# more of a name than a real one needs (a path on the server, a hub id).
 MAX_MODELS = 16
+MAX_NAME_CHARS = 300
 
 
 def served_models(host: str, api_key: str, timeout: float) -> list[dict]:
@@ -143,7 +145,9 @@ def served_models(host: str, api_key: str, timeout: float) -> list[dict]:
 
     def field(entry: dict, key: str, kind: type) -> object:
         value = entry.get(key)
-        return value if isinstance(value, kind) and not isinstance(value, bool) else None
+        if not isinstance(value, kind) or isinstance(value, bool):
+            return None
+        return value[:MAX_NAME_CHARS] if isinstance(value, str) else value
 
     return [{"id": field(m, "id", str), "root": field(m, "root", str),
              "max_model_len": field(m, "max_model_len", int)}

@@ -34,7 +34,7 @@ PROMPTS = json.dumps({"id": "<img src=x onerror=alert(1)>", "class": CLASS,
                       "prompt": "<script>alert('prompt')</script> def f(x): return x"}) + "\n"
 WEB_PATHS = ("/", "/stats/requests", "/stats/requests/csv", "/stats/failures/csv", "/exceptions",
              "/stats/report", "/spec/stats", "/spec/files/requests", "/spec/files/latency",
-             "/spec/files/summary", "/spec/files/server_metrics")
+             "/spec/files/summary", "/spec/files/server_metrics", "/spec/files/run")
 
 
 @dataclass
@@ -113,6 +113,7 @@ def test_the_runs_produced_what_is_searched(outputs):
     # the run's record holds its command line, the key's option and the metrics URL in it redacted
     command = json.loads(outputs.texts["flag_run.json"])["command"]
     assert "--api-key" in command and "--metrics-token" in command
+    assert json.loads(outputs.texts["web /spec/files/run"])["run_id"]  # the web UI's download of it
     assert "Speculation" in outputs.texts["web /"] or "extended_tabs" in outputs.texts["web /"]
     assert outputs.texts["web /spec/stats"].startswith("{")
 
