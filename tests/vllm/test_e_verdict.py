@@ -67,10 +67,9 @@ def test_ngram_gets_the_verdict_its_numbers_support(arm_runs):
              "prompts, shortfall 95%% %s), %s differing, first at characters %s: %s",
              *(answers[k] for k in ("identical_share", "compared", "baseline_self_share", "self_prompts",
                                     "shortfall_ci95", "differing", "first_difference_chars", "status")))
-    assert answers["compared"] > 0 and answers["self_prompts"] == len(PROMPTS)
-    if answers["status"] == "differ":
-        assert level["verdict"] not in {"ship", "tradeoff"} and "answers changed" in level["reasons"][0]
-    elif hi < OFF_AT:
+    assert answers["compared"] > 0 and 1 <= answers["prompts"] <= len(PROMPTS)
+    assert answers["status"] != "differ", "the gate held back vLLM's lossless n-gram"
+    if hi < OFF_AT:
         assert level["verdict"] == "off"
     elif lo >= SHIP_AT and clears("output_tok_s", +1) and clears("tpot_p50_ms", -1):
         assert level["verdict"] == "ship"
