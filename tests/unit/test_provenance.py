@@ -53,8 +53,9 @@ def test_prompt_sets_are_told_apart_by_content(tmp_path):
 
 
 def test_the_verdict_carries_each_arms_record_and_shows_it_first(arms, tmp_path, capsys):
-    html, out = tmp_path / "report.html", tmp_path / "verdict.json"
-    code, _, err = verdict(capsys, *arms, "-o", html, "-o", out)
+    """(report.html's order is checked on spec-ab's real runs: tests/e2e/test_spec_ab.py.)"""
+    md, out = tmp_path / "report.md", tmp_path / "verdict.json"
+    code, _, err = verdict(capsys, *arms, "-o", md, "-o", out)
     assert code == 0, err
     doc = json.loads(out.read_text())
     assert doc["schema"] == 4
@@ -62,9 +63,10 @@ def test_the_verdict_carries_each_arms_record_and_shows_it_first(arms, tmp_path,
     assert base[0]["known"] and base[0]["prefix"] == str(arms[0])
     assert cand[0]["run"]["server"]["models"][0] == {"id": "tiny-llama", "root": "/models/tiny-llama",
                                                      "max_model_len": 2048}
-    page = html.read_text()
-    assert page.index("What was measured") < page.index("1 user:") < page.index("Plots")
-    assert "tiny-llama (/models/tiny-llama)" in page and "0.32.0" in page
+    page = md.read_text()
+    assert page.index("| measured | baseline | candidate |") < page.index("### 1 user:")
+    assert "| model (root) | tiny-llama (/models/tiny-llama) | tiny-llama (/models/tiny-llama) |" in page
+    assert "| server version | 0.32.0 | 0.32.0 |" in page
 
 
 def test_runs_before_the_record_read_as_unknown(tmp_path, capsys):
@@ -115,5 +117,5 @@ def test_a_record_that_is_not_one_is_a_bad_input(arms, tmp_path, capsys):
     code, _, err = verdict(capsys, arms[0], copy)
     assert code == 2 and "unknown schema 99" in err
     Path(f"{copy}_run.json").write_text('{"schema": 1, "server": "<script>", "model": ["x"], "load": 7}')
-    code, _, err = verdict(capsys, arms[0], copy, "--format", "html")
+    code, _, err = verdict(capsys, arms[0], copy, "--format", "markdown")
     assert code == 0, err  # any JSON inside an object is shown as text, never trusted
