@@ -62,7 +62,8 @@ def cli() -> None:
 
     \b
     Exit codes: 0 verdict produced; 1 the verdict is one named by --fail-on;
-    2 bad input (one line on stderr).
+    2 bad input, or arms that cannot be compared (different models, the same run twice, swapped;
+    --force compares them anyway), one line on stderr.
     """
 
 
