@@ -80,9 +80,9 @@ def load_part(options) -> dict:
         prompts: list[dict] | None = describe_sets(prompt_specs(getattr(options, "prompts", None)))
     except (PromptError, OSError):
         prompts = None  # the run itself says why it cannot load them
-    cap = getattr(options, "max_tokens", None)
+    cap = str(getattr(options, "max_tokens", None) or "")  # the web UI hands options back as text
     return {"prompts": prompts, "seed": getattr(options, "seed", None),
-            "max_tokens": int(cap) if cap not in (None, "") else None,
+            "max_tokens": int(cap) if cap.isdigit() else None,
             "default_max_tokens": DEFAULT_MAX_TOKENS,
             "ignore_eos": bool(getattr(options, "ignore_eos", False)),
             "temperature": getattr(options, "temperature", None),
