@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import subprocess
 
 import pytest
+from locust_spec.analysis.cli import run
 from locust_spec.analysis.report.plots import FIGURES
 
 from tests.data.run_builder import ArmSpec, write_pair, write_run
-from tests.support import BIN
 
 
 @pytest.fixture(scope="module")
@@ -18,8 +20,12 @@ def pair(tmp_path_factory):
 
 
 def spec_verdict(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([str(BIN / "spec-verdict"), *map(str, args)], capture_output=True, text=True,
-                          timeout=120)
+    """spec-verdict's command line, run in this process (its console script: test_runs_bad_input.py)."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = run([str(a) for a in args])
+    return subprocess.CompletedProcess(["spec-verdict", *map(str, args)], code, out.getvalue(),
+                                       err.getvalue())
 
 
 def test_ships_at_1_user_and_not_at_64(pair, tmp_path):
