@@ -8,8 +8,8 @@ from pathlib import Path
 
 from locust_spec.metrics.crosscheck import CANDIDATE_METRICS_OPTIONS
 
+from . import answers, provenance, tasks
 from . import levels as lv
-from . import tasks
 from .model import LevelInput, PlotData, Slo, Verdict, worst_lag
 from .runs import InputError, RunData, discover, read_run
 from .verdict import Thresholds, build_verdict
@@ -32,16 +32,23 @@ def verdict_for(
     *,
     serving_concurrency: int | None = None,
     slo: Slo | None = None,
+    force: bool = False,
     **thresholds: float,
 ) -> Verdict:
     """Read both arms (prefixes or folders; several = repeats) and judge every level they share.
 
     Keyword thresholds are `locust_spec.analysis.verdict.Thresholds` fields (e.g. ship_acceptance=0.7).
     With an SLO, goodput (tokens of requests meeting it, per second) is the throughput judged.
-    Raises InputError (one line) on bad input.
+    Raises InputError (one line) on bad input, and on arms that cannot be compared (different models, the
+    same run twice, swapped) unless `force`.
     """
     th = Thresholds(**{k: v for k, v in thresholds.items() if v is not None})
     base_runs, cand_runs = load_arm(baseline, "baseline"), load_arm(candidate, "candidate")
+    records = (tuple(r.provenance for r in base_runs), tuple(r.provenance for r in cand_runs))
+    try:
+        provenance_notes = provenance.check_arms(*records, force)
+    except provenance.ProvenanceError as exc:
+        raise InputError(str(exc)) from None
     base_levels = [lv.run_levels(r, slo) for r in base_runs]
     cand_levels = [lv.run_levels(r, slo) for r in cand_runs]
     base_users = set().union(*base_levels)
@@ -50,7 +57,8 @@ def verdict_for(
     if not common:
         raise InputError(f"baseline and candidate share no concurrency level (baseline: "
                          f"{_levels_text(base_users)}; candidate: {_levels_text(cand_users)})")
-    inputs, notes, cdf = [], [], {}
+    inputs, notes, cdf = [], list(provenance_notes), {}
+    base_drafted = 0.0
     for users in common:
         base_pairs = [(run, levels[users]) for run, levels in zip(base_runs, base_levels, strict=True)
                       if users in levels]
@@ -60,6 +68,8 @@ def verdict_for(
         cand_at = [level for _, level in cand_pairs]
         spec = lv.combine_spec([s for run, level in cand_pairs
                                 if (s := lv.spec_stats(run, level)) is not None])
+        base_drafted += sum(s.draft_tokens for run, level in base_pairs
+                            if (s := lv.spec_stats(run, level)) is not None)
         base_m, cand_m = lv.combine(base_at), lv.combine(cand_at)
         inputs.append(LevelInput(
             users=users,
@@ -74,11 +84,18 @@ def verdict_for(
                            if spec is not None and spec.acceptance is not None else None),
             baseline_batch=lv.arm_batch(base_pairs),
             candidate_batch=lv.arm_batch(cand_pairs),
+            answers=answers.check_level(answers.level_answers([r.answers for r in base_runs], users),
+                                        answers.level_answers([r.answers for r in cand_runs], users)),
         ))
         cdf[users] = {"baseline": lv.merged_itl_cdf(base_runs, users),
                       "candidate": lv.merged_itl_cdf(cand_runs, users)}
-    notes += latency_notes(base_runs, cand_runs, inputs) + counter_notes(cand_runs, inputs)
-    notes += spec_notes(inputs)
+    cand_drafted = sum(i.spec.draft_tokens for i in inputs if i.spec is not None)
+    try:
+        flipped = provenance.swapped(base_drafted, cand_drafted, force)
+    except provenance.ProvenanceError as exc:
+        raise InputError(str(exc)) from None
+    notes += ([flipped] if flipped else []) + latency_notes(base_runs, cand_runs, inputs)
+    notes += counter_notes(cand_runs, inputs) + spec_notes(inputs)
     arms = (("baseline", base_runs), ("candidate", cand_runs))
     warnings = [(arm, w) for arm, runs in arms for run in runs for w in run.warnings]
     disagreements = [(arm, w) for arm, runs in arms for run in runs for w in run.crosscheck]
@@ -86,6 +103,7 @@ def verdict_for(
                             class_stats=lv.class_stats(base_runs, cand_runs),
                             run_warnings=warnings, crosscheck=disagreements, notes=notes,
                             plots=PlotData(itl_cdf=cdf), slo=slo)
+    verdict = replace(verdict, provenance=records)
     by_task = tasks.task_verdicts(base_runs, cand_runs, inputs, th, slo)
     if not by_task:
         return verdict

@@ -62,7 +62,8 @@ def cli() -> None:
 
     \b
     Exit codes: 0 verdict produced; 1 the verdict is one named by --fail-on;
-    2 bad input (one line on stderr).
+    2 bad input, or arms that cannot be compared (different models, the same run twice, swapped;
+    --force compares them anyway), one line on stderr.
     """
 
 
@@ -95,13 +96,19 @@ def cli() -> None:
               default=DEFAULTS.max_client_late_share, show_default=True,
               help="An arm whose load generator was behind more than this share of the time at a level "
                    "makes it inconclusive (from its _summary.json).")
+@click.option("--force", is_flag=True, default=False,
+              help="Compare arms that served different models, the same run twice, or arms that look swapped "
+                   "(the baseline speculated, the candidate did not); by default each is an error (exit 2).")
+@click.option("--allow-lossy", is_flag=True, default=False,
+              help="Judge a candidate whose answers changed beyond the baseline's own noise on speed alone "
+                   "(by default it is not shipped: lossless speculation does not change answers).")
 @click.option("--slo", "slo_text", metavar="ttft_ms=X,tpot_ms=Y",
               help="A latency objective: per arm and level, the share of requests meeting it and the goodput "
                    "(their tokens per second), which becomes the throughput the verdict judges.")
 @click.option("--fail-on", multiple=True, type=click.Choice((OFF, TRADEOFF, INCONCLUSIVE)),
               help="Exit 1 when the overall verdict is this (repeatable), for CI.")
 def compare(baseline: Path, candidate: Path, fmt: str, outputs: tuple[Path, ...],
-            serving_concurrency: int | None, slo_text: str | None, fail_on: tuple[str, ...],
+            serving_concurrency: int | None, slo_text: str | None, fail_on: tuple[str, ...], force: bool,
             **thresholds: float) -> int:
     """Compare BASELINE (speculation off) with CANDIDATE (speculation on) and print the verdict."""
     from .api import format_for, render, verdict_for, write_outputs
@@ -110,7 +117,7 @@ def compare(baseline: Path, candidate: Path, fmt: str, outputs: tuple[Path, ...]
         format_for(path)
     slo = parse_slo(slo_text) if slo_text else None
     verdict = verdict_for([baseline], [candidate], serving_concurrency=serving_concurrency, slo=slo,
-                          **thresholds)
+                          force=force, **thresholds)
     write_outputs(verdict, outputs)
     click.echo(render(verdict, fmt), nl=False)
     return 1 if verdict.verdict in fail_on else 0

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
+from locust_spec.metrics.counters import DIFFUSION_KIND
 from locust_spec.metrics.crosscheck import CANDIDATE_METRICS_OPTIONS
+from locust_spec.metrics.synthetic import synthetic_length
 
 from .model import ClassStats, Diagnosis, LevelInput, SpecStats
 from .stats import BETTER, WORSE, Interval, change_pct, classify
@@ -47,6 +49,8 @@ def speculation_inactive(level: LevelInput, speculating_levels: Sequence[int] = 
     completed = cand.requests - cand.failures
     if spec is None or completed <= 0 or spec.drafts > 0 or spec.draft_tokens > 0:
         return None
+    if spec.server_kind == DIFFUSION_KIND:
+        return None  # nothing to activate: not_speculation says so
     elsewhere = sorted(u for u in speculating_levels if u != level.users)
     batch = level.candidate_batch.size if level.candidate_batch is not None else None
     evidence = {"completed_requests": completed, "drafts": spec.drafts, "draft_tokens": spec.draft_tokens,
@@ -85,9 +89,46 @@ def speculation_inactive(level: LevelInput, speculating_levels: Sequence[int] = 
                      f"the draft counters did not move; {cause}", evidence)
 
 
+NOT_APPLICABLE = "not applicable (diffusion decoding)"
+
+
+def _positions(per_position: Sequence[float]) -> str:
+    return ", ".join(f"{p:.2f}" for p in per_position)
+
+
+def not_speculation(spec: SpecStats) -> str | None:
+    """Why the candidate's counters cannot judge speculation at all: a diffusion LM, which does not
+    speculate, or vLLM's synthetic acceptance, which accepts what its config says. None otherwise."""
+    if spec.server_kind == DIFFUSION_KIND:
+        return (f"{NOT_APPLICABLE}: the server counts denoising steps and committed tokens "
+                "(vllm:diffusion_*), not drafts: a diffusion LM decodes whole blocks, and speculative "
+                "decoding does not apply to it")
+    length = synthetic_length(spec.per_position, spec.drafts)
+    if length is None:
+        return None
+    return ("synthetic acceptance, never ship on it: acceptance per draft position "
+            f"{_positions(spec.per_position)} over {spec.drafts:.0f} drafts is vLLM's "
+            f"rejection_sample_method \"synthetic\" (synthetic_acceptance_length {length:.2f}), which "
+            "accepts what its config says whatever the draft proposes: neither this acceptance nor the "
+            "speed measured with it says anything of your draft, and the answers are not the model's; "
+            "measure with the standard rejection sampler")
+
+
+def synthetic_acceptance(spec: SpecStats | None) -> Diagnosis | None:
+    """The per-position counters show vLLM's synthetic acceptance (metrics/synthetic.py)."""
+    if spec is None or spec.server_kind == DIFFUSION_KIND:
+        return None
+    length = synthetic_length(spec.per_position, spec.drafts)
+    if length is None:
+        return None
+    return Diagnosis("synthetic_acceptance", not_speculation(spec) or "",
+                     {"per_position": list(spec.per_position), "drafts": spec.drafts,
+                      "synthetic_acceptance_length": length})
+
+
 def draft_disagrees(spec: SpecStats | None, disagree_acceptance: float) -> Diagnosis | None:
     """Acceptance near zero with drafts proposed: the draft and the target do not agree."""
-    if spec is None or spec.acceptance is None or spec.draft_tokens <= 0:
+    if spec is None or spec.acceptance is None or spec.draft_tokens <= 0 or not_speculation(spec):
         return None
     if spec.acceptance >= disagree_acceptance:
         return None

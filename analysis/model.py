@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from .answers import AnswerCheck
+from .provenance import Provenance
 from .stats import Interval
 
 METRIC_KEYS = (
@@ -149,6 +151,7 @@ class LevelInput:
     acceptance_ci: Interval | None = None
     baseline_batch: Batch | None = None
     candidate_batch: Batch | None = None
+    answers: AnswerCheck | None = None
 
 
 @dataclass(frozen=True)
@@ -177,6 +180,7 @@ class LevelVerdict:
     acceptance_ci: Interval | None = None
     baseline_batch: Batch | None = None
     candidate_batch: Batch | None = None
+    answers: AnswerCheck | None = None
 
     @property
     def change_pct(self) -> dict[str, float | None]:
@@ -230,3 +234,5 @@ class Verdict:
     slo: Slo | None = None
     tasks: tuple[TaskVerdict, ...] = ()
     """Per prompt class (analysis/tasks.py), when the runs hold several."""
+    provenance: tuple[tuple[Provenance, ...], tuple[Provenance, ...]] = ((), ())
+    """What each arm's runs measured (baseline, candidate)."""

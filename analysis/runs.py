@@ -16,6 +16,7 @@ from locust_spec.core import runfiles
 from locust_spec.core.runfiles import REQUESTS, RunFiles
 from locust_spec.metrics import counters
 
+from . import provenance
 from .model import ClientLag
 
 REQUESTS_COLUMNS = runfiles.REQUIRED_COLUMNS
@@ -27,6 +28,8 @@ NUMERIC = {
     "warmup": "float64",
 }
 TEXT = {"prompt_class": "category", "error": "category"}
+# The answer's fingerprint (added columns: runs without them have no answers to compare).
+ANSWER_TEXT = {"prompt_id": "category", "output_hash": "category", "output_marks": "category"}
 # What a value can be in a run; outside, it is no measurement (a corrupted or hand-edited file) and would
 # move the verdict silently: an `inf` start time empties a level, a negative token count turns a rate.
 _MS = (0.0, 1e9)  # 11.6 days
@@ -54,6 +57,10 @@ class RunData:
     client_lag: dict[int, ClientLag] = field(default_factory=dict)
     models: tuple[str, ...] | None = None
     """The models under test, whose server counters are counted (None: the run does not say)."""
+    answers: pd.DataFrame | None = None
+    """Measured ok requests' answers: level_users, prompt, output_hash, output_marks (answers.py)."""
+    provenance: provenance.Provenance | None = None
+    """What the run measured (PREFIX_run.json); unknown for runs written before it."""
 
 
 @dataclass(frozen=True)
@@ -145,8 +152,9 @@ def read_requests(path: Path) -> pd.DataFrame:
     _check_known(path, header)
     _check_complete(path, header)
     numeric = {c: t for c, t in NUMERIC.items() if c in header}
+    text = {**TEXT, **{c: t for c, t in ANSWER_TEXT.items() if c in header}}
     try:
-        frame = pd.read_csv(path, usecols=[*numeric, *TEXT], dtype={**numeric, **TEXT}, encoding="utf-8")
+        frame = pd.read_csv(path, usecols=[*numeric, *text], dtype={**numeric, **text}, encoding="utf-8")
     except ValueError as exc:
         if "convert" in str(exc) or "could not" in str(exc):
             raise InputError(_bad_numeric(path, list(numeric))) from None
@@ -187,9 +195,22 @@ def _read_json(path: Path, schemas: tuple[int, ...] = (1,)) -> dict:
         raise InputError(f"{path}: not a JSON object")
     # JSON true is no schema, though True == 1
     if type(data.get("schema")) is not int or data["schema"] not in schemas:
-        raise InputError(f"{path}: unknown schema {data.get('schema')!r} (this spec-verdict reads schema "
-                         f"{' or '.join(map(str, schemas))})")
+        raise InputError(f"{path}: unknown schema {str(data.get('schema'))[:20]} (this spec-verdict reads "
+                         f"schema {' or '.join(map(str, schemas))})")
     return data
+
+
+RUN_MAX_BYTES = 1024 * 1024
+"""A run's record is a few kB; a larger file is not one."""
+
+
+def read_provenance(path: Path, prefix: Path) -> provenance.Provenance:
+    """What the run measured; unknown (no file) for runs written before PREFIX_run.json existed."""
+    if not path.is_file():
+        return provenance.Provenance(str(prefix), {})
+    if path.stat().st_size > RUN_MAX_BYTES:
+        raise InputError(f"{path}: {path.stat().st_size} bytes, not a run record (at most {RUN_MAX_BYTES})")
+    return provenance.Provenance(str(prefix), _read_json(path, (runfiles.RUN_SCHEMA,)))
 
 
 def read_latency(path: Path) -> dict | None:
@@ -347,15 +368,35 @@ def check_row_counts(files: RunFiles, frame: pd.DataFrame, latency: dict | None,
                          f"{files.latency.name} counts {counted}")
 
 
+def split_answers(frame: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame | None]:
+    """Take the answer columns out of the requests frame: (the requests, the measured ok requests' answers
+    keyed by prompt, class and id); None when the run recorded none."""
+    if "output_hash" not in frame:
+        return frame.drop(columns=[c for c in ANSWER_TEXT if c in frame]), None
+    kept = frame["output_hash"].notna() & frame["error"].isna() & (frame["warmup"] != 1)
+    answers = None
+    if kept.any():
+        rows = frame[kept]
+        prompt = rows["prompt_class"].astype(str) + "\x1f" + rows["prompt_id"].astype(str)
+        answers = pd.DataFrame({"level_users": rows["level_users"].to_numpy(),
+                                "prompt": prompt.astype("category").to_numpy(),
+                                "output_hash": rows["output_hash"].astype(str).to_numpy(),
+                                "output_marks": rows["output_marks"].astype(object).fillna("").to_numpy()})
+    return frame.drop(columns=[c for c in ANSWER_TEXT if c in frame]), answers
+
+
 def read_run(prefix: Path) -> RunData:
     files = RunFiles(str(prefix))
     summary = read_summary(files.summary)
     requests, latency = read_requests(files.requests), read_latency(files.latency)
     check_row_counts(files, requests, latency, summary.rows)
     requests, left_out = leave_out_lost(files.requests, requests, summary.lost_workers)
+    requests, answers = split_answers(requests)
     return RunData(
         prefix=prefix,
         requests=requests,
+        answers=answers,
+        provenance=read_provenance(files.run, prefix),
         latency=latency,
         snapshots=read_server_metrics(files.server_metrics),
         warnings=summary.warnings + left_out,

@@ -6,7 +6,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from . import diagnoses
+from . import answers, diagnoses
 from .model import (
     ArmMetrics,
     ClassStats,
@@ -57,6 +57,8 @@ class Thresholds:
     disagree_acceptance: float = 0.1
     position_acceptance: float = 0.5
     max_client_late_share: float = 0.05
+    allow_lossy: bool = False
+    """Judge a candidate whose answers changed (answers.py) on speed alone."""
 
 
 def noise_band(key: str, base: ArmMetrics, cand: ArmMetrics, noise_pct: float) -> float:
@@ -168,6 +170,8 @@ def _evidence_gaps(level: LevelInput, th: Thresholds) -> list[str]:
                         "server; add --processes or workers")
     if level.spec is None:
         gaps.append("no server counters on the candidate at this level (the warnings say why)")
+    elif (not_speculation := diagnoses.not_speculation(level.spec)) is not None:
+        gaps.append(not_speculation)
     elif level.spec.draft_tokens <= 0:
         gaps.append("the candidate's draft counters did not move at this level (speculation_inactive says "
                     "why)")
@@ -261,8 +265,10 @@ def judge_level(level: LevelInput, th: Thresholds, *, throughput_key: str = "out
     deciding = (*LATENCY_KEYS, throughput_key)
     found = [
         diagnoses.speculation_inactive(level, speculating_levels),
+        diagnoses.synthetic_acceptance(spec),
         diagnoses.draft_disagrees(spec, th.disagree_acceptance),
-        diagnoses.proposal_length(spec.per_position, th.position_acceptance) if spec else None,
+        (diagnoses.proposal_length(spec.per_position, th.position_acceptance)
+         if spec and diagnoses.not_speculation(spec) is None else None),
         diagnoses.draft_cost(level, th.noise_pct),
         diagnoses.ttft_change(level, words["ttft_p50_ms"]),
     ]
@@ -276,6 +282,11 @@ def judge_level(level: LevelInput, th: Thresholds, *, throughput_key: str = "out
                                   th, spec.acceptance)
         reasons = [reason]
         brief = _brief(level, deciding)
+    lossy = answers.lossy_reason(level.answers, th.allow_lossy)
+    if lossy is not None:
+        if not th.allow_lossy and verdict in (SHIP, TRADEOFF):
+            verdict, brief = OFF, lossy
+        reasons = [lossy, *reasons]
     return LevelVerdict(
         users=level.users, verdict=verdict,
         acceptance=spec.acceptance if spec else None,
@@ -284,7 +295,7 @@ def judge_level(level: LevelInput, th: Thresholds, *, throughput_key: str = "out
         baseline=base, candidate=cand, changes=changes, reasons=tuple(reasons),
         diagnoses=tuple(d for d in found if d is not None), brief=brief,
         acceptance_ci=level.acceptance_ci, baseline_batch=level.baseline_batch,
-        candidate_batch=level.candidate_batch,
+        candidate_batch=level.candidate_batch, answers=level.answers,
     )
 
 

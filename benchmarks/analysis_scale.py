@@ -21,12 +21,15 @@ import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from locust_spec.core.answers import fingerprint  # noqa: E402
 from locust_spec.metrics.exposition import Sample, Snapshot, rows_from_snapshot  # noqa: E402
 from locust_spec.recording.histograms import LatencyHistograms  # noqa: E402
 from locust_spec.recording.records import COLUMNS  # noqa: E402
 
 LEVELS = (1, 8, 64)
 T0 = 1_800_000_000.0
+PROMPTS = 360  # the built-in sets: each prompt answered the same way (temperature 0), ~400 characters
+ANSWERS = [fingerprint([f"answer to prompt {i}: " + "the same greedy text " * 19]) for i in range(PROMPTS)]
 
 
 def write_arm(prefix: Path, rows: int, speculative: bool, seed: int) -> None:
@@ -39,9 +42,11 @@ def write_arm(prefix: Path, rows: int, speculative: bool, seed: int) -> None:
         tpc = 3.0 if speculative else 1.0
         e2e = rng.normal(100 * step / tpc, step, per_level).clip(1)
         starts = start + np.sort(rng.uniform(0, per_level * e2e.mean() / 1000 / users, per_level))
+        prompt = rng.integers(0, PROMPTS, per_level)
         frame = pd.DataFrame({
             "start_unix_s": starts, "level_users": users,
-            "prompt_class": rng.choice(["json", "code", "creative"], per_level), "prompt_id": "p-1",
+            "prompt_class": rng.choice(["json", "code", "creative"], per_level),
+            "prompt_id": [f"p-{i}" for i in prompt],
             "prompt_tokens": 120, "output_tokens": 100, "tokens_estimated": 0,
             "chunks": int(100 / tpc), "max_tokens_per_chunk": int(tpc) + 1,
             "ttft_ms": rng.normal(50, 5, per_level), "tpot_ms": e2e / 100, "e2e_ms": e2e,
@@ -50,6 +55,7 @@ def write_arm(prefix: Path, rows: int, speculative: bool, seed: int) -> None:
             "spec_draft_tokens": 130 if speculative else None,
             "error": np.where(rng.random(per_level) < 0.001, "http_500: boom", None),
             "warmup": (np.arange(per_level) < users).astype(int),
+            "output_hash": [ANSWERS[i][0] for i in prompt], "output_marks": [ANSWERS[i][1] for i in prompt],
         })
         frames.append(frame[list(COLUMNS)])
         for metric, values in (("itl", rng.exponential(step / tpc, 200_000)), ("ttft", frame["ttft_ms"]),

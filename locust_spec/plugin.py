@@ -142,6 +142,7 @@ def _on_test_start(environment, **_kw) -> None:
             run.levels.publish(Level(int(environment.runner.target_user_count or 0)))
     if not isinstance(environment.runner, WorkerRunner):
         run.start_scraper()
+        run.start_record()
     if run.timeline is not None:
         live.test_started(run, run.timeline)
 
@@ -169,6 +170,7 @@ def _on_test_stop(environment, **_kw) -> None:
         run.sink.flush(final=True)
     if run.scraper is not None and not isinstance(environment.runner, WorkerRunner):
         run.scraper.stop()
+    run.finish_record()
     if run.timeline is not None:
         live.test_stopped(run, run.timeline)
 

@@ -35,6 +35,7 @@ def level_dict(lv: LevelVerdict) -> dict:
                     if getattr(lv.baseline, key) is not None or getattr(lv.candidate, key) is not None},
         "reasons": list(lv.reasons),
         "diagnoses": [d.as_dict() for d in lv.diagnoses],
+        "answers": lv.answers.as_dict() if lv.answers is not None else None,
     }
 
 
@@ -50,6 +51,8 @@ def to_dict(verdict: Verdict) -> dict:
         "warnings": list(verdict.warnings),
         "tasks": [{"task": t.task, "acceptance_measured": t.acceptance_measured,
                    "levels": [level_dict(lv) for lv in t.levels]} for t in verdict.tasks],
+        "provenance": {arm: [p.as_dict() for p in runs]
+                       for arm, runs in zip(("baseline", "candidate"), verdict.provenance, strict=True)},
     }
 
 

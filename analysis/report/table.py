@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from .. import provenance
 from ..model import ArmMetrics, Batch, CrossPoint, LevelVerdict, Verdict
 from ..verdict import fmt_change
 
@@ -93,6 +94,18 @@ def acceptance_line(lv: LevelVerdict) -> str:
     if lv.per_position:
         parts.append("per position " + " ".join(f"{p:.2f}" for p in lv.per_position))
     return ", ".join(parts)
+
+
+def measured(verdict: Verdict) -> tuple[list[str], list[list[str]]] | None:
+    """What each run measured (its PREFIX_run.json): header and rows, one column per run; None when the
+    verdict names no run (built by hand)."""
+    base, cand = verdict.provenance
+    return provenance.table(base, cand) if base or cand else None
+
+
+def answers_line(lv: LevelVerdict) -> str | None:
+    """The candidate's answers against the baseline's (analysis/answers.py); None when not compared."""
+    return lv.answers.line() if lv.answers is not None else None
 
 
 def runs_line(lv: LevelVerdict) -> str | None:

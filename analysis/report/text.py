@@ -9,7 +9,9 @@ from ..report.table import (
     HEADER,
     TASK_HEADER,
     acceptance_line,
+    answers_line,
     crossover_lines,
+    measured,
     rows,
     runs_line,
     task_rows,
@@ -34,11 +36,17 @@ def _plain(text: str) -> str:
 
 def render(verdict: Verdict) -> str:
     out = [f"VERDICT: {verdict.verdict.upper()}", _plain(verdict.summary), ""]
+    found = measured(verdict)
+    if found is not None:
+        header, facts = found
+        out.append("Measured (" + " | ".join(header[1:]) + "):")
+        out.extend(f"  {label}: " + " | ".join(_plain(c) for c in cells) for label, *cells in facts)
+        out.append("")
     for lv in verdict.levels:
         out.append(f"{users_label(lv.users)}: {lv.verdict.upper()}  ({acceptance_line(lv)})")
-        extra = runs_line(lv)
-        if extra:
-            out.append(f"  {extra}")
+        for extra in (runs_line(lv), answers_line(lv)):
+            if extra:
+                out.append(f"  {_plain(extra)}")
         out.extend(_table([HEADER, *rows(lv)]))
         out.extend(f"  - {_plain(r)}" for r in lv.reasons)
         out.extend(f"  * {d.kind}: {_plain(d.message)}" for d in lv.diagnoses)

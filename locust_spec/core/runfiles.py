@@ -12,7 +12,8 @@ REQUESTS = "_requests.csv"
 LATENCY = "_latency.json"
 SERVER_METRICS = "_server_metrics.csv"
 SUMMARY = "_summary.json"
-SUFFIXES = (REQUESTS, LATENCY, SERVER_METRICS, SUMMARY)
+RUN = "_run.json"
+SUFFIXES = (REQUESTS, LATENCY, SERVER_METRICS, SUMMARY, RUN)
 """What follows the Locust `--csv` PREFIX in each of locust-spec's files, in the order they are listed."""
 
 LATENCY_SCHEMA = 1
@@ -20,8 +21,10 @@ SUMMARY_SCHEMA = 2
 SUMMARY_SCHEMAS = (1, 2)
 """What readers of PREFIX_summary.json accept (2 added the models under test, lost workers, counter
 anomalies)."""
-BATCH_VERSION = 1
-"""Of the worker -> master row batches (distributed.py)."""
+RUN_SCHEMA = 1
+"""Of PREFIX_run.json, what was measured (recording/provenance.py)."""
+BATCH_VERSION = 2
+"""Of the worker -> master row batches (distributed.py); 2 added the answer's columns to the row."""
 
 
 @dataclass(frozen=True)
@@ -48,6 +51,10 @@ class RunFiles:
     @property
     def summary(self) -> Path:
         return self.path(SUMMARY)
+
+    @property
+    def run(self) -> Path:
+        return self.path(RUN)
 
 
 def prefix_of(path: Path) -> Path:
@@ -82,10 +89,12 @@ class RequestRow:
     spec_draft_tokens: int | None = None
     error: str | None = None
     warmup: int = 0
+    output_hash: str | None = None
+    output_marks: str | None = None
 
 
 COLUMNS = tuple(f.name for f in fields(RequestRow))
-ADDED_COLUMNS = ("warmup",)
+ADDED_COLUMNS = ("warmup", "output_hash", "output_marks")
 """Columns added after the first schema: readers fill them in when an older file lacks them."""
 REQUIRED_COLUMNS = tuple(c for c in COLUMNS if c not in ADDED_COLUMNS)
 

@@ -41,6 +41,9 @@ def make_row(start_unix_s: float, level_users: int, prompt_class: str, prompt_id
         spec_draft_tokens=timing.spec_draft_tokens,
         error=error,
         warmup=int(warmup),
+        # only a whole answer has a fingerprint to compare
+        output_hash=timing.output_hash if error is None else None,
+        output_marks=timing.output_marks if error is None else None,
     )
 
 

@@ -39,7 +39,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--port", type=int, default=8000)
     p.add_argument("--served-model-name", default="sim-8b")
     p.add_argument("--speculative-config", default="", help="vLLM's JSON, e.g. "
-                   '\'{"method": "ngram", "num_speculative_tokens": 5, "prompt_lookup_max": 4}\'')
+                   '\'{"method": "ngram", "num_speculative_tokens": 5, "prompt_lookup_max": 4}\'; '
+                   "methods ngram, draft_model (eagle, eagle3, mtp: the same model of a draft), with vLLM's "
+                   "num_speculative_tokens_per_batch_size and rejection_sample_method 'synthetic' "
+                   "(synthetic_acceptance_length or _rates)")
     p.add_argument("--max-num-seqs", type=int, default=256, help="running requests at most; others wait")
     p.add_argument("--max-model-len", type=int, default=8192)
     p.add_argument("--time-scale", type=float, default=1.0,
@@ -53,8 +56,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--send-log", type=Path, help="CSV of arrivals and chunks sent (format below)")
     p.add_argument("--per-request-spec-decode-metrics", choices=["detailed"],
                    help="add metrics.speculative_decoding to responses, as vLLM")
+    p.add_argument("--accept-wrong-drafts", type=_rate, default=0.0, metavar="RATE",
+                   help="a lossy verifier (as vLLM 0.33's rejection_sample_method 'fly', or a broken draft "
+                        "setup): accept each draft token the target disagrees with at this rate, so the "
+                        "answers differ from those without speculation (spec-verdict's answer gate)")
     p.add_argument("--grammar-disables-spec", action="store_true",
                    help="requests with response_format decode without speculation (silent fallback)")
+    p.add_argument("--metrics-format", choices=("prometheus", "openmetrics"), default="prometheus",
+                   help="/metrics as vLLM's Python frontend writes it (Prometheus text), or as its Rust "
+                        "frontend (VLLM_USE_RUST_FRONTEND=1) serves it whatever Accept asks: OpenMetrics 1.0")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--idle-timeout", type=float, default=65.0, metavar="SECONDS",
                    help="close a connection that sent no complete request for this long")
@@ -115,13 +125,14 @@ def main(argv: list[str] | None = None) -> None:
     gc.freeze()
     use_draft = draft if spec and spec.method == "draft_model" else None
     cfg = EngineConfig(roofline.GPUS[args.gpu], model, spec, use_draft, args.max_num_seqs, args.time_scale,
-                       args.fixed_step_ms / 1000.0)
+                       args.fixed_step_ms / 1000.0, args.accept_wrong_drafts)
     engine = Engine(cfg, tok, SimMetrics(args.served_model_name, spec.num_speculative_tokens if spec else 0))
     faults = FaultConfig(args.fault_500, args.fault_429, args.fault_reset, args.fault_malformed,
                          args.fault_stall, args.fault_no_done, args.stall_seconds, args.stall_at_token)
     detailed = args.per_request_spec_decode_metrics == "detailed"
     opts = ServerOptions(args.served_model_name, args.max_model_len, detailed, args.grammar_disables_spec,
-                         faults, args.seed, args.idle_timeout, os.environ.get(ADMIN_ENV) or None)
+                         faults, args.seed, args.idle_timeout, os.environ.get(ADMIN_ENV) or None,
+                         args.metrics_format == "openmetrics")
     send_log = SendLog(args.send_log) if args.send_log else None
     sim = SimServer(engine, opts, send_log)
     srv = serve(sim, args.host, args.port)

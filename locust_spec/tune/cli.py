@@ -20,7 +20,7 @@ from locust_spec.ab.cli import AbError, Ladder, Load, Run
 from locust_spec.analysis.report.table import users_label
 from locust_spec.analysis.runs import InputError, read_run
 from locust_spec.analysis.tasks import tasks_of
-from locust_spec.core import schedule
+from locust_spec.core import schedule, speculative
 from locust_spec.core.formats import Selection
 from locust_spec.sim import roofline
 from locust_spec.tune import choose, confirm, measure, report, servers
@@ -287,6 +287,13 @@ def main(ks: str, server_cmd: str | None, server_urls: tuple[str, ...], levels: 
             raise ValueError("--speculative-config must be a JSON object")
         base.pop("num_speculative_tokens", None)
         base.pop(schedule.KEY, None)
+        removed = speculative.removed_method(base)
+        if removed and simulated:
+            raise ValueError(removed)
+        if speculative.is_synthetic(base):
+            raise ValueError(f"{speculative.REJECTION} 'synthetic' accepts drafts at the rates its config "
+                             "names, whatever they are: spec-tune would choose k by a number you typed; tune "
+                             "with the standard rejection sampler")
         slo_value = choose.parse_slo(slo) if slo else None
         if objective == "goodput" and slo_value is None:
             raise ValueError("--objective goodput needs --slo (e.g. ttft=500,tpot=50)")
@@ -305,6 +312,8 @@ def main(ks: str, server_cmd: str | None, server_urls: tuple[str, ...], levels: 
     sim = (servers.SimSettings(time_scale, sim_gpu, ("--max-num-seqs", str(max_num_seqs),
                                                      "--per-request-spec-decode-metrics", "detailed"))
            if simulated else None)
+    if removed:  # a real server of vLLM 0.32 or older may still have it
+        click.echo(f"spec-tune: note: {removed}; this config starts only on vLLM 0.32 or older")
     out.mkdir(parents=True, exist_ok=True)
     clear_previous(out)
     pool = servers.Servers(out, sim, template, given)

@@ -38,6 +38,7 @@ FILES = {  # name in the URL -> (suffix after PREFIX, link title)
     "latency": (runfiles.LATENCY, "Download locust-spec exact latency JSON (HDR histograms)"),
     "server_metrics": (runfiles.SERVER_METRICS, "Download locust-spec server metrics CSV"),
     "summary": (runfiles.SUMMARY, "Download locust-spec run summary JSON"),
+    "run": (runfiles.RUN, "Download what locust-spec recorded of the run (model, server, load) JSON"),
 }
 
 

@@ -13,6 +13,8 @@ from __future__ import annotations
 import gc
 import logging
 import os
+import sys
+import time
 from dataclasses import dataclass, field
 
 import gevent
@@ -27,7 +29,7 @@ from locust_spec.core.level import LevelBoard, runner_users
 from locust_spec.core.prompts import Prompt, PromptError, PromptSampler, prompt_specs, stream_seed
 from locust_spec.core.runfiles import RunFiles
 from locust_spec.metrics import crosscheck
-from locust_spec.recording import summary
+from locust_spec.recording import provenance, summary
 from locust_spec.recording.budget import ClientBudget
 from locust_spec.recording.memtrace import MemTrace
 from locust_spec.recording.processor import Processor
@@ -66,6 +68,8 @@ class SpecRun:
     timeline: Timeline | None = None
     """The live page's (a local or master runner with the web UI)."""
     memtrace: MemTrace | None = None
+    record: dict | None = None
+    """PREFIX_run.json as it stands (a local or master runner with --csv)."""
     gave_up: bool = False
     write_failure: str | None = None
     """Why the requests CSV stopped (a full disk), for the summary once the sink is closed."""
@@ -246,6 +250,58 @@ class SpecRun:
                 self.scraper.on_write_failure = self.recording_failed
         if self.scraper is not None:
             self.scraper.start()
+
+    def start_record(self) -> None:
+        """PREFIX_run.json at test start (a measuring local or master runner with --csv); what the server
+        serves is asked for in a greenlet of its own, so a slow server never holds the start."""
+        if self.files is None or not self.measuring:
+            return
+        options, runner = self.environment.parsed_options, self.environment.runner
+        if self.record is None:
+            master = isinstance(runner, MasterRunner)
+            self.record = provenance.started(options, sys.argv, self._host(), time.time(),
+                                             "master" if master else "local",
+                                             getattr(runner, "worker_count", 0) if master else 0)
+        else:  # another test in this process (the web UI): its options may have changed
+            self.record.update(tests=self.record["tests"] + 1, ended_unix_s=None,
+                               load=provenance.load_part(options))
+        self._write_record()
+        gevent.spawn(self._describe_server)
+
+    def _host(self) -> str | None:
+        environment = self.environment
+        return environment.host or next((cls.host for cls in environment.user_classes
+                                         if getattr(cls, "host", None)), None)
+
+    def _describe_server(self) -> None:
+        host, options = self._host(), self.environment.parsed_options
+        if host is None or self.record is None:
+            return
+        models = version = None
+        errors = []
+        try:
+            models = server_api.served_models(host, self.api_key, options.connect_timeout)
+        except (server_api.CallError, ValueError) as e:
+            errors.append(f"GET /v1/models: {e}")
+        try:
+            version = server_api.server_version(host, self.api_key, options.connect_timeout)
+        except (server_api.CallError, ValueError) as e:
+            errors.append(f"GET /version: {e}")
+        self.record["server"] = provenance.server_part(models, version, errors)
+        if self.record["model"] is None and models:
+            self.record["model"] = models[0]["id"]  # what requests name without --model
+        self._write_record()
+
+    def finish_record(self) -> None:
+        if self.record is not None:
+            self.record["ended_unix_s"] = time.time()
+            self._write_record()
+
+    def _write_record(self) -> None:
+        try:
+            provenance.write(self.files.run, self.record)
+        except OSError as e:
+            log.warning("locust-spec: cannot write %s: %s", self.files.run, e.strerror or e)
 
     def client_summary(self) -> dict:
         """This process's part of PREFIX_summary.json's "client": requests measured, event-loop lag."""

@@ -104,6 +104,10 @@ def test_master_with_two_workers_writes_each_request_once_with_exact_merged_perc
         assert merged["count"] == pooled.total_count
         assert (merged["p50"], merged["p99"]) == (p50 / 1000.0, p99 / 1000.0), metric
     assert latency["levels"][str(USERS)]["ttft"]["all"]["count"] == len(ok)
+    assert all(r["output_hash"] and r["output_marks"] for r in ok)  # the answers came through the batches
+    record = json.loads((out / "run_run.json").read_text())  # written by the master alone
+    assert record["machine"]["runner"] == "master" and record["machine"]["workers"] == 2
+    assert record["server"]["models"][0]["id"] == "sim-8b" and record["ended_unix_s"] is not None
 
     scrapes = {r["timestamp_unix_s"] for r in csv.DictReader((out / "run_server_metrics.csv").open())}
     # start, the level, every interval, stop: about RUN_S / INTERVAL_S + 3; three scraping processes would

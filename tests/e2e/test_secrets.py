@@ -4,6 +4,8 @@ came from prompts or the server is escaped in the HTML report."""
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import os
 import subprocess
@@ -32,7 +34,7 @@ PROMPTS = json.dumps({"id": "<img src=x onerror=alert(1)>", "class": CLASS,
                       "prompt": "<script>alert('prompt')</script> def f(x): return x"}) + "\n"
 WEB_PATHS = ("/", "/stats/requests", "/stats/requests/csv", "/stats/failures/csv", "/exceptions",
              "/stats/report", "/spec/stats", "/spec/files/requests", "/spec/files/latency",
-             "/spec/files/summary", "/spec/files/server_metrics")
+             "/spec/files/summary", "/spec/files/server_metrics", "/spec/files/run")
 
 
 @dataclass
@@ -102,11 +104,16 @@ def outputs(tmp_path_factory) -> Iterator[Outputs]:
 def test_the_runs_produced_what_is_searched(outputs):
     names = set(outputs.texts)
     for prefix in ("flag", "env"):
-        for suffix in ("requests.csv", "latency.json", "server_metrics.csv", "summary.json", "stats.csv"):
+        for suffix in ("requests.csv", "latency.json", "server_metrics.csv", "summary.json", "stats.csv",
+                       "run.json"):
             assert f"{prefix}_{suffix}" in names
     assert {"report.html", "report.json", "report.md", "report.txt"} <= names
-    rows = outputs.texts["flag_requests.csv"].splitlines()
-    assert len(rows) > 5 and sum(1 for r in rows if r.endswith(",0")) > 3  # requests succeeded
+    rows = list(csv.DictReader(io.StringIO(outputs.texts["flag_requests.csv"])))
+    assert len(rows) > 5 and sum(1 for r in rows if not r["error"]) > 3  # requests succeeded
+    # the run's record holds its command line, the key's option and the metrics URL in it redacted
+    command = json.loads(outputs.texts["flag_run.json"])["command"]
+    assert "--api-key" in command and "--metrics-token" in command
+    assert json.loads(outputs.texts["web /spec/files/run"])["run_id"]  # the web UI's download of it
     assert "Speculation" in outputs.texts["web /"] or "extended_tabs" in outputs.texts["web /"]
     assert outputs.texts["web /spec/stats"].startswith("{")
 

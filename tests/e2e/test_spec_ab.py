@@ -15,8 +15,8 @@ from locust_spec.ab.cli import DEMO_PROMPTS
 from tests.support import BIN, REPO
 
 SPEC_AB = str(BIN / "spec-ab")
-ARM_FILES = ("_requests.csv", "_latency.json", "_server_metrics.csv", "_stats.csv", "_stats_history.csv",
-             "_failures.csv", "_exceptions.csv")
+ARM_FILES = ("_requests.csv", "_latency.json", "_server_metrics.csv", "_run.json", "_stats.csv",
+             "_stats_history.csv", "_failures.csv", "_exceptions.csv")
 def _short_demo_prompts(tmp: Path, max_tokens: int = 80) -> list[str]:
     """spec-ab's demo mix (`ab.DEMO_PROMPTS`) with shorter answers: enough requests at one user for a
     verdict (10, and 1000 output tokens, after the warm-up) within short stages."""
@@ -63,6 +63,7 @@ def test_spec_ab_on_simulators_ships_at_one_user_and_not_at_64_with_every_file(t
     assert "alt='Per task: acceptance, TPOT and throughput, speculation on vs off'" in report
     assert {t["task"] for t in verdict["tasks"]} == {"quote", "code", "boilerplate", "chat", "creative"}
     assert "not drawn" not in report
+    assert report.index("What was measured") < report.index("Acceptance per prompt class")
     for arm in ("baseline", "candidate"):
         for suffix in ARM_FILES:
             assert (out / arm / f"r0{suffix}").is_file(), f"{arm}/r0{suffix} missing"

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import subprocess
 
 import pytest
+from locust_spec.analysis.cli import run
 from locust_spec.analysis.report.plots import FIGURES
 
 from tests.data.run_builder import ArmSpec, write_pair, write_run
-from tests.support import BIN
 
 
 @pytest.fixture(scope="module")
@@ -18,8 +20,12 @@ def pair(tmp_path_factory):
 
 
 def spec_verdict(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([str(BIN / "spec-verdict"), *map(str, args)], capture_output=True, text=True,
-                          timeout=120)
+    """spec-verdict's command line, run in this process (its console script: test_runs_bad_input.py)."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = run([str(a) for a in args])
+    return subprocess.CompletedProcess(["spec-verdict", *map(str, args)], code, out.getvalue(),
+                                       err.getvalue())
 
 
 def test_ships_at_1_user_and_not_at_64(pair, tmp_path):
@@ -46,13 +52,13 @@ def test_json_follows_the_documented_schema(pair):
     doc = json.loads(spec_verdict(*pair, "--format", "json").stdout)
     assert doc["schema"] == 4 and doc["verdict"] in {"ship", "off", "tradeoff", "inconclusive"}
     assert set(doc) == {"schema", "verdict", "summary", "slo", "levels", "crossover", "diagnoses", "warnings",
-                        "tasks"}
+                        "tasks", "provenance"}
     level = doc["levels"][0]
     # the pair holds several prompt classes: each one's levels have a level's shape (schema 4)
     assert doc["tasks"] and all(set(lv) == set(level) for t in doc["tasks"] for lv in t["levels"])
     assert set(level) == {"users", "verdict", "batch", "acceptance", "acceptance_ci95",
                           "mean_acceptance_length", "per_position", "requests", "failures", "metrics",
-                          "reasons", "diagnoses"}
+                          "reasons", "diagnoses", "answers"}
     assert set(level["metrics"]) == {"tpot_p50_ms", "tpot_p90_ms", "output_tok_s", "ttft_p50_ms",
                                      "itl_p50_ms", "itl_p95_ms", "chunk_gap_p50_ms", "chunk_gap_p99_ms",
                                      "tokens_per_chunk"}

@@ -22,8 +22,8 @@ def capture_timing():
     return request_timing(0.0, events, events[-1][0])
 
 
-def test_columns_are_the_contract_in_order_plus_warmup():
-    assert (*CONTRACT.split(", "), "warmup") == COLUMNS
+def test_columns_are_the_contract_in_order_plus_the_added_ones():
+    assert (*CONTRACT.split(", "), "warmup", "output_hash", "output_marks") == COLUMNS
 
 
 def test_rows_are_buffered_then_flushed(tmp_path):
