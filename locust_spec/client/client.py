@@ -35,7 +35,7 @@ from locust_spec.client.transport import (
     sdk_saw_done,
     with_timeout,
 )
-from locust_spec.core.level import LevelBoard
+from locust_spec.core.level import Arrival, LevelBoard, LevelKey, key_of
 from locust_spec.core.runfiles import CONNECT_FAILURES, ErrorKind, http_error
 
 log = logging.getLogger(__name__)
@@ -57,7 +57,7 @@ class Capture:
 
     name: str
     prompt_id: str
-    level_users: int
+    level_users: int | None
     warmup: bool
     start_unix: float = 0.0
     start: float = 0.0
@@ -66,7 +66,23 @@ class Capture:
     wire: Arrivals | None = None
     chunks: list | None = None
     done: bool = False
+    rate: float | None = None
+    """On a rate level (open loop): its arrivals per second; `level_users` is then None."""
+    arrival: int | None = None
+    intended_unix: float | None = None
+    """The scheduled arrival this request started for, and when it was meant to start."""
     _events: list | None = field(default=None, repr=False)
+
+    @property
+    def level_key(self) -> LevelKey:
+        return key_of(self.level_users, self.rate)
+
+    @property
+    def lateness_ms(self) -> float | None:
+        """How long after its intended start the request went out (None: no schedule, or never sent)."""
+        if self.intended_unix is None or not self.start_unix:
+            return None
+        return (self.start_unix - self.intended_unix) * 1000.0
 
     def events(self) -> list[tuple[float, Event]]:
         """The stream's SSE events, each stamped with its arrival; parsed once."""
@@ -174,11 +190,20 @@ class ChatClient:
         self._levels = levels
         self._submit = submit
         self._backoff = 0.0
+        self.arrival: Arrival | None = None
+        """Open loop: the arrival the next request starts for (the user's wait took it from the schedule)."""
 
     def stream(self, messages: Sequence[dict], *, name: str = "chat", prompt_id: str = "",
                **body) -> Capture:
-        level = self._levels.current()
-        capture = Capture(name, prompt_id, level.users, level.in_warmup(time.time()))
+        arrival, self.arrival = self.arrival, None
+        if arrival is None:
+            level = self._levels.current()
+            capture = Capture(name, prompt_id, None if level.plan else level.users, level.in_warmup(time.time()),
+                              rate=level.rate)
+        else:  # the arrival's level, even if the next one has started: its warm-up by the intended start
+            level = arrival.level
+            capture = Capture(name, prompt_id, None, level.in_warmup(arrival.intended_unix_s), rate=level.rate,
+                              arrival=arrival.index, intended_unix=arrival.intended_unix_s)
         connect_failed = False
         try:
             with with_timeout(self.settings.request_timeout):
