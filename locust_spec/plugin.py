@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import signal
+import time
 
 import gevent
 from locust import events
@@ -22,7 +23,7 @@ from locust_spec.core.level import Level
 from locust_spec.core.prompts import PromptError
 from locust_spec.recording import scraper
 from locust_spec.web import live, webui
-from locust_spec.wiring import distributed, guard, options
+from locust_spec.wiring import distributed, guard, openloop, options
 from locust_spec.wiring.distributed import BATCH, FINISH, WorkerSink
 from locust_spec.wiring.run import SpecRun, attach, run_of
 from locust_spec.wiring.user import ChatClientUser
@@ -31,6 +32,7 @@ from locust_spec.wiring.user import ChatClientUser
 @events.init_command_line_parser.add_listener
 def _add_options(parser, **_kw) -> None:
     options.add_options(parser)
+    openloop.add_options(parser)
     scraper.add_options(parser)
     guard.add_options(parser)
 
@@ -74,6 +76,7 @@ def _on_init(environment, web_ui=None, **_kw) -> None:
     if not isinstance(runner, MasterRunner):
         gevent.spawn(_flush_periodically, run)
     if not isinstance(runner, WorkerRunner):
+        run.levels.listeners.append(lambda level: _rate_level_started(run, level))
         # `quit` comes after every `quitting` listener: the rows are closed, the workers' last batches are in.
         environment.events.quit.add_listener(lambda **_: run.write_summary())
         if web_ui is not None:
@@ -99,12 +102,31 @@ def _flush_periodically(run: SpecRun) -> None:
             run.sink.flush()
 
 
+def _plain_rate(environment) -> bool:
+    """An open loop without the ladder: `--rate` with a plain locustfile, whose users are `-u`."""
+    return environment.shape_class is None and bool(getattr(environment.parsed_options, "rate", None))
+
+
 def _on_spawned(run: SpecRun, user_count: int) -> None:
     """Locust tells every runner, workers included, the total once spawning completes."""
     run.levels.spawned(user_count)
-    # A new level: scrape at once, so acceptance is known per level (only the master or local scrapes).
-    if run.scraper is not None and run.scraper.running:
+    environment = run.environment
+    if (_plain_rate(environment) and run.levels.current().plan is None
+            and not isinstance(environment.runner, WorkerRunner)):
+        # The schedule starts once its users are there (they wait for it): a ramp is no arrival's fault.
+        options = environment.parsed_options
+        run.levels.publish(openloop.rate_level(environment.runner, openloop.OpenLoopSettings.from_options(
+            options), openloop.parse_rate(options.rate), 0, int(user_count), lead_s=openloop.LEAD_S))
+    # A new level: scrape at once, so acceptance is known per level (only the master or local scrapes). A
+    # rate level's users are slots, not its load: it is scraped as it starts (_rate_level_started).
+    if run.scraper is not None and run.scraper.running and run.levels.current().plan is None:
         run.scraper.level_changed(int(user_count), run.levels.current().warmup_until_unix_s)
+
+
+def _rate_level_started(run: SpecRun, level: Level) -> None:
+    """A rate level starts when it is published (its users were spawned before): scrape at once."""
+    if level.plan is not None and run.scraper is not None and run.scraper.running:
+        run.scraper.level_changed(level.key, level.warmup_until_unix_s)
 
 
 @events.test_start.add_listener
@@ -121,12 +143,16 @@ def _on_test_start(environment, **_kw) -> None:
             run.start()
     if run.collector is not None:
         run.collector.start_test()
-        if environment.shape_class is None:  # a ladder publishes its own levels, with their warm-up
-            # Workers hear the total from Locust only once spawning completes, after their first requests
-            # started: tell them now, before the spawn messages leave (same socket, so this arrives first).
-            run.levels.publish(Level(int(environment.runner.target_user_count or 0)))
-    if not isinstance(environment.runner, WorkerRunner):
+    runner = environment.runner
+    if run.collector is not None and environment.shape_class is None and not _plain_rate(environment):
+        # A ladder publishes its own levels, with their warm-up. Workers hear the total from Locust only
+        # once spawning completes, after their first requests started: tell them now, before the spawn
+        # messages leave (same socket, so this arrives first).
+        run.levels.publish(Level(int(runner.target_user_count or 0)))
+    if not isinstance(runner, WorkerRunner):
         run.start_scraper()
+        if run.levels.current().plan is not None:  # published before the scraper ran
+            _rate_level_started(run, run.levels.current())
     if run.timeline is not None:
         live.test_started(run, run.timeline)
 
@@ -134,6 +160,8 @@ def _on_test_start(environment, **_kw) -> None:
 @events.test_stopping.add_listener
 def _on_test_stopping(environment, **_kw) -> None:
     run = run_of(environment)
+    if run is not None and run.ledger is not None:
+        run.ledger.stopped(time.time())  # arrivals due later were never owed
     if run is not None and run.collector is not None:
         distributed.wait_for_final_batches(environment, run.collector)
 
@@ -143,6 +171,10 @@ def _on_test_stop(environment, **_kw) -> None:
     run = run_of(environment)
     if run is None:
         return
+    if run.arrivals is not None:
+        run.arrivals.reset()
+    if _plain_rate(environment):
+        run.levels.clear()  # the next test plans its own arrivals
     if run.measuring:
         run.stop()
         run.flush()

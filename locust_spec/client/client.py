@@ -198,12 +198,12 @@ class ChatClient:
         arrival, self.arrival = self.arrival, None
         if arrival is None:
             level = self._levels.current()
-            capture = Capture(name, prompt_id, None if level.plan else level.users, level.in_warmup(time.time()),
-                              rate=level.rate)
+            capture = Capture(name, prompt_id, None if level.plan else level.users,
+                              level.in_warmup(time.time()), rate=level.rate)
         else:  # the arrival's level, even if the next one has started: its warm-up by the intended start
             level = arrival.level
-            capture = Capture(name, prompt_id, None, level.in_warmup(arrival.intended_unix_s), rate=level.rate,
-                              arrival=arrival.index, intended_unix=arrival.intended_unix_s)
+            capture = Capture(name, prompt_id, None, level.in_warmup(arrival.intended_unix_s),
+                              rate=level.rate, arrival=arrival.index, intended_unix=arrival.intended_unix_s)
         connect_failed = False
         try:
             with with_timeout(self.settings.request_timeout):

@@ -3,14 +3,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import TypeVar
 
 from locust_spec.core.arrivals import ArrivalPlan
 
 MESSAGE = "locust_spec_level"
 RATE_SUFFIX = "/s"
 
+V = TypeVar("V")
 LevelKey = int | str
 """How a level is named in every per-level table and file: its users (an int, "16" in JSON), or its rate
 with the unit ("4/s"), so that a rate level can never be taken for a users level."""
@@ -39,6 +41,11 @@ def key_order(key: LevelKey) -> tuple[int, float]:
     if isinstance(key, str) and key.endswith(RATE_SUFFIX):
         return (1, float(key[: -len(RATE_SUFFIX)]))
     return (0, float(key))
+
+
+def in_level_order(table: Mapping[LevelKey, V] | Mapping[str, V]) -> list[tuple[LevelKey | str, V]]:
+    """A per-level table's items in level order (`key_order`)."""
+    return sorted(table.items(), key=lambda kv: key_order(kv[0]))
 
 
 @dataclass(frozen=True)
@@ -118,6 +125,10 @@ class LevelBoard:
         current = self._current
         if current is None or (current.plan is None and current.users != user_count):
             self._current = Level(int(user_count))
+
+    def clear(self) -> None:
+        """Forget the published level (a test stopped); the runner's user count stands in again."""
+        self._current = None
 
     def _set(self, level: Level) -> None:
         self._current = level

@@ -142,7 +142,8 @@ class LatencyHistograms:
             hist = self._hists[key] = new_histogram()
         return hist
 
-    def record(self, metric: str, cls: str, level: LevelKey, values_ms: Iterable[float], warmup: bool) -> None:
+    def record(self, metric: str, cls: str, level: LevelKey, values_ms: Iterable[float],
+               warmup: bool) -> None:
         values = values_ms if isinstance(values_ms, (list, tuple)) else list(values_ms)
         self.record_together((metric,), cls, level, values, warmup)
 

@@ -14,7 +14,8 @@ Schema 1:
                                                            "chunks_all_processes"}},
                            "by_process": {"<id>": {...}}}},
  "server": {<SpecWindow over the run>} | null,
- "concurrency": [{"users", "max_running", "max_waiting", "delivered"}, ...]}
+ "concurrency": [{"users", "max_running", "max_waiting", "delivered"}, ...],
+ "arrivals": {"<rate>/s": {...}}}   // rate levels only (open loop): recording/ledger.py, docs/contracts.md
 ```
 Written when the process exits (Locust's `quit` event), after the request rows are closed: on the master in
 a distributed run, after the workers' last batches.
@@ -30,6 +31,7 @@ from pathlib import Path
 
 import orjson
 
+from locust_spec.core.level import LevelKey, in_level_order
 from locust_spec.core.runfiles import SUMMARY_SCHEMA
 from locust_spec.metrics import crosscheck
 from locust_spec.metrics.counters import SpecWindow
@@ -76,18 +78,22 @@ def combine_levels(parts: Sequence[Mapping[str, dict]]) -> dict:
             seen["late_samples"] += int(lag.get("late_samples") or 0)
             seen["late_share"] = max(seen["late_share"], float(lag.get("late_share") or 0.0))
             seen["max_lag_ms"] = max(seen["max_lag_ms"], float(lag.get("max_lag_ms") or 0.0))
-    return dict(sorted(out.items(), key=lambda kv: int(kv[0])))
+    return dict(in_level_order(out))
 
 
-def concurrency(levels: Sequence[tuple[int, SpecWindow]],
+def concurrency(levels: Sequence[tuple[LevelKey, SpecWindow]],
                 foreign: bool = False) -> tuple[list[dict], list[str]]:
-    """Per ladder level: the users asked for vs the server's peak running (+ waiting) requests.
+    """Per ladder level: the users asked for vs the server's peak running (+ waiting) requests (a rate
+    level asks for no concurrency: its peak is shown, and what it delivered is in `arrivals`).
 
     `foreign`: the counters are another server's (see crosscheck.foreign), so a low peak blames the metrics
     URL, not the load generator."""
     entries, warnings = [], []
     for users, window in levels:
         running, waiting = window.max_requests_running, window.max_requests_waiting
+        if isinstance(users, str):
+            entries.append({"rate": users, "max_running": running, "max_waiting": waiting, "delivered": None})
+            continue
         delivered = None
         if running is not None and users > 0:
             delivered = round((running + (waiting or 0.0)) / users, 4)
@@ -132,9 +138,11 @@ def generator_warnings(generators: dict, rows: int | None) -> list[str]:
 
 
 def build_summary(totals: crosscheck.ClientTotals | None, run: SpecWindow | None,
-                  levels: Sequence[tuple[int, SpecWindow]], clients: Mapping[str, dict],
-                  other_warnings: Sequence[str] = ()) -> dict:
-    """The summary document; `other_warnings` (scrape failures, lost batches) come first."""
+                  levels: Sequence[tuple[LevelKey, SpecWindow]], clients: Mapping[str, dict],
+                  other_warnings: Sequence[str] = (),
+                  arrivals: tuple[dict[str, dict], list[str]] = ({}, [])) -> dict:
+    """The summary document; `other_warnings` (scrape failures, lost batches) come first; `arrivals` is the
+    arrival ledger's account of the rate levels (recording/ledger.py), with its warnings."""
     checks = crosscheck.cross_check(totals, run) if totals is not None and run is not None else []
     parts = crosscheck.summary(totals, checks) if totals is not None else {"client": {}, "crosscheck": {}}
     generators = combine_clients(clients)
@@ -146,6 +154,7 @@ def build_summary(totals: crosscheck.ClientTotals | None, run: SpecWindow | None
             *other_warnings,
             *crosscheck.warnings(checks),
             *conc_warnings,
+            *arrivals[1],
             *generator_warnings(generators, totals.requests if totals is not None else None),
         )
     ]
@@ -156,6 +165,7 @@ def build_summary(totals: crosscheck.ClientTotals | None, run: SpecWindow | None
         "client": {**parts["client"], "generators": generators},
         "server": asdict(run) if run is not None else None,
         "concurrency": conc,
+        **({"arrivals": arrivals[0]} if arrivals[0] else {}),
     }
 
 

@@ -29,6 +29,7 @@ from locust_spec.core.runfiles import RunFiles
 from locust_spec.metrics import crosscheck
 from locust_spec.recording import summary
 from locust_spec.recording.budget import ClientBudget
+from locust_spec.recording.ledger import ArrivalLedger
 from locust_spec.recording.memtrace import MemTrace
 from locust_spec.recording.processor import Processor
 from locust_spec.recording.records import FileSink, RecordSink
@@ -37,6 +38,7 @@ from locust_spec.recording.timeline import Timeline
 from locust_spec.recording.trace import Trace
 from locust_spec.wiring.distributed import BATCH, Collector, WorkerSink
 from locust_spec.wiring.lag import LagMonitor
+from locust_spec.wiring.openloop import ArrivalQueue, open_loop, slot_name
 from locust_spec.wiring.options import settings_from
 
 log = logging.getLogger(__name__)
@@ -63,6 +65,12 @@ class SpecRun:
     timeline: Timeline | None = None
     """The live page's (a local or master runner with the web UI)."""
     memtrace: MemTrace | None = None
+    arrivals: ArrivalQueue | None = None
+    """This process's share of the open-loop arrivals (a load-generating runner)."""
+    ledger: ArrivalLedger | None = None
+    """The rate levels' plans against the rows that came back (a local or master runner)."""
+    open_loop: bool = False
+    """The run's options ask for arrivals at a rate (`--rate`, `--rates`)."""
     gave_up: bool = False
     servers: dict[str, Server] = field(default_factory=dict)
     _servers_lock: gevent.lock.Semaphore = field(default_factory=gevent.lock.Semaphore)
@@ -84,11 +92,16 @@ class SpecRun:
                   api_key=getattr(options, "api_key", "") or "", files=RunFiles(prefix) if prefix else None)
         if not measuring:
             return run
+        if not worker:
+            run.ledger = ArrivalLedger()
+            run.levels.listeners.append(run.ledger.planned)
         if not master:
+            run.arrivals = ArrivalQueue(slot_name(runner))
+            run.levels.listeners.append(run.arrivals.level_changed)
             # Built here so a bad --prompts fails at start; each test builds its own (use_run_options).
             run.sampler = PromptSampler(prompt_specs(options.prompts), options.seed)
-            run.lag = LagMonitor(active=run.running, level=lambda: run.levels.current().users)
-            run.budget = ClientBudget(active=run.running, level=lambda: run.levels.current().users)
+            run.lag = LagMonitor(active=run.running, level=lambda: run.levels.current().key)
+            run.budget = ClientBudget(active=run.running, level=lambda: run.levels.current().key)
             run.processor = Processor(environment.events.request.fire, lambda: run.sink, Trace.from_env(),
                                       run.budget)
             run.memtrace = MemTrace.from_env()
@@ -100,6 +113,8 @@ class SpecRun:
             run.sink = FileSink(prefix)
         if master:
             run.collector = Collector()
+        if run.ledger is not None:
+            (run.collector or run.processor).row_listeners.append(run.ledger.add)
         return run
 
     def use_run_options(self, worker_index: int) -> None:
@@ -107,6 +122,7 @@ class SpecRun:
         with the spawn message (this process was built from its own command line), and the web UI may
         have changed them. The prompt stream is seeded per worker (prompts.stream_seed)."""
         options = self.environment.parsed_options
+        self.open_loop = open_loop(options)
         self.sampler = PromptSampler(prompt_specs(options.prompts), stream_seed(options.seed, worker_index))
         self.api_key = getattr(options, "api_key", "") or self.api_key  # else this process's own
         with self._servers_lock:
@@ -134,12 +150,17 @@ class SpecRun:
         """The next of the run's prompts for `server`. The first time for a host, the prompts that cannot
         fit its context are left out (RuntimeError when none fits): only users that send the run's prompts
         pay for asking."""
+        self.fit_prompts(server)
+        return self.sampler.next()
+
+    def fit_prompts(self, server: Server) -> None:
+        """Leave out the prompts that cannot fit `server`'s context, once per host (RuntimeError when none
+        fits). An open loop's users ask before their first arrival, so the asking delays none."""
         if server.host not in self._fitted:
             with self._fit_lock:
                 if server.host not in self._fitted:
                     self._leave_out_too_long(server.host, server.settings)
                     self._fitted.add(server.host)
-        return self.sampler.next()
 
     def _leave_out_too_long(self, host: str, settings: RequestSettings) -> None:
         """Prompts that cannot fit the server's context are never sent (context.py); RuntimeError when
@@ -260,7 +281,8 @@ class SpecRun:
         levels = found.level_windows() if found is not None else []
         notes += found.warnings() if found is not None else []
         notes += self.collector.warnings() if self.collector is not None else []
-        return summary.build_summary(totals, window, levels, self.client_summaries(), notes)
+        arrivals = self.ledger.summary() if self.ledger is not None else ({}, [])
+        return summary.build_summary(totals, window, levels, self.client_summaries(), notes, arrivals)
 
     def write_summary(self) -> dict | None:
         """Build, write and log the summary at the end of the run; None without `--csv`."""

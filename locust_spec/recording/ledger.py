@@ -1,0 +1,150 @@
+"""The arrival ledger: on the master (or the single process), every rate level's plan against the rows that
+came back, so a level whose schedule was not kept is flagged with the rate it really achieved, never
+reported as if the rate had been met.
+
+Per level it counts, for the arrivals due in its measured window (after warm-up, before its end or the
+stop), those a row shows started, per slot (so a worker that died is named with the arrivals it missed);
+the requests sent within the window (the achieved rate); and, as exact histograms, how late each went out
+and TTFT and E2E from the intended start. Memory: a few histograms and one counter per slot per level.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+from hdrh.histogram import HdrHistogram
+
+from locust_spec.core.arrivals import count_by_slot
+from locust_spec.core.level import Level, LevelKey
+from locust_spec.core.runfiles import RequestRow
+from locust_spec.recording.histograms import new_histogram, percentiles_us, record_ms
+
+MAX_LATENESS_P99_MS = 50.0
+"""A level whose arrivals went out later than this at the 99th percentile did not keep its schedule: at 40
+req/s that is two gaps. Under capacity a load generator's lateness is its event-loop jitter (a few ms)."""
+MAX_MISSED_SHARE = 0.01
+"""A level that never sent more than this share of its arrivals did not keep its rate."""
+MAX_LEVELS = 64
+
+
+@dataclass(eq=False)
+class LevelAccount:
+    level: Level
+    end_unix_s: float
+    started: np.ndarray
+    sent_in_window: int = 0
+    rows: int = 0
+    lateness: HdrHistogram = field(default_factory=new_histogram)
+    ttft_from_arrival: HdrHistogram = field(default_factory=new_histogram)
+    e2e_from_arrival: HdrHistogram = field(default_factory=new_histogram)
+
+    def add(self, row: RequestRow, cutoff_unix_s: float) -> None:
+        if row.arrival is None or row.intended_unix_s is None:
+            return  # a task's later requests: they started for no arrival of their own
+        self.rows += 1
+        start, end = self.level.warmup_until_unix_s, min(self.end_unix_s, cutoff_unix_s)
+        if start <= row.start_unix_s < end:
+            self.sent_in_window += 1
+        if not start <= row.intended_unix_s < end:
+            return
+        self.started[row.arrival % len(self.started)] += 1
+        if row.start_unix_s >= cutoff_unix_s:
+            return  # sent while the test was stopping: how late is the stop's doing, not the schedule's
+        late = max(row.lateness_ms or 0.0, 0.0)
+        record_ms(self.lateness, (late,))
+        if not row.error:
+            for hist, value in ((self.ttft_from_arrival, row.ttft_ms), (self.e2e_from_arrival, row.e2e_ms)):
+                if value is not None:
+                    record_ms(hist, (value + late,))
+
+
+def _quantiles(hist: HdrHistogram) -> dict | None:
+    if not hist.total_count:
+        return None
+    p50, p99 = percentiles_us(hist, (50.0, 99.0))
+    return {"p50": p50 / 1000.0, "p99": p99 / 1000.0, "max": hist.get_max_value() / 1000.0}
+
+
+class ArrivalLedger:
+    """Every rate level of the test so far: `planned` as the master publishes it, `add` per row, `stopped`
+    when the test stops (arrivals due after that were never owed)."""
+
+    def __init__(self) -> None:
+        self._levels: dict[LevelKey, LevelAccount] = {}
+        self.cutoff_unix_s = math.inf
+
+    def reset(self) -> None:
+        self._levels.clear()
+        self.cutoff_unix_s = math.inf
+
+    def planned(self, level: Level) -> None:
+        plan = level.plan
+        if plan is None:
+            return
+        if plan.start_unix_s >= self.cutoff_unix_s:
+            self.reset()  # a plan after the stop: a new test (the web UI's), whose account this becomes
+        if len(self._levels) >= MAX_LEVELS:
+            return
+        for account in self._levels.values():  # the previous level ends where this one starts
+            account.end_unix_s = min(account.end_unix_s, plan.start_unix_s)
+        started = np.zeros(len(plan.slots), dtype=np.int64)
+        self._levels[level.key] = LevelAccount(level, plan.end_unix_s, started)
+
+    def stopped(self, at_unix_s: float) -> None:
+        self.cutoff_unix_s = min(self.cutoff_unix_s, at_unix_s)
+
+    def add(self, row: RequestRow) -> None:
+        if row.level_rate is not None and (account := self._levels.get(row.level_key)) is not None:
+            account.add(row, self.cutoff_unix_s)
+
+    def summary(self, now_unix_s: float | None = None) -> tuple[dict[str, dict], list[str]]:
+        """Per rate level (key `4/s`) what the contract's `arrivals` holds, and a warning per level whose
+        schedule was not kept."""
+        now = time.time() if now_unix_s is None else now_unix_s
+        out: dict[str, dict] = {}
+        warnings: list[str] = []
+        for key, account in self._levels.items():
+            entry = level_summary(account, min(account.end_unix_s, self.cutoff_unix_s, now))
+            out[str(key)] = entry
+            if entry["flagged"]:
+                warnings.append(f"rate {key}: the schedule was not kept ({'; '.join(entry['why'])}); "
+                                f"achieved {entry['achieved_rate']:.2f} req/s of {entry['rate']:g} with at "
+                                f"most {account.level.users} requests in flight (--max-concurrency, or -u "
+                                "without the ladder): this level measured a lower rate than asked, and "
+                                "spec-verdict leaves it inconclusive")
+        return out, warnings
+
+
+def level_summary(account: LevelAccount, end_unix_s: float) -> dict:
+    plan, level = account.level.plan, account.level
+    start = level.warmup_until_unix_s
+    window_s = max(end_unix_s - start, 0.0)
+    scheduled = count_by_slot(plan, start, end_unix_s) if window_s > 0 else [0] * len(plan.slots)
+    owed = list(zip(plan.slots, scheduled, account.started.tolist(), strict=True))
+    missed = {slot: due - got for slot, due, got in owed if due > got}
+    extra = sum(max(got - due, 0) for _, due, got in owed)
+    total = int(sum(scheduled))
+    lateness = _quantiles(account.lateness)
+    why = []
+    if lateness is not None and lateness["p99"] > MAX_LATENESS_P99_MS:
+        why.append(f"lateness p99 {lateness['p99']:.0f} ms, above {MAX_LATENESS_P99_MS:g} ms")
+    missed_total = sum(missed.values())
+    if total and missed_total > MAX_MISSED_SHARE * total:
+        who = ", ".join(f"{n} on {slot}" for slot, n in missed.items())
+        why.append(f"{missed_total} of {total} arrivals never sent ({who})")
+    if extra:
+        why.append(f"{extra} rows for arrivals no slot was owed (a process started one twice?)")
+    return {
+        "rate": plan.rate, "arrival": plan.arrival, "burstiness": plan.burstiness, "seed": plan.seed,
+        "users": level.users, "slots": list(plan.slots), "window_s": round(window_s, 3),
+        "scheduled": total, "started": int(account.started.sum()), "missed": missed_total,
+        "missed_by_slot": missed, "rows": account.rows,
+        "scheduled_rate": round(total / window_s, 4) if window_s else None,
+        "achieved_rate": round(account.sent_in_window / window_s, 4) if window_s else 0.0,
+        "lateness_ms": lateness, "ttft_from_arrival_ms": _quantiles(account.ttft_from_arrival),
+        "e2e_from_arrival_ms": _quantiles(account.e2e_from_arrival),
+        "flagged": bool(why), "why": why,
+    }
