@@ -4,7 +4,8 @@ reported as if the rate had been met.
 
 Per level it counts, for the arrivals due in its measured window (after warm-up, before its end or the
 stop), those a row shows started, per slot (so a worker that died is named with the arrivals it missed);
-the requests sent within the window (the achieved rate); and, as exact histograms, how late each went out
+those sent before the window ended (per second of it, the achieved rate: a client that falls behind
+sends part of a window's arrivals after it, a backlog from the warm-up does not count); and, as exact histograms, how late each went out
 and TTFT and E2E from the intended start. Memory: a few histograms and one counter per slot per level.
 """
 
@@ -46,11 +47,11 @@ class LevelAccount:
             return  # a task's later requests: they started for no arrival of their own
         self.rows += 1
         start, end = self.level.warmup_until_unix_s, min(self.end_unix_s, cutoff_unix_s)
-        if start <= row.start_unix_s < end:
-            self.sent_in_window += 1
         if not start <= row.intended_unix_s < end:
             return
         self.started[row.arrival % len(self.started)] += 1
+        if row.start_unix_s < end:
+            self.sent_in_window += 1
         if row.start_unix_s >= cutoff_unix_s:
             return  # sent while the test was stopping: how late is the stop's doing, not the schedule's
         late = max(row.lateness_ms or 0.0, 0.0)

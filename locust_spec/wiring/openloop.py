@@ -30,9 +30,9 @@ log = logging.getLogger(__name__)
 LOCAL_SLOT = "local"
 """The slot name of a process that is not a worker (a local runner holds the one slot)."""
 LEAD_S = 1.0
-"""Without the ladder, the schedule starts this long after the last user was spawned: time for the users'
-first connections and the prompt context check, which would otherwise make the first arrivals late. (On
-the ladder a level's warm-up covers it.)"""
+"""A test's first arrivals come this long after its users were spawned (without the ladder: after Locust says
+so; on a rate ladder: after the ramp): time for the users' first connections and the prompt context check,
+which would otherwise make them late."""
 
 
 def parse_rate(text: str) -> float:

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from locust import LoadTestShape, events
 
 from locust_spec.core.level import Level
-from locust_spec.wiring.openloop import OpenLoopSettings, parse_rate, rate_level
+from locust_spec.wiring.openloop import LEAD_S, OpenLoopSettings, parse_rate, rate_level
 from locust_spec.wiring.options import positive_int, validated
 from locust_spec.wiring.run import run_of
 
@@ -174,8 +174,10 @@ class ConcurrencyLadder(LoadTestShape):
             if settings.rates:
                 users = settings.max_concurrency
                 # its arrivals stop at the stage's end, where the next level's start
-                level = rate_level(self.runner, settings.arrivals, stage.users, stage.index, users, warmup_s,
-                                   stage.end_s - elapsed)
+                # The first level's users are still to be spawned: its arrivals start once they can be.
+                lead_s = RAMP_S + LEAD_S if self._users == 0 else 0.0
+                level = rate_level(self.runner, settings.arrivals, stage.users, stage.index, users,
+                                   max(warmup_s - lead_s, 0.0), stage.end_s - elapsed - lead_s, lead_s)
                 what = f"{stage.users:g} requests/s ({settings.arrivals.arrival}, at most {users} in flight)"
             else:
                 users = int(stage.users)
