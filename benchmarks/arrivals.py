@@ -35,7 +35,7 @@ from locust_spec.core.arrivals import coefficient_of_variation  # noqa: E402
 
 BIN = Path(sys.executable).parent
 START_S = 6.0
-"""Locust's start, the spawn and the schedule's lead, before the first arrival; the run lasts this much more."""
+"""Locust's start, the spawn and the schedule's lead before the first arrival: each run is longer by it."""
 
 
 def _pinned(cmd: list[str], cpu: str) -> list[str]:
@@ -72,8 +72,8 @@ def run(name: str, host: str, out: Path, args: argparse.Namespace, arrival: str,
     cmd = _pinned([str(BIN / "locust"), "-f", str(REPO / "locustfiles" / "chat.py"), "--headless",
                    "--host", host, "--rate", f"{args.rate:g}", "--arrival", arrival, "-u", str(users),
                    "-r", str(users), "-t", f"{round(seconds + START_S)}s", "--processes", str(args.processes),
-                   "--master-bind-host", "127.0.0.1", "--max-tokens", str(args.max_tokens), "--prompts", "code",
-                   "--csv", str(prefix), "--seed", "1"], "1")
+                   "--master-bind-host", "127.0.0.1", "--max-tokens", str(args.max_tokens),
+                   "--prompts", "code", "--csv", str(prefix), "--seed", "1"], "1")
     with (out / f"{name}.log").open("w") as log:
         proc = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, timeout=seconds + 120)
     if proc.returncode not in (0, 1):
@@ -133,17 +133,18 @@ def main() -> None:
         sim.wait(10)
     for r in results:
         seconds = args.seconds if r["name"] != "past_capacity" else args.seconds / 3
-        print(f"\n{r['name']}: --rate {args.rate:g} --arrival {r['arrival']}, {args.processes} worker processes, "
-              f"-u {r['users']}, level {r['level']}")
-        print(f"  arrivals sent, due in the first {seconds:g} s: {r['due']}, asked {args.rate * seconds:,.0f} "
-              f"({(r['due'] / (args.rate * seconds) - 1) * 100:+.1f}%)")
+        asked = args.rate * seconds
+        print(f"\n{r['name']}: --rate {args.rate:g} --arrival {r['arrival']}, {args.processes} worker "
+              f"processes, -u {r['users']}, level {r['level']}")
+        print(f"  arrivals sent, due in the first {seconds:g} s: {r['due']}, asked {asked:,.0f} "
+              f"({(r['due'] / asked - 1) * 100:+.1f}%)")
         print(f"  CV of the gaps: intended {r['cv_intended']:.3f}, sent {r['cv_sent']:.3f}")
         print(f"  lateness ms p50/p99/max   {r['late_p50']:.2f} / {r['late_p99']:.2f} / {r['late_max']:.2f}")
         print(f"  started twice {r['twice']}, indices skipped {r['gaps']}, started per worker {r['shares']}")
         print(f"  rows {r['rows']}, Locust requests (E2E + Interrupted) {r['locust_requests']}")
-        print(f"  summary (whole level): {r['scheduled']} arrivals due, {r['started']} started, {r['missed']} "
-              f"never sent; achieved {r['achieved']} req/s of {r['scheduled_rate']} scheduled; lateness p99 "
-              f"{r['summary_p99']} ms; flagged {r['flagged']} {'; '.join(r['why'])}")
+        print(f"  summary (whole level): {r['scheduled']} arrivals due, {r['started']} started, "
+              f"{r['missed']} never sent; achieved {r['achieved']} req/s of {r['scheduled_rate']} scheduled; "
+              f"lateness p99 {r['summary_p99']} ms; flagged {r['flagged']} {'; '.join(r['why'])}")
 
 
 if __name__ == "__main__":
