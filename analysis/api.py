@@ -8,7 +8,7 @@ from pathlib import Path
 from locust_spec.metrics.crosscheck import CANDIDATE_METRICS_OPTIONS
 
 from . import levels as lv
-from .model import LevelInput, PlotData, Slo, Verdict, worst_lag
+from .model import LevelInput, PlotData, Slo, Verdict, worst_arrivals, worst_lag
 from .runs import InputError, RunData, discover, read_run
 from .verdict import Thresholds, build_verdict
 
@@ -40,6 +40,7 @@ def verdict_for(
     """
     th = Thresholds(**{k: v for k, v in thresholds.items() if v is not None})
     base_runs, cand_runs = load_arm(baseline, "baseline"), load_arm(candidate, "candidate")
+    check_one_axis(base_runs + cand_runs)
     base_levels = [lv.run_levels(r, slo) for r in base_runs]
     cand_levels = [lv.run_levels(r, slo) for r in cand_runs]
     base_users = set().union(*base_levels)
@@ -72,6 +73,8 @@ def verdict_for(
                            if spec is not None and spec.acceptance is not None else None),
             baseline_batch=lv.arm_batch(base_pairs),
             candidate_batch=lv.arm_batch(cand_pairs),
+            baseline_arrivals=worst_arrivals([level.arrivals for level in base_at if level.arrivals]),
+            candidate_arrivals=worst_arrivals([level.arrivals for level in cand_at if level.arrivals]),
         ))
         cdf[users] = {"baseline": lv.merged_itl_cdf(base_runs, users),
                       "candidate": lv.merged_itl_cdf(cand_runs, users)}
@@ -83,6 +86,16 @@ def verdict_for(
                          class_stats=lv.class_stats(base_runs, cand_runs),
                          run_warnings=warnings, crosscheck=disagreements, notes=notes,
                          plots=PlotData(itl_cdf=cdf), slo=slo)
+
+
+def check_one_axis(runs: Sequence[RunData]) -> None:
+    """Both arms' levels must be of one kind: users (a concurrency ladder) or rates (open loop)."""
+    kinds = {run.rate_run for run in runs}
+    if len(kinds) > 1:
+        rated = [str(run.prefix) for run in runs if run.rate_run]
+        users = [str(run.prefix) for run in runs if not run.rate_run]
+        raise InputError(f"the runs mix rate levels ({', '.join(rated)}) and users levels "
+                         f"({', '.join(users)}): compare open-loop runs with open-loop runs")
 
 
 def latency_notes(base_runs: Sequence[RunData], cand_runs: Sequence[RunData],

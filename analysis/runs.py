@@ -11,10 +11,11 @@ import orjson
 import pandas as pd
 
 from locust_spec.core import runfiles
+from locust_spec.core.level import parse_key
 from locust_spec.core.runfiles import REQUESTS, RunFiles
 from locust_spec.metrics import counters
 
-from .model import ClientLag
+from .model import ClientLag, Level, Rate
 
 REQUESTS_COLUMNS = runfiles.REQUIRED_COLUMNS
 # Only what the analysis reads, with explicit dtypes: a million rows stay well under a gigabyte.
@@ -22,7 +23,7 @@ NUMERIC = {
     "start_unix_s": "float64", "level_users": "float64", "output_tokens": "float64", "chunks": "float64",
     "ttft_ms": "float64", "tpot_ms": "float64", "e2e_ms": "float64", "itl_p50_ms": "float64",
     "chunk_gap_p50_ms": "float64", "spec_accepted_tokens": "float64", "spec_draft_tokens": "float64",
-    "warmup": "float64",
+    "warmup": "float64", "level_rate": "float64", "lateness_ms": "float64",
 }
 TEXT = {"prompt_class": "category", "error": "category"}
 # What a value can be in a run; outside, it is no measurement (a corrupted or hand-edited file) and would
@@ -32,8 +33,9 @@ LIMITS = {
     "start_unix_s": (0.0, 1e10), "level_users": (0.0, 1e7), "output_tokens": (0.0, 1e9), "chunks": (0.0, 1e9),
     "ttft_ms": _MS, "tpot_ms": _MS, "e2e_ms": _MS, "itl_p50_ms": _MS, "chunk_gap_p50_ms": _MS,
     "spec_accepted_tokens": (0.0, 1e9), "spec_draft_tokens": (0.0, 1e9), "warmup": (0.0, 1.0),
+    "level_rate": (1e-9, 1e7), "lateness_ms": (-1e3, 1e9),  # a send a clock step early, at most
 }
-REQUIRED_VALUES = ("start_unix_s", "level_users")
+REQUIRED_VALUES = ("start_unix_s",)
 SERVER_COLUMNS = ("timestamp_unix_s", "url", "metric", "labels", "value")
 
 
@@ -49,7 +51,14 @@ class RunData:
     snapshots: list | None
     warnings: tuple[str, ...]
     crosscheck: tuple[str, ...] = ()
-    client_lag: dict[int, ClientLag] = field(default_factory=dict)
+    client_lag: dict[Level, ClientLag] = field(default_factory=dict)
+    arrivals: dict[Rate, dict] = field(default_factory=dict)
+    """The summary's account of each rate level (open loop): arrivals due, missed, achieved rate."""
+
+    @property
+    def rate_run(self) -> bool:
+        """Whether the run's levels are arrival rates (open loop) rather than user counts."""
+        return "level_rate" in self.requests and bool(self.requests["level_rate"].notna().any())
 
 
 def discover(path: Path) -> list[Path]:
@@ -120,10 +129,23 @@ def read_requests(path: Path) -> pd.DataFrame:
         empty = frame[col].isna()
         if empty.any():
             raise InputError(f"{path}: row {int(empty.idxmax()) + 1} has no {col}")
+    _check_level(path, frame)
     _check_ranges(path, frame)
     if "warmup" not in frame:
         frame["warmup"] = 0.0
     return frame
+
+
+def _check_level(path: Path, frame: pd.DataFrame) -> None:
+    """Every row has its level, a user count or (open loop) a rate, and a run holds one kind of level."""
+    rate = frame["level_rate"].notna() if "level_rate" in frame else pd.Series(False, index=frame.index)
+    users = frame["level_users"].notna()
+    missing = ~(rate | users)
+    if missing.any():
+        raise InputError(f"{path}: row {int(missing.idxmax()) + 1} has no level_users (nor level_rate)")
+    if rate.any() and users.any():
+        raise InputError(f"{path}: mixes users levels and rate levels (row {int(rate.idxmax()) + 1} has a "
+                         f"rate, row {int(users.idxmax()) + 1} users); judge each kind in a run of its own")
 
 
 def _check_ranges(path: Path, frame: pd.DataFrame) -> None:
@@ -193,7 +215,13 @@ LAG_FIELDS = (("samples", _is_count, "a count"), ("late_samples", _is_count, "a 
               ("late_share", _is_number, "a number"), ("max_lag_ms", _is_number, "a number"))
 
 
-def read_client_lag(path: Path, data: dict) -> dict[int, ClientLag]:
+def _level(text: str) -> Level:
+    """A per-level table's key: users (`16`) or a rate (`4/s`); ValueError for anything else."""
+    key = parse_key(text)
+    return Rate(float(key[: -len("/s")])) if isinstance(key, str) else key
+
+
+def read_client_lag(path: Path, data: dict) -> dict[Level, ClientLag]:
     """`client.generators.by_level`: per ladder level, how far behind the load generator was; {} if absent."""
     client = data.get("client") or {}
     generators = client.get("generators") if isinstance(client, dict) else None
@@ -205,8 +233,12 @@ def read_client_lag(path: Path, data: dict) -> dict[int, ClientLag]:
         raise InputError(f"{where} is not an object of levels")
     out = {}
     for users, lag in by_level.items():
-        if not (users.isascii() and users.isdigit()):
-            raise InputError(f"{where} has a level {users[:20]!r} that is not a user count")
+        try:
+            level = _level(users) if users.isascii() else None
+        except ValueError:
+            level = None
+        if level is None or level < 0:
+            raise InputError(f"{where} has a level {users[:20]!r} that is not a user count nor a rate")
         if not isinstance(lag, dict):
             raise InputError(f"{where}[{users}] is not an object")
         for key, valid, kind in LAG_FIELDS:
@@ -214,12 +246,40 @@ def read_client_lag(path: Path, data: dict) -> dict[int, ClientLag]:
                 raise InputError(f"{where}[{users}].{key} is not {kind}: {str(lag.get(key))[:20]!r}")
         if lag["late_share"] > 1:
             raise InputError(f"{where}[{users}].late_share is {lag['late_share']!r}, above 1")
-        out[int(users)] = ClientLag(lag["samples"], lag["late_samples"], float(lag["late_share"]),
-                                    float(lag["max_lag_ms"]))
+        out[level] = ClientLag(lag["samples"], lag["late_samples"], float(lag["late_share"]),
+                               float(lag["max_lag_ms"]))
     return out
 
 
-def read_summary(path: Path) -> tuple[tuple[str, ...], tuple[str, ...], dict[int, ClientLag]]:
+ARRIVAL_FIELDS = (("scheduled", _is_count, "a count"), ("missed", _is_count, "a count"),
+                  ("achieved_rate", _is_number, "a number"))
+
+
+def read_arrivals(path: Path, data: dict) -> dict[Rate, dict]:
+    """`arrivals`: per rate level, the ledger's account (scheduled, missed, achieved rate); {} if absent."""
+    found = data.get("arrivals")
+    if found is None:
+        return {}
+    if not isinstance(found, dict):
+        raise InputError(f"{path}: 'arrivals' is not an object of rate levels")
+    out = {}
+    for key, entry in found.items():
+        try:
+            level = _level(key)
+        except ValueError:
+            level = None
+        if not isinstance(level, Rate) or not isinstance(entry, dict):
+            raise InputError(f"{path}: 'arrivals' has a level {str(key)[:20]!r} that is not a rate (4/s) "
+                             "with an object")
+        for name, valid, kind in ARRIVAL_FIELDS:
+            if not valid(entry.get(name)):
+                raise InputError(f"{path}: 'arrivals'[{key}].{name} is not {kind}: "
+                                 f"{str(entry.get(name))[:20]!r}")
+        out[level] = entry
+    return out
+
+
+def read_summary(path: Path) -> tuple[tuple[str, ...], tuple[str, ...], dict[Level, ClientLag]]:
     """The run's warnings, those of its client-vs-server cross-checks that disagreed, and the load
     generator's lag per level."""
     if not path.is_file():
@@ -238,6 +298,7 @@ def read_summary(path: Path) -> tuple[tuple[str, ...], tuple[str, ...], dict[int
 def read_run(prefix: Path) -> RunData:
     files = RunFiles(str(prefix))
     warnings, crosscheck, client_lag = read_summary(files.summary)
+    arrivals = read_arrivals(files.summary, _read_json(files.summary)) if files.summary.is_file() else {}
     return RunData(
         prefix=prefix,
         requests=read_requests(files.requests),
@@ -246,4 +307,5 @@ def read_run(prefix: Path) -> RunData:
         warnings=warnings,
         crosscheck=crosscheck,
         client_lag=client_lag,
+        arrivals=arrivals,
     )

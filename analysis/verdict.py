@@ -15,8 +15,11 @@ from .model import (
     LevelInput,
     LevelVerdict,
     PlotData,
+    Rate,
     Slo,
     Verdict,
+    level_label,
+    same_kind,
 )
 from .stats import (
     BETTER,
@@ -57,6 +60,10 @@ class Thresholds:
     disagree_acceptance: float = 0.1
     position_acceptance: float = 0.5
     max_client_late_share: float = 0.05
+    max_lateness_p99_ms: float = 50.0
+    """Open loop: a rate level whose requests went out later than this (p99) did not get its rate."""
+    max_missed_share: float = 0.01
+    """Open loop: nor did one that never sent more than this share of its arrivals."""
 
 
 def noise_band(key: str, base: ArmMetrics, cand: ArmMetrics, noise_pct: float) -> float:
@@ -166,11 +173,29 @@ def _evidence_gaps(level: LevelInput, th: Thresholds) -> list[str]:
             gaps.append(f"{name}: the load generator was behind {lag.late_share:.1%} of the time at this "
                         f"level (max {lag.max_lag_ms:.0f} ms): its numbers measure the client, not the "
                         "server; add --processes or workers")
+    gaps += _schedule_gaps(level, th)
     if level.spec is None:
         gaps.append("no server counters on the candidate at this level (the warnings say why)")
     elif level.spec.acceptance is None or level.spec.draft_tokens <= 0:
         gaps.append("the candidate's draft counters did not move at this level (speculation_inactive says "
                     "why)")
+    return gaps
+
+
+def _schedule_gaps(level: LevelInput, th: Thresholds) -> list[str]:
+    """Open loop: an arm that did not keep its arrival schedule measured a lower rate than the level's."""
+    gaps = []
+    for name, arr in (("baseline", level.baseline_arrivals), ("candidate", level.candidate_arrivals)):
+        if arr is None:
+            continue
+        achieved = "" if arr.achieved_rate is None else f", achieving {arr.achieved_rate:.2f} req/s"
+        if arr.lateness_p99_ms is not None and arr.lateness_p99_ms > th.max_lateness_p99_ms + _EPS:
+            gaps.append(f"{name}: requests went out late (lateness p99 {arr.lateness_p99_ms:.0f} ms, above "
+                        f"{th.max_lateness_p99_ms:g}){achieved}: the load generator could not keep "
+                        f"{arr.rate:g} req/s; raise --max-concurrency (or -u), add --processes or workers")
+        if arr.missed and arr.scheduled and arr.missed > th.max_missed_share * arr.scheduled + _EPS:
+            gaps.append(f"{name}: {arr.missed} of {arr.scheduled} arrivals were never sent{achieved} "
+                        "(a worker lost, or a backlog at the end): this level was not measured at its rate")
     return gaps
 
 
@@ -280,12 +305,13 @@ def judge_level(level: LevelInput, th: Thresholds, *, throughput_key: str = "out
         baseline=base, candidate=cand, changes=changes, reasons=tuple(reasons),
         diagnoses=tuple(d for d in found if d is not None), brief=brief,
         acceptance_ci=level.acceptance_ci, baseline_batch=level.baseline_batch,
-        candidate_batch=level.candidate_batch,
+        candidate_batch=level.candidate_batch, baseline_arrivals=level.baseline_arrivals,
+        candidate_arrivals=level.candidate_arrivals,
     )
 
 
-def _users(n: int) -> str:
-    return f"{n} concurrent user" + ("" if n == 1 else "s")
+def _users(n: float) -> str:
+    return level_label(n, concurrent=True)
 
 
 def _batch(lv: LevelVerdict) -> float | None:
@@ -316,7 +342,7 @@ def ladder_summary(levels: Sequence[LevelVerdict]) -> str:
         lo, hi, v = run[0].users, run[-1].users, run[0].verdict
         if len(runs) == 1:
             where = (f"at {_users(lo)}" if lo == hi else
-                     f"at every measured level ({lo} to {_users(hi)})")
+                     f"at every measured level ({lo:g} to {_users(hi)})")
         elif i == 0:
             where = f"up to {_users(hi)}" if lo != hi or lo > 1 else f"at {_users(lo)}"
         elif lo == hi:
@@ -324,7 +350,7 @@ def ladder_summary(levels: Sequence[LevelVerdict]) -> str:
         elif i == len(runs) - 1:
             where = f"from {_users(lo)}"
         else:
-            where = f"from {lo} to {_users(hi)}"
+            where = f"from {lo:g} to {_users(hi)}"
         text = f"{v} {where}{_batch_text(run)}"
         if v != SHIP:
             whys = [f"at {lv.users}: {lv.brief}" if len(run) > 1 else lv.brief for lv in run if lv.brief]
@@ -394,15 +420,19 @@ def crossover(levels: Sequence[LevelVerdict], throughput_key: str) -> tuple[Cros
     for key, lower in (("tpot_p50_ms", True), (throughput_key, False)):
         gains = [_gain(lv.changes.get(key, Interval.point(None)), lower) for lv in ordered]
         found = crossing(users, gains, 0.0)
+        x = same_kind(users[0], found.x)
+        batch = _batch_at(ordered, found.x)
         if found.x is not None:
-            note = (f"{LABELS[key][0]}: speculation stops paying at about {found.x:.1f} concurrent users, "
-                    f"between {found.between[0]:.0f} and {found.between[1]:.0f}")
+            unit = "req/s" if isinstance(x, Rate) else "concurrent users"
+            note = (f"{LABELS[key][0]}: speculation stops paying at about {found.x:.1f} {unit}, "
+                    f"between {found.between[0]:g} and {found.between[1]:g}"
+                    + (f", batch ~{batch:.0f}" if batch is not None and isinstance(x, Rate) else ""))
         elif all(g.estimate is not None and g.estimate >= 0 for g in gains):
             last = gains[-1]
             if last.measured and last.lo < 0:
                 # never worse by the estimates, but the top level's gain is not clear of zero
                 change = fmt_change(ordered[-1].changes[key])
-                note = (f"{LABELS[key][0]}: no level is worse, but at {users[-1]} concurrent users the gain "
+                note = (f"{LABELS[key][0]}: no level is worse, but at {_users(users[-1])} the gain "
                         f"is not clear of zero ({change})")
             else:
                 note = f"{LABELS[key][0]}: speculation pays at every measured level"
@@ -410,8 +440,9 @@ def crossover(levels: Sequence[LevelVerdict], throughput_key: str) -> tuple[Cros
             note = f"{LABELS[key][0]}: speculation does not pay even at the lowest level"
         else:
             note = f"{LABELS[key][0]}: no single crossing along the ladder"
-        out.append(CrossPoint(key, found.x, (found.lo, found.hi), found.between, _batch_at(ordered, found.x),
-                              note))
+        between = tuple(same_kind(users[0], b) for b in found.between) if found.between else None
+        out.append(CrossPoint(key, x, (same_kind(users[0], found.lo), same_kind(users[0], found.hi)), between,
+                              batch, note))
     return tuple(out)
 
 
