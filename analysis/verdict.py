@@ -266,6 +266,13 @@ def _decide(acc: str, band: str, lat: str, tput: str, numbers: str, th: Threshol
                           f"band ({numbers})")
 
 
+def offered(level: float, throughput_key: str) -> bool:
+    """At a rate level both arms serve the same arrivals, so the output rate is the offered load, the same
+    on both unless an arm falls behind, which its latency shows: per-token latency decides there, and with
+    an SLO, goodput. (A closed loop's users send as fast as they are served: there throughput decides.)"""
+    return isinstance(level, Rate) and throughput_key == "output_tok_s"
+
+
 def judge_level(level: LevelInput, th: Thresholds, *, throughput_key: str = "output_tok_s",
                 speculating_levels: Sequence[int] = ()) -> LevelVerdict:
     """Apply the rules to one concurrency level: per-token latency is TPOT (p50 and p90) per request,
@@ -280,6 +287,8 @@ def judge_level(level: LevelInput, th: Thresholds, *, throughput_key: str = "out
     lat = latency_direction(words["tpot_p50_ms"], words["tpot_p90_ms"])
     tput = words[throughput_key]
     deciding = (*LATENCY_KEYS, throughput_key)
+    if offered(level.users, throughput_key):
+        tput, deciding = SAME, LATENCY_KEYS
     found = [
         diagnoses.speculation_inactive(level, speculating_levels),
         diagnoses.draft_disagrees(spec, th.disagree_acceptance),
@@ -296,6 +305,9 @@ def judge_level(level: LevelInput, th: Thresholds, *, throughput_key: str = "out
         verdict, reason = _decide(_acc_text(spec.acceptance, level.acceptance_ci), band, lat, tput, numbers,
                                   th, spec.acceptance)
         reasons = [reason]
+        if offered(level.users, throughput_key):
+            reasons.append("at a rate level both arms serve the same arrivals, so throughput is the offered "
+                           "load and per-token latency decides (with --slo, goodput decides too)")
         brief = _brief(level, deciding)
     return LevelVerdict(
         users=level.users, verdict=verdict,
@@ -417,7 +429,9 @@ def crossover(levels: Sequence[LevelVerdict], throughput_key: str) -> tuple[Cros
         return ()
     users = [lv.users for lv in ordered]
     out = []
-    for key, lower in (("tpot_p50_ms", True), (throughput_key, False)):
+    keys = (("tpot_p50_ms", True),) if offered(ordered[0].users, throughput_key) else (
+        ("tpot_p50_ms", True), (throughput_key, False))
+    for key, lower in keys:
         gains = [_gain(lv.changes.get(key, Interval.point(None)), lower) for lv in ordered]
         found = crossing(users, gains, 0.0)
         x = same_kind(users[0], found.x)
@@ -425,8 +439,7 @@ def crossover(levels: Sequence[LevelVerdict], throughput_key: str) -> tuple[Cros
         if found.x is not None:
             unit = "req/s" if isinstance(x, Rate) else "concurrent users"
             note = (f"{LABELS[key][0]}: speculation stops paying at about {found.x:.1f} {unit}, "
-                    f"between {found.between[0]:g} and {found.between[1]:g}"
-                    + (f", batch ~{batch:.0f}" if batch is not None and isinstance(x, Rate) else ""))
+                    f"between {found.between[0]:g} and {found.between[1]:g}")
         elif all(g.estimate is not None and g.estimate >= 0 for g in gains):
             last = gains[-1]
             if last.measured and last.lo < 0:
