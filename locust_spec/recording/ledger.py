@@ -5,8 +5,10 @@ reported as if the rate had been met.
 Per level it counts, for the arrivals due in its measured window (after warm-up, before its end or the
 stop), those a row shows started, per slot (so a worker that died is named with the arrivals it missed);
 those sent before the window ended (per second of it, the achieved rate: a client that falls behind
-sends part of a window's arrivals after it, a backlog from the warm-up does not count); and, as exact histograms, how late each went out
-and TTFT and E2E from the intended start. Memory: a few histograms and one counter per slot per level.
+sends part of a window's arrivals after it, a backlog from the warm-up does not count); and, as exact
+histograms, how late each went out and TTFT and E2E from the intended start. A rate that comes back in a
+later level (spec-tune's swings) adds to its key's account. Memory: a few histograms and one counter per
+slot per level.
 """
 
 from __future__ import annotations
@@ -74,7 +76,7 @@ class ArrivalLedger:
     when the test stops (arrivals due after that were never owed)."""
 
     def __init__(self) -> None:
-        self._levels: dict[LevelKey, LevelAccount] = {}
+        self._levels: list[LevelAccount] = []
         self.cutoff_unix_s = math.inf
 
     def reset(self) -> None:
@@ -89,63 +91,92 @@ class ArrivalLedger:
             self.reset()  # a plan after the stop: a new test (the web UI's), whose account this becomes
         if len(self._levels) >= MAX_LEVELS:
             return
-        for account in self._levels.values():  # the previous level ends where this one starts
+        for account in self._levels:  # the previous level ends where this one starts
             account.end_unix_s = min(account.end_unix_s, plan.start_unix_s)
         started = np.zeros(len(plan.slots), dtype=np.int64)
-        self._levels[level.key] = LevelAccount(level, plan.end_unix_s, started)
+        self._levels.append(LevelAccount(level, plan.end_unix_s, started))
 
     def stopped(self, at_unix_s: float) -> None:
         self.cutoff_unix_s = min(self.cutoff_unix_s, at_unix_s)
 
     def add(self, row: RequestRow) -> None:
-        if row.level_rate is not None and (account := self._levels.get(row.level_key)) is not None:
-            account.add(row, self.cutoff_unix_s)
+        if row.level_rate is None or row.intended_unix_s is None:
+            return
+        key = row.level_key
+        for account in reversed(self._levels):  # the level it was planned in: the last started before it
+            if account.level.key == key and account.level.plan.start_unix_s <= row.intended_unix_s:
+                account.add(row, self.cutoff_unix_s)
+                return
 
     def summary(self, now_unix_s: float | None = None) -> tuple[dict[str, dict], list[str]]:
         """Per rate level (key `4/s`) what the contract's `arrivals` holds, and a warning per level whose
         schedule was not kept."""
         now = time.time() if now_unix_s is None else now_unix_s
+        by_key: dict[LevelKey, list[LevelAccount]] = {}
+        for account in self._levels:
+            by_key.setdefault(account.level.key, []).append(account)
         out: dict[str, dict] = {}
         warnings: list[str] = []
-        for key, account in self._levels.items():
-            entry = level_summary(account, min(account.end_unix_s, self.cutoff_unix_s, now))
+        for key, accounts in by_key.items():
+            entry = level_summary(accounts, [min(a.end_unix_s, self.cutoff_unix_s, now) for a in accounts])
             out[str(key)] = entry
             if entry["flagged"]:
                 warnings.append(f"rate {key}: the schedule was not kept ({'; '.join(entry['why'])}); "
                                 f"achieved {entry['achieved_rate']:.2f} req/s of {entry['rate']:g} with at "
-                                f"most {account.level.users} requests in flight (--max-concurrency, or -u "
+                                f"most {entry['users']} requests in flight (--max-concurrency, or -u "
                                 "without the ladder): this level measured a lower rate than asked, and "
                                 "spec-verdict leaves it inconclusive")
         return out, warnings
 
 
-def level_summary(account: LevelAccount, end_unix_s: float) -> dict:
-    plan, level = account.level.plan, account.level
-    start = level.warmup_until_unix_s
-    window_s = max(end_unix_s - start, 0.0)
-    scheduled = count_by_slot(plan, start, end_unix_s) if window_s > 0 else [0] * len(plan.slots)
-    owed = list(zip(plan.slots, scheduled, account.started.tolist(), strict=True))
-    missed = {slot: due - got for slot, due, got in owed if due > got}
-    extra = sum(max(got - due, 0) for _, due, got in owed)
-    total = int(sum(scheduled))
-    lateness = _quantiles(account.lateness)
+def _merged(hists: list[HdrHistogram]) -> HdrHistogram:
+    if len(hists) == 1:
+        return hists[0]
+    out = new_histogram()
+    for hist in hists:
+        out.add(hist)
+    return out
+
+
+def level_summary(accounts: list[LevelAccount], ends_unix_s: list[float]) -> dict:
+    """One rate's entry over the levels that ran it (usually one), each up to its end."""
+    first = accounts[0].level
+    plan = first.plan
+    window_s = total = sent = 0.0
+    due: dict[str, int] = {}
+    got: dict[str, int] = {}
+    for account, end in zip(accounts, ends_unix_s, strict=True):
+        start = account.level.warmup_until_unix_s
+        span = max(end - start, 0.0)
+        window_s += span
+        slots = account.level.plan.slots
+        scheduled = count_by_slot(account.level.plan, start, end) if span > 0 else [0] * len(slots)
+        for slot, n, m in zip(slots, scheduled, account.started.tolist(), strict=True):
+            due[slot] = due.get(slot, 0) + n
+            got[slot] = got.get(slot, 0) + m
+        total += sum(scheduled)
+        sent += account.sent_in_window
+    missed = {slot: due[slot] - got[slot] for slot in due if due[slot] > got[slot]}
+    extra = sum(max(got[slot] - due[slot], 0) for slot in due)
+    lateness = _quantiles(_merged([a.lateness for a in accounts]))
     why = []
     if lateness is not None and lateness["p99"] > MAX_LATENESS_P99_MS:
         why.append(f"lateness p99 {lateness['p99']:.0f} ms, above {MAX_LATENESS_P99_MS:g} ms")
     missed_total = sum(missed.values())
     if total and missed_total > MAX_MISSED_SHARE * total:
         who = ", ".join(f"{n} on {slot}" for slot, n in missed.items())
-        why.append(f"{missed_total} of {total} arrivals never sent ({who})")
+        why.append(f"{missed_total} of {int(total)} arrivals never sent ({who})")
     if extra:
         why.append(f"{extra} rows for arrivals no slot was owed (a process started one twice?)")
     return {
         "rate": plan.rate, "arrival": plan.arrival, "burstiness": plan.burstiness, "seed": plan.seed,
-        "users": level.users, "slots": list(plan.slots), "window_s": round(window_s, 3),
-        "scheduled": total, "started": int(account.started.sum()), "missed": missed_total,
-        "missed_by_slot": missed, "rows": account.rows,
+        "users": first.users, "slots": list(due), "window_s": round(window_s, 3),
+        "scheduled": int(total), "started": int(sum(got.values())), "missed": missed_total,
+        "missed_by_slot": missed, "rows": sum(a.rows for a in accounts),
         "scheduled_rate": round(total / window_s, 4) if window_s else None,
-        "achieved_rate": round(account.sent_in_window / window_s, 4) if window_s else 0.0,
-        "lateness_ms": lateness, "ttft_from_arrival_ms": _quantiles(account.ttft_from_arrival),
-        "e2e_from_arrival_ms": _quantiles(account.e2e_from_arrival),
+        "achieved_rate": round(sent / window_s, 4) if window_s else 0.0,
+        "lateness_ms": lateness,
+        "ttft_from_arrival_ms": _quantiles(_merged([a.ttft_from_arrival for a in accounts])),
+        "e2e_from_arrival_ms": _quantiles(_merged([a.e2e_from_arrival for a in accounts])),
         "flagged": bool(why), "why": why,
     }

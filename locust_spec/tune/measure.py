@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from locust_spec.analysis.levels import measured, run_levels
+from locust_spec.analysis.levels import level_keys, measured, run_levels
 from locust_spec.analysis.runs import RunData, read_run
 from locust_spec.metrics import batch
 from locust_spec.tune import choose
@@ -41,13 +41,14 @@ def _running(run: RunData, rows: pd.DataFrame) -> float | None:
 
 
 def level_samples(prefixes: Sequence[Path], k: int, objective: str, slo: Slo | None) -> dict[int, Sample]:
-    """Per level (users): the arm's measured requests over all its runs, and the server's batch there."""
+    """Per level (users, or a rate on an open-loop sweep): the arm's measured requests over all its runs,
+    and the server's batch there."""
     parts: dict[int, list] = {}
     for prefix in prefixes:
         run = read_run(prefix)
         frame = run.requests
         used = measured(frame)
-        users_col = frame["level_users"].to_numpy()
+        users_col, _ = level_keys(frame)
         for users, level in run_levels(run).items():
             rows = frame[used & (users_col == users)]
             wall = level.end_unix_s - level.start_unix_s
