@@ -121,21 +121,43 @@ def arrivals(plan: ArrivalPlan, slot: int = 0, until_unix_s: float = math.inf,
 
 def count_by_slot(plan: ArrivalPlan, from_unix_s: float, until_unix_s: float) -> list[int]:
     """How many of the plan's arrivals fall in [from, until) (and before its end), per slot."""
-    slots = len(plan.slots)
-    counts = np.zeros(slots, dtype=np.int64)
-    stop = min(plan.end_unix_s, until_unix_s)
-    if not math.isfinite(stop):
-        raise ValueError("counting arrivals needs an end")
-    first = 0
-    for times in offsets(plan):
-        times = plan.start_unix_s + times
-        inside = (times >= from_unix_s) & (times < stop)
-        index = np.arange(first, first + len(times))[inside]
-        counts += np.bincount(index % slots, minlength=slots)
-        if times[-1] >= stop:
-            return counts.tolist()
-        first += len(times)
-    raise AssertionError("unreachable: offsets never ends")
+    return SlotCounter(plan, from_unix_s).until(until_unix_s)
+
+
+class SlotCounter:
+    """`count_by_slot` for a window whose end moves on (a level still running): each call counts only the
+    arrivals since the previous one, so asking every few seconds costs what arrived meanwhile."""
+
+    def __init__(self, plan: ArrivalPlan, from_unix_s: float) -> None:
+        self.plan = plan
+        self.from_unix_s = from_unix_s
+        self._restart()
+
+    def _restart(self) -> None:
+        self._blocks = offsets(self.plan)
+        self._times = np.empty(0)
+        self._first = 0  # the index of _times[0]
+        self._counted_until = -math.inf
+        self._counts = np.zeros(len(self.plan.slots), dtype=np.int64)
+
+    def until(self, until_unix_s: float) -> list[int]:
+        stop = min(self.plan.end_unix_s, until_unix_s)
+        if not math.isfinite(stop):
+            raise ValueError("counting arrivals needs an end")
+        if stop < self._counted_until:
+            self._restart()  # an end moved back: count again from the start
+        slots = len(self.plan.slots)
+        while True:
+            if not len(self._times):
+                self._times = self.plan.start_unix_s + next(self._blocks)
+            inside = self._times < stop
+            taken = int(inside.sum())  # the times are in order: the first `taken` are before the end
+            index = np.arange(self._first, self._first + taken)[self._times[:taken] >= self.from_unix_s]
+            self._counts += np.bincount(index % slots, minlength=slots)
+            self._times, self._first = self._times[taken:], self._first + taken
+            if len(self._times):  # an arrival at or past the end is left: this window is counted
+                self._counted_until = stop
+                return self._counts.tolist()
 
 
 def coefficient_of_variation(times: Sequence[float]) -> float | None:

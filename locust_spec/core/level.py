@@ -36,6 +36,13 @@ def parse_key(text: str) -> LevelKey:
     return int(text)
 
 
+def describe(key: LevelKey) -> str:
+    """A level key in words: `16 users`, `4 req/s`."""
+    if isinstance(key, str) and key.endswith(RATE_SUFFIX):
+        return f"{key[: -len(RATE_SUFFIX)]} req/s"
+    return f"{key} user" + ("" if str(key) == "1" else "s")
+
+
 def key_order(key: LevelKey) -> tuple[int, float]:
     """Sort keys: users levels by users, then rate levels by rate."""
     if isinstance(key, str) and key.endswith(RATE_SUFFIX):

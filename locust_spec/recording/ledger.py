@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from hdrh.histogram import HdrHistogram
 
-from locust_spec.core.arrivals import count_by_slot
+from locust_spec.core.arrivals import SlotCounter
 from locust_spec.core.level import Level, LevelKey
 from locust_spec.core.runfiles import RequestRow
 from locust_spec.recording.histograms import new_histogram, percentiles_us, record_ms
@@ -38,6 +38,7 @@ class LevelAccount:
     level: Level
     end_unix_s: float
     started: np.ndarray
+    due: SlotCounter
     sent_in_window: int = 0
     rows: int = 0
     lateness: HdrHistogram = field(default_factory=new_histogram)
@@ -94,7 +95,8 @@ class ArrivalLedger:
         for account in self._levels:  # the previous level ends where this one starts
             account.end_unix_s = min(account.end_unix_s, plan.start_unix_s)
         started = np.zeros(len(plan.slots), dtype=np.int64)
-        self._levels.append(LevelAccount(level, plan.end_unix_s, started))
+        self._levels.append(LevelAccount(level, plan.end_unix_s, started,
+                                         SlotCounter(plan, level.warmup_until_unix_s)))
 
     def stopped(self, at_unix_s: float) -> None:
         self.cutoff_unix_s = min(self.cutoff_unix_s, at_unix_s)
@@ -150,7 +152,7 @@ def level_summary(accounts: list[LevelAccount], ends_unix_s: list[float]) -> dic
         span = max(end - start, 0.0)
         window_s += span
         slots = account.level.plan.slots
-        scheduled = count_by_slot(account.level.plan, start, end) if span > 0 else [0] * len(slots)
+        scheduled = account.due.until(end) if span > 0 else [0] * len(slots)
         for slot, n, m in zip(slots, scheduled, account.started.tolist(), strict=True):
             due[slot] = due.get(slot, 0) + n
             got[slot] = got.get(slot, 0) + m

@@ -231,7 +231,9 @@ def run_tune(out: Path, s: Settings, pool: servers.Servers, do_confirm: bool,
 @click.option("--warmup", help="Start of each level left out (default 5s; 3s on the simulator).")
 @click.option("--repeats", type=click.IntRange(min=1), default=1, show_default=True,
               help="Sweeps per k, arms interleaved (ABC CBA...).")
-@click.option("--objective", type=click.Choice(choose.OBJECTIVES), default="throughput", show_default=True)
+@click.option("--objective", type=click.Choice(choose.OBJECTIVES),
+              help="What a level's best k maximises (default throughput; with --rates tpot: at a rate both "
+                   "arms serve the same arrivals, so throughput is the offered load).")
 @click.option("--slo", help="Goodput's per-request limits, e.g. ttft=500,tpot=50 (ms).")
 @click.option("--speculative-config", "base_config", default=json.dumps(BASE_CONFIG), show_default=True,
               help="The speculative config every arm shares; num_speculative_tokens is set per arm.")
@@ -255,7 +257,7 @@ def run_tune(out: Path, s: Settings, pool: servers.Servers, do_confirm: bool,
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), required=True,
               help="Run folder: schedule.json, tune.json, report.md, report.html, schedule.png, the runs.")
 def main(ks: str, server_cmd: str | None, server_urls: tuple[str, ...], levels: str | None,
-         rates: str | None, stage_time: str | None, warmup: str | None, repeats: int, objective: str,
+         rates: str | None, stage_time: str | None, warmup: str | None, repeats: int, objective: str | None,
          slo: str | None,
          base_config: str, max_num_seqs: int, confirm: bool, swing_stage_time: str,
          prompts: tuple[str, ...], max_tokens: int | None, ignore_eos: bool, seed: int, model: str,
@@ -286,6 +288,7 @@ def main(ks: str, server_cmd: str | None, server_urls: tuple[str, ...], levels: 
         base.pop("num_speculative_tokens", None)
         base.pop(schedule.KEY, None)
         slo_value = choose.parse_slo(slo) if slo else None
+        objective = objective or ("tpot" if ladder.rates else "throughput")
         if objective == "goodput" and slo_value is None:
             raise ValueError("--objective goodput needs --slo (e.g. ttft=500,tpot=50)")
         given = dict(servers.parse_server(t) for t in server_urls)

@@ -9,6 +9,7 @@ import pytest
 
 from locust_spec.core.arrivals import (
     ArrivalPlan,
+    SlotCounter,
     arrivals,
     coefficient_of_variation,
     count_by_slot,
@@ -85,3 +86,11 @@ def test_a_plan_travels_as_a_message_and_refuses_what_is_no_schedule():
                 {"rate": 1, "burstiness": 0}, {"rate": 1, "slots": ()}):
         with pytest.raises(ValueError):
             ArrivalPlan(**bad)
+
+
+def test_a_running_window_is_counted_on_from_where_it_stopped():
+    plan = ArrivalPlan(30, seed=2, start_unix_s=T0, slots=("a", "b"))
+    counter = SlotCounter(plan, T0 + 1)
+    assert [counter.until(T0 + s) for s in (0.5, 10, 200, 600)] == [
+        count_by_slot(plan, T0 + 1, T0 + s) for s in (0.5, 10, 200, 600)]
+    assert counter.until(T0 + 10) == count_by_slot(plan, T0 + 1, T0 + 10)  # an end moved back
