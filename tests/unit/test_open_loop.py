@@ -15,6 +15,7 @@ from locust_spec.core.arrivals import ArrivalPlan, arrivals
 from locust_spec.core.level import Level, LevelBoard, runner_users
 from locust_spec.recording.ledger import MAX_LATENESS_P99_MS, ArrivalLedger
 from locust_spec.recording.records import make_row
+from locust_spec.recording.timeline import CLIENT_FIELDS, Timeline
 from locust_spec.wiring.openloop import LOCAL_SLOT, ArrivalQueue
 from locust_spec.wiring.run import SpecRun, attach, run_of
 from locust_spec.wiring.shape import ConcurrencyLadder, parse_rates
@@ -139,3 +140,16 @@ def test_a_rate_run_twice_in_a_sweep_adds_to_one_account():
     assert tens["window_s"] == 10 and not tens["flagged"]
     owed = sum(len(list(arrivals(p.plan))) for p in plans if p.rate == 10)
     assert tens["scheduled"] == tens["started"] == owed
+
+
+def test_the_live_timeline_shows_the_rate_asked_the_rate_sent_and_how_late():
+    timeline = Timeline(tick_s=2.0, window_s=10.0)
+    timeline.start(T0)
+    timeline.level(T0, "8/s")
+    for i in range(40):  # 8 a second for five seconds, the last few late
+        timeline.request(20.0, 5.0, 100, True, lateness_ms=1.0 if i < 36 else 120.0)
+    timeline.tick(T0 + 5, 64, {}, rate=8.0)
+    point = dict(zip(CLIENT_FIELDS, timeline.to_json()["client"]["points"][-1], strict=True))
+    assert (point["rate_target"], point["rate_sent"]) == (8.0, 8.0)
+    assert point["late_p99"] == pytest.approx(120.0, rel=0.01)
+    assert timeline.to_json()["levels"] == [[T0, "8/s"]]
