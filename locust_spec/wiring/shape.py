@@ -65,7 +65,10 @@ def parse_levels(text: str) -> tuple[int, ...]:
 
 
 def parse_rates(text: str) -> tuple[float, ...]:
-    """Arrival rates from a comma-separated list such as `1,4,16`: requests per second, each above zero."""
+    """Arrival rates from a comma-separated list such as `1,4,16`: requests per second, each above zero.
+    Empty: none, the users ladder (a config file can leave it blank)."""
+    if not text.strip():
+        return ()
     try:
         return tuple(parse_rate(part) for part in text.split(","))
     except ValueError:
