@@ -41,6 +41,8 @@ def verdict_for(
     th = Thresholds(**{k: v for k, v in thresholds.items() if v is not None})
     base_runs, cand_runs = load_arm(baseline, "baseline"), load_arm(candidate, "candidate")
     check_one_axis(base_runs + cand_runs)
+    if serving_concurrency is not None and base_runs[0].rate_run:
+        raise InputError("--serving-concurrency names a number of users; these runs are at request rates")
     base_levels = [lv.run_levels(r, slo) for r in base_runs]
     cand_levels = [lv.run_levels(r, slo) for r in cand_runs]
     base_users = set().union(*base_levels)
