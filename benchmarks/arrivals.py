@@ -18,12 +18,9 @@ import argparse
 import csv
 import json
 import os
-import socket
 import subprocess
 import sys
 import tempfile
-import time
-import urllib.request
 from pathlib import Path
 
 import numpy as np
@@ -31,34 +28,12 @@ import numpy as np
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from locust_spec.ab import children  # noqa: E402
 from locust_spec.core.arrivals import coefficient_of_variation  # noqa: E402
 
 BIN = Path(sys.executable).parent
 START_S = 6.0
 """Locust's start, the spawn and the schedule's lead before the first arrival: each run is longer by it."""
-
-
-def _pinned(cmd: list[str], cpu: str) -> list[str]:
-    return ["taskset", "-c", cpu, *cmd] if (os.cpu_count() or 1) > 1 else cmd
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _wait(url: str, proc: subprocess.Popen, timeout_s: float = 60) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            sys.exit(f"arrivals: spec-sim exited with {proc.returncode}")
-        try:
-            urllib.request.urlopen(url, timeout=1).read()
-            return
-        except OSError:
-            time.sleep(0.1)
-    sys.exit(f"arrivals: {url} did not answer within {timeout_s:g} s")
 
 
 def locust_requests(prefix: Path) -> int:
@@ -69,11 +44,11 @@ def locust_requests(prefix: Path) -> int:
 def run(name: str, host: str, out: Path, args: argparse.Namespace, arrival: str, users: int,
         seconds: float) -> dict:
     prefix = out / name
-    cmd = _pinned([str(BIN / "locust"), "-f", str(REPO / "locustfiles" / "chat.py"), "--headless",
+    cmd = children.pinned([str(BIN / "locust"), "-f", str(REPO / "locustfiles" / "chat.py"), "--headless",
                    "--host", host, "--rate", f"{args.rate:g}", "--arrival", arrival, "-u", str(users),
                    "-r", str(users), "-t", f"{round(seconds + START_S)}s", "--processes", str(args.processes),
                    "--master-bind-host", "127.0.0.1", "--max-tokens", str(args.max_tokens),
-                   "--prompts", "code", "--csv", str(prefix), "--seed", "1"], "1")
+                   "--prompts", "code", "--csv", str(prefix), "--seed", "1"], children.CLIENT_CPU)
     with (out / f"{name}.log").open("w") as log:
         proc = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, timeout=seconds + 120)
     if proc.returncode not in (0, 1):
@@ -116,21 +91,15 @@ def main() -> None:
     args = p.parse_args()
     out = args.out or Path(tempfile.mkdtemp(prefix="arrivals-"))
     out.mkdir(parents=True, exist_ok=True)
-    port = _free_port()
-    sim = subprocess.Popen(_pinned([sys.executable, "-m", "locust_spec.sim", "--host", "127.0.0.1", "--port",
-                                    str(port)], "0"),
-                           stdout=(out / "sim.log").open("w"), stderr=subprocess.STDOUT)
-    host = f"http://127.0.0.1:{port}"
+    sim, host = children.start_sim(out / "sim.log", 1.0, "h100", None)  # spec-sim's defaults, core 0
     try:
-        _wait(host + "/health", sim)
         print(f"load average before: {os.getloadavg()[0]:.2f}; files in {out}", flush=True)
         results = [run("poisson", host, out, args, "poisson", args.users, args.seconds),
                    run("constant", host, out, args, "constant", args.users, args.seconds),
                    run("past_capacity", host, out, args, "poisson", args.capacity_users, args.seconds / 3)]
         print(f"load average after: {os.getloadavg()[0]:.2f}")
     finally:
-        sim.terminate()
-        sim.wait(10)
+        children.stop(sim)
     for r in results:
         seconds = args.seconds if r["name"] != "past_capacity" else args.seconds / 3
         asked = args.rate * seconds
