@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import time
 from argparse import Namespace
+from pathlib import Path
 
 import gevent
 import pytest
 from locust import User, constant, task
 from locust.env import Environment
 
+from locust_spec.ab import cli as ab
 from locust_spec.core.arrivals import ArrivalPlan, arrivals
 from locust_spec.core.level import Level, LevelBoard, runner_users
 from locust_spec.recording.ledger import MAX_LATENESS_P99_MS, ArrivalLedger
@@ -153,3 +155,15 @@ def test_the_live_timeline_shows_the_rate_asked_the_rate_sent_and_how_late():
     assert (point["rate_target"], point["rate_sent"]) == (8.0, 8.0)
     assert point["late_p99"] == pytest.approx(120.0, rel=0.01)
     assert timeline.to_json()["levels"] == [[T0, "8/s"]]
+
+
+def test_spec_ab_gives_both_arms_the_same_rates_and_arrival_options():
+    ladder = ab.Ladder("1,64", "20s", "4s", "1,16")
+    load = ab.Load(("code",), None, False, 3, "", 1, ("--arrival", "gamma", "--burstiness", "0.5"))
+    commands = [ab.locust_command(ab.Run(arm, 0, Path(arm)), "http://h", ladder, load)
+                for arm in ("baseline", "candidate")]
+    for cmd in commands:
+        at = cmd.index("--rates")
+        assert cmd[at:at + 6] == ["--rates", "1,16", "--arrival", "gamma", "--burstiness", "0.5"]
+        assert cmd[cmd.index("--seed") + 1] == "3"  # the same arrival schedule on both
+    assert ladder.seconds == 40 and ladder.settings().steps == (1.0, 16.0)
