@@ -44,10 +44,13 @@ def locust_requests(prefix: Path) -> int:
 def run(name: str, host: str, out: Path, args: argparse.Namespace, arrival: str, users: int,
         seconds: float) -> dict:
     prefix = out / name
+    port = children.free_port()
     cmd = children.pinned([str(BIN / "locust"), "-f", str(REPO / "locustfiles" / "chat.py"), "--headless",
                    "--host", host, "--rate", f"{args.rate:g}", "--arrival", arrival, "-u", str(users),
                    "-r", str(users), "-t", f"{round(seconds + START_S)}s", "--processes", str(args.processes),
-                   "--master-bind-host", "127.0.0.1", "--max-tokens", str(args.max_tokens),
+                   # a port of its own: another --processes run on the machine must not get our workers
+                   "--master-bind-host", "127.0.0.1", "--master-bind-port", str(port),
+                   "--master-port", str(port), "--max-tokens", str(args.max_tokens),
                    "--prompts", "code", "--csv", str(prefix), "--seed", "1"], children.CLIENT_CPU)
     with (out / f"{name}.log").open("w") as log:
         proc = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, timeout=seconds + 120)

@@ -73,6 +73,7 @@ def _on_init(environment, web_ui=None, **_kw) -> None:
     elif isinstance(runner, MasterRunner):
         runner.register_message(
             BATCH, lambda msg, **_: run.collector.receive(msg.node_id, msg.data, run.sink))
+        runner.register_message(openloop.READY, lambda msg, **_: run.readiness.workers.add(msg.node_id))
     if not isinstance(runner, MasterRunner):
         gevent.spawn(_flush_periodically, run)
     if not isinstance(runner, WorkerRunner):
@@ -111,16 +112,28 @@ def _on_spawned(run: SpecRun, user_count: int) -> None:
     """Locust tells every runner, workers included, the total once spawning completes."""
     run.levels.spawned(user_count)
     environment = run.environment
-    if (_plain_rate(environment) and run.levels.current().plan is None
+    if (_plain_rate(environment) and run.levels.current().plan is None and not run.planning
             and not isinstance(environment.runner, WorkerRunner)):
-        # The schedule starts once its users are there (they wait for it): a ramp is no arrival's fault.
-        options = environment.parsed_options
-        run.levels.publish(openloop.rate_level(environment.runner, openloop.OpenLoopSettings.from_options(
-            options), openloop.parse_rate(options.rate), 0, int(user_count), lead_s=openloop.LEAD_S))
+        run.planning = True
+        gevent.spawn(_plan_when_ready, run)
     # A new level: scrape at once, so acceptance is known per level (only the master or local scrapes). A
     # rate level's users are slots, not its load: it is scraped as it starts (_rate_level_started).
     if run.scraper is not None and run.scraper.running and run.levels.current().plan is None:
         run.scraper.level_changed(int(user_count), run.levels.current().warmup_until_unix_s)
+
+
+def _plan_when_ready(run: SpecRun) -> None:
+    """Without the ladder: the schedule starts once every process's users are ready (they wait for it), so
+    a ramp or a slow context check is no arrival's fault."""
+    environment = run.environment
+    runner, options = environment.runner, environment.parsed_options
+    while not run.readiness.ready(runner):
+        gevent.sleep(0.1)
+    run.planning = False
+    if run.levels.current().plan is None and runner.state in (STATE_SPAWNING, STATE_RUNNING):
+        run.levels.publish(openloop.rate_level(runner, openloop.OpenLoopSettings.from_options(options),
+                                               openloop.parse_rate(options.rate), 0,
+                                               int(runner.target_user_count or 0), lead_s=openloop.LEAD_S))
 
 
 def _rate_level_started(run: SpecRun, level: Level) -> None:
@@ -143,6 +156,7 @@ def _on_test_start(environment, **_kw) -> None:
             run.start()
     if run.collector is not None:
         run.collector.start_test()
+        run.readiness.reset()  # a worker says it is ready only after this test's spawn
     runner = environment.runner
     if run.collector is not None and environment.shape_class is None and not _plain_rate(environment):
         # A ladder publishes its own levels, with their warm-up. Workers hear the total from Locust only
@@ -173,6 +187,7 @@ def _on_test_stop(environment, **_kw) -> None:
         return
     if run.arrivals is not None:
         run.arrivals.reset()
+        run.readiness.reset()
     if _plain_rate(environment):
         run.levels.clear()  # the next test plans its own arrivals
     if run.measuring:

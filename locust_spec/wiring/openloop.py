@@ -29,10 +29,14 @@ log = logging.getLogger(__name__)
 
 LOCAL_SLOT = "local"
 """The slot name of a process that is not a worker (a local runner holds the one slot)."""
-LEAD_S = 1.0
-"""A test's first arrivals come this long after its users were spawned (without the ladder: after Locust says
-so; on a rate ladder: after the ramp): time for the users' first connections and the prompt context check,
-which would otherwise make them late."""
+LEAD_S = 0.5
+"""A test's first arrivals come this long after every process said its users are ready (connected, prompts
+checked against the server's context), time for the plan to reach every worker."""
+READY = "locust_spec_ready"
+"""worker -> master, once per test: all this worker's users are ready to send."""
+READY_WAIT_S = 60.0
+"""The first plan waits at most this long for every process to be ready; then it starts anyway (a process
+still preparing sends its first arrivals late, and the summary says so)."""
 
 
 def parse_rate(text: str) -> float:
@@ -101,6 +105,42 @@ def rate_level(runner, settings: OpenLoopSettings, rate: float, level_index: int
     start = time.time() + lead_s
     plan = settings.plan(rate, level_index, start, start + duration_s, slots(runner))
     return Level(users, start + warmup_s, plan)
+
+
+class Readiness:
+    """Whether every load-generating process is ready for the test's first arrivals: the local process's
+    users all prepared, or on a master every worker that takes a share having said so (READY)."""
+
+    def __init__(self) -> None:
+        self.prepared = 0
+        self.workers: set[str] = set()
+        self._waiting_since: float | None = None
+
+    def reset(self) -> None:
+        self.prepared = 0
+        self.workers.clear()
+        self._waiting_since = None
+
+    def user_prepared(self, runner) -> bool:
+        """A user of this process is ready; True when it is the last one Locust asked this process for."""
+        self.prepared += 1
+        return self.prepared == int(getattr(runner, "target_user_count", 0) or 0)
+
+    def ready(self, runner) -> bool:
+        if isinstance(runner, MasterRunner):
+            waiting = [w for w in slots(runner) if w not in self.workers]
+        else:
+            target = int(getattr(runner, "target_user_count", 0) or 0)
+            waiting = [LOCAL_SLOT] if target == 0 or self.prepared < target else []
+        if not waiting:
+            return True
+        now = time.monotonic()
+        self._waiting_since = self._waiting_since or now
+        if now - self._waiting_since < READY_WAIT_S:
+            return False
+        log.warning("locust-spec: %s not ready after %g s; the arrivals start anyway (theirs go out late)",
+                    ", ".join(waiting), READY_WAIT_S)
+        return True
 
 
 class ArrivalQueue:

@@ -38,7 +38,7 @@ from locust_spec.recording.timeline import Timeline
 from locust_spec.recording.trace import Trace
 from locust_spec.wiring.distributed import BATCH, Collector, WorkerSink
 from locust_spec.wiring.lag import LagMonitor
-from locust_spec.wiring.openloop import ArrivalQueue, open_loop, slot_name
+from locust_spec.wiring.openloop import READY, ArrivalQueue, Readiness, open_loop, slot_name
 from locust_spec.wiring.options import settings_from
 
 log = logging.getLogger(__name__)
@@ -71,6 +71,10 @@ class SpecRun:
     """The rate levels' plans against the rows that came back (a local or master runner)."""
     open_loop: bool = False
     """The run's options ask for arrivals at a rate (`--rate`, `--rates`)."""
+    readiness: Readiness = field(default_factory=Readiness)
+    """Open loop: whether every process's users are ready for the first arrivals."""
+    planning: bool = False
+    """Open loop without the ladder: the first plan waits for every process to be ready."""
     gave_up: bool = False
     servers: dict[str, Server] = field(default_factory=dict)
     _servers_lock: gevent.lock.Semaphore = field(default_factory=gevent.lock.Semaphore)
@@ -193,6 +197,12 @@ class SpecRun:
         server = self.server(host)
         kind = OpenAIChatClient if server.sdk is not None else FastChatClient
         return kind(server, self.levels, self.processor.submit)
+
+    def user_prepared(self) -> None:
+        """Open loop: a user is ready for its first arrival; a worker whose users all are tells the master."""
+        runner = self.environment.runner
+        if self.readiness.user_prepared(runner) and isinstance(runner, WorkerRunner):
+            runner.send_message(READY, {})
 
     def give_up(self, message: str) -> None:
         """The run cannot measure anything (no model to ask for): one error line, exit code 2, quit now."""

@@ -145,6 +145,7 @@ class ConcurrencyLadder(LoadTestShape):
         super().__init__()
         self._stage: Stage | None = None
         self._users = 0
+        self._rate = 1.0
         self._listening = False
         self.reset_time()
 
@@ -154,11 +155,11 @@ class ConcurrencyLadder(LoadTestShape):
         the test stops, so the first level is published (and, on a rate ladder, planned) once per test."""
         super().reset_time()
         self._settings: LadderSettings | None = None
-        self._rate = 1.0
 
     def _test_stopped(self, **_kw) -> None:
         self._stage = None
         self._users = 0
+        self._rate = 1.0
 
     def tick(self) -> tuple[int, float] | None:
         settings = self._load_settings()
@@ -174,22 +175,28 @@ class ConcurrencyLadder(LoadTestShape):
                 self._listening = True
             # The level starts when the ladder asks for it, not at the nominal boundary: ticks are ~1 s apart.
             warmup_s = stage.warmup_end_s - stage.start_s
+            run = run_of(self.runner.environment)
             if settings.rates:
                 users = settings.max_concurrency
-                # its arrivals stop at the stage's end, where the next level's start
-                # The first level's users are still to be spawned: its arrivals start once they can be.
-                lead_s = RAMP_S + LEAD_S if self._users == 0 else 0.0
-                level = rate_level(self.runner, settings.arrivals, stage.users, stage.index, users,
-                                   max(warmup_s - lead_s, 0.0), stage.end_s - elapsed - lead_s, lead_s)
+                if self._stage is None and not run.readiness.ready(self.runner):
+                    # The first level's users are being spawned and prepared: its arrivals start (and its
+                    # warm-up counts) once every process is ready for them, a tick or more later.
+                    self._rate, self._users = spawn_rate(self._users, users), users
+                    return self._users, self._rate
+                lead_s = LEAD_S if self._stage is None else 0.0
+                # its arrivals stop at the stage's end, where the next level starts
+                level = rate_level(self.runner, settings.arrivals, stage.users, stage.index, users, warmup_s,
+                                   stage.end_s - elapsed - lead_s, lead_s)
                 what = f"{stage.users:g} requests/s ({settings.arrivals.arrival}, at most {users} in flight)"
             else:
                 users = int(stage.users)
                 level = Level(users, time.time() + warmup_s)
                 what = f"{users} users"
-            run_of(self.runner.environment).levels.publish(level)
+            run.levels.publish(level)
             logger.info("Ladder level %d/%d: %s for %gs (warm-up %gs)", stage.index + 1, len(settings.steps),
                         what, settings.stage_s, settings.warmup_s)
-            self._rate = spawn_rate(self._users, users)
+            if users != self._users:
+                self._rate = spawn_rate(self._users, users)
             self._stage, self._users = stage, users
         return self._users, self._rate
 

@@ -45,6 +45,7 @@ class ChatClientUser(User):
                 self.give_up(f"--rate: {type(self).__name__} sets its own wait_time, but in an open loop the "
                              "arrival schedule decides when a task starts: remove it")
             self.prepare()
+            self.spec.user_prepared()
             gevent.sleep(self.wait_time())  # the first task waits for an arrival too
 
     def prepare(self) -> None:

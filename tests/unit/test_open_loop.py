@@ -19,7 +19,7 @@ from locust_spec.recording.ledger import MAX_LATENESS_P99_MS, ArrivalLedger
 from locust_spec.recording.records import make_row
 from locust_spec.recording.timeline import CLIENT_FIELDS, Timeline
 from locust_spec.wiring.openloop import LOCAL_SLOT, ArrivalQueue
-from locust_spec.wiring.run import SpecRun, attach, run_of
+from locust_spec.wiring.run import SpecRun, attach
 from locust_spec.wiring.shape import ConcurrencyLadder, parse_rates
 
 T0 = 1_800_000_000.0
@@ -69,17 +69,23 @@ def test_the_rate_ladder_plans_each_level_once_ending_at_its_stage_end():
                         max_concurrency="32", arrival="constant", burstiness="1", seed=5, headless=True)
     env = Environment(user_classes=[_Idle], shape_class=ladder, parsed_options=options)
     env.create_local_runner()
-    attach(env, SpecRun(env, LevelBoard(runner_users(env))))
+    run = attach(env, SpecRun(env, LevelBoard(runner_users(env))))
     ladder.reset_time()
+    assert ladder.tick() == (32, 32.0)  # the users are spawned first
+    assert run.levels.current().plan is None  # no arrival before they are ready
+    env.runner.target_user_count = 32
+    for _ in range(32):
+        run.user_prepared()
     before = time.time()
-    assert ladder.tick()[0] == 32
-    first = run_of(env).levels.current()
+    assert ladder.tick() == (32, 32.0)
+    first = run.levels.current()
     assert (first.users, first.rate, first.key) == (32, 2.0, "2/s")
     assert first.plan.arrival == "constant" and first.plan.end_unix_s == pytest.approx(before + 10, abs=0.5)
+    assert first.warmup_until_unix_s == pytest.approx(first.plan.start_unix_s + 2)
     ladder.reset_time()  # Locust's test start, right after the first tick: the level stands
     ladder.start_time = time.perf_counter() - 10.5
-    assert ladder.tick() == (32, 1.0)
-    second = run_of(env).levels.current()
+    assert ladder.tick() == (32, 32.0)
+    second = run.levels.current()
     assert second.key == "8/s" and second.plan.seed != first.plan.seed
     assert second.plan.end_unix_s - second.plan.start_unix_s == pytest.approx(20 - 10.5, abs=0.5)
     with pytest.raises(ValueError):
