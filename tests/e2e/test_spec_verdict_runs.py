@@ -45,7 +45,8 @@ def test_ships_at_1_user_and_not_at_64(pair, tmp_path):
 def test_json_follows_the_documented_schema(pair):
     doc = json.loads(spec_verdict(*pair, "--format", "json").stdout)
     assert doc["schema"] == 4 and doc["verdict"] in {"ship", "off", "tradeoff", "inconclusive"}
-    assert set(doc) == {"schema", "verdict", "summary", "slo", "levels", "crossover", "diagnoses", "warnings"}
+    assert set(doc) == {"schema", "axis", "verdict", "summary", "slo", "levels", "crossover", "diagnoses",
+                        "warnings"}
     level = doc["levels"][0]
     assert set(level) == {"users", "verdict", "batch", "acceptance", "acceptance_ci95",
                           "mean_acceptance_length", "per_position", "requests", "failures", "metrics",
