@@ -116,9 +116,10 @@ def _on_spawned(run: SpecRun, user_count: int) -> None:
             and not isinstance(environment.runner, WorkerRunner)):
         run.planning = True
         gevent.spawn(_plan_when_ready, run)
-    # A new level: scrape at once, so acceptance is known per level (only the master or local scrapes). A
-    # rate level's users are slots, not its load: it is scraped as it starts (_rate_level_started).
-    if run.scraper is not None and run.scraper.running and run.levels.current().plan is None:
+    # A new level: scrape at once, so acceptance is known per level (only the master or local scrapes). In an
+    # open loop users are slots, not the load: a rate level is scraped as it starts (_rate_level_started).
+    if (run.scraper is not None and run.scraper.running
+            and not openloop.open_loop(environment.parsed_options)):
         run.scraper.level_changed(int(user_count), run.levels.current().warmup_until_unix_s)
 
 

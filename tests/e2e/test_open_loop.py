@@ -25,7 +25,9 @@ def test_two_workers_split_one_schedule_and_a_stopped_worker_is_named_with_what_
     assert len(arrivals) == len(set(arrivals))  # no arrival was started twice
     assert {a % 2 for a in arrivals} == {0, 1}  # both workers took their share
 
-    level = json.loads((out / "run_summary.json").read_text())["arrivals"][f"{RATE}/s"]
+    summary = json.loads((out / "run_summary.json").read_text())
+    assert [c["rate"] for c in summary["concurrency"]] == [f"{RATE}/s"]  # users are slots: no users level
+    level = summary["arrivals"][f"{RATE}/s"]
     assert len(level["slots"]) == 2
     # the stopped worker's share from its stop on was never sent, and only its share
     assert list(level["missed_by_slot"]) != [] and len(level["missed_by_slot"]) == 1
