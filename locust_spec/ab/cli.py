@@ -381,7 +381,8 @@ def main(baseline: str | None, candidate: str | None, levels: str | None, stage_
          seed: int, model: str, processes: int | str, metrics_url_baseline: str | None,
          metrics_url_candidate: str | None, time_scale: float, sim_gpu: str, speculative_config: str,
          prime: bool, skip_preflight: bool, out: Path) -> None:
-    """Run the concurrency sweep against a baseline and a candidate server, then print the verdict.
+    """Run the concurrency sweep (or with --rates the open-loop rate sweep) against a baseline and a
+    candidate server, then print the verdict.
 
     Both arms get the same prompts in the same order, the same seed and max_tokens. Without URLs, two
     spec-sim servers (speculation off, and n-gram on) run on this machine for a demo.

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -110,9 +111,11 @@ class ArrivalLedger:
                 account.add(row, self.cutoff_unix_s)
                 return
 
-    def summary(self, now_unix_s: float | None = None) -> tuple[dict[str, dict], list[str]]:
+    def summary(self, now_unix_s: float | None = None,
+                workers: Iterable[str] = ()) -> tuple[dict[str, dict], list[str]]:
         """Per rate level (key `4/s`) what the contract's `arrivals` holds, and a warning per level whose
-        schedule was not kept."""
+        schedule was not kept; `workers` (a master's, every one that reported) that hold no slot of a level
+        joined after it was planned: they are listed, having taken none of its arrivals."""
         now = time.time() if now_unix_s is None else now_unix_s
         by_key: dict[LevelKey, list[LevelAccount]] = {}
         for account in self._levels:
@@ -121,6 +124,7 @@ class ArrivalLedger:
         warnings: list[str] = []
         for key, accounts in by_key.items():
             entry = level_summary(accounts, [min(a.end_unix_s, self.cutoff_unix_s, now) for a in accounts])
+            entry["joined_late"] = sorted(set(workers) - set(entry["slots"]))
             out[str(key)] = entry
             if entry["flagged"]:
                 warnings.append(f"rate {key}: the schedule was not kept ({'; '.join(entry['why'])}); "

@@ -291,7 +291,8 @@ class SpecRun:
         levels = found.level_windows() if found is not None else []
         notes += found.warnings() if found is not None else []
         notes += self.collector.warnings() if self.collector is not None else []
-        arrivals = self.ledger.summary() if self.ledger is not None else ({}, [])
+        workers = self.collector.clients if self.collector is not None else ()
+        arrivals = self.ledger.summary(workers=workers) if self.ledger is not None else ({}, [])
         return summary.build_summary(totals, window, levels, self.client_summaries(), notes, arrivals)
 
     def write_summary(self) -> dict | None:

@@ -106,8 +106,9 @@ def test_the_ledger_names_the_slot_whose_arrivals_never_came_and_flags_the_level
         if i % 2 == 0 or t < T0 + 5:  # w1 died five seconds in
             ledger.add(row(20, i, t, 1.0, warmup=t < T0 + 2))
     ledger.stopped(T0 + 12)
-    (key, entry), = ledger.summary(now_unix_s=T0 + 20)[0].items()
+    (key, entry), = ledger.summary(now_unix_s=T0 + 20, workers=("w0", "w1", "w2"))[0].items()
     assert key == "20/s" and entry["window_s"] == 8
+    assert entry["joined_late"] == ["w2"]  # it connected after the plan: no share, nothing missed
     measured = [(i, t) for i, t in owed if t >= T0 + 2]
     assert entry["scheduled"] == len(measured)
     lost = sum(1 for i, t in measured if i % 2 == 1 and t >= T0 + 5)
