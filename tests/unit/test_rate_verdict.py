@@ -85,8 +85,24 @@ def test_a_rate_level_whose_arrivals_went_out_late_or_never_is_inconclusive(tmp_
     assert any("late (lateness p99 400 ms" in r and r.startswith("candidate") for r in high.reasons)
 
 
-def test_rate_runs_are_not_compared_with_users_runs(tmp_path):
-    base, cand = write_pair(tmp_path)
-    as_rate_run(cand)
+def tiny_run(prefix: Path, **level) -> Path:
+    """A run of three finished requests at one level (`level_users=` or `level_rate=`)."""
+    with Path(f"{prefix}_requests.csv").open("w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=COLUMNS)
+        writer.writeheader()
+        writer.writerows({"start_unix_s": 1.8e9 + i, "prompt_class": "c", "prompt_id": "p",
+                          "output_tokens": 10, "ttft_ms": 5, "tpot_ms": 1, "e2e_ms": 15, "warmup": 0, **level}
+                         for i in range(3))
+    return prefix
+
+
+def test_rate_runs_are_not_compared_with_users_runs_nor_mixed_with_them(tmp_path):
+    users, rate = tiny_run(tmp_path / "users", level_users=4), tiny_run(tmp_path / "rate", level_rate=4.0)
     with pytest.raises(InputError, match="mix rate levels"):
-        api.verdict_for([base], [cand])
+        api.verdict_for([users], [rate])
+    mixed = tiny_run(tmp_path / "mixed", level_rate=4.0)
+    with Path(f"{mixed}_requests.csv").open("a", newline="") as fh:
+        csv.DictWriter(fh, fieldnames=COLUMNS).writerow({"start_unix_s": 1.8e9, "level_users": 4,
+                                                          "prompt_class": "c", "prompt_id": "p", "warmup": 0})
+    with pytest.raises(InputError, match="mixes users levels and rate levels"):
+        api.verdict_for([mixed], [rate])
