@@ -204,6 +204,8 @@ class ChatClient:
             level = arrival.level
             capture = Capture(name, prompt_id, None, level.in_warmup(arrival.intended_unix_s),
                               rate=level.rate, arrival=arrival.index, intended_unix=arrival.intended_unix_s)
+        if arrival is not None:
+            hold_until(arrival.intended_unix_s)
         connect_failed = False
         try:
             with with_timeout(self.settings.request_timeout):
@@ -318,6 +320,21 @@ class OpenAIChatClient(ChatClient):
             raise StreamFailure(ErrorKind.MALFORMED_SSE.value,
                                 f"the SDK failed on a chunk ({type(e).__name__})") from None
         capture.done = sdk_saw_done(stream)
+
+
+HOLD_MAX_S = 0.005
+"""The longest an arrival's send is held for its intended start (its user wakes a little early, see
+wiring/openloop.py WAKE_EARLY_S); a clock stepped back by more does not hold it longer."""
+
+
+def hold_until(unix_s: float) -> None:
+    """Yield to the other greenlets until the wall clock reads `unix_s`: an arrival is never sent early."""
+    left = min(unix_s - time.time(), HOLD_MAX_S)
+    if left <= 0:
+        return
+    end = time.perf_counter() + left
+    while time.perf_counter() < end:
+        gevent.sleep(0)
 
 
 def openai_sdk(host: str, api_key: str, settings: RequestSettings):

@@ -32,6 +32,10 @@ LOCAL_SLOT = "local"
 LEAD_S = 0.5
 """A test's first arrivals come this long after every process said its users are ready (connected, prompts
 checked against the server's context), time for the plan to reach every worker."""
+WAKE_EARLY_S = 0.0015
+"""A user waking for an arrival sleeps until this long before it and the client holds the send until it is
+due (client.hold_until): gevent's timers wait in whole milliseconds (epoll), so a user asked to wake at the
+arrival wakes up to a millisecond after it, every time."""
 READY = "locust_spec_ready"
 """worker -> master, once per test: all this worker's users are ready to send."""
 READY_WAIT_S = 60.0

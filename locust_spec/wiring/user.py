@@ -20,6 +20,7 @@ from locust import User, task
 
 from locust_spec.client.client import Capture, ChatClient
 from locust_spec.core.prompts import Prompt
+from locust_spec.wiring.openloop import WAKE_EARLY_S
 from locust_spec.wiring.run import SpecRun, run_of
 
 
@@ -60,7 +61,7 @@ class ChatClientUser(User):
             return 0.0
         arrival = spec.arrivals.take()
         self.client.arrival = arrival
-        return max(arrival.intended_unix_s - time.time(), 0.0)
+        return max(arrival.intended_unix_s - time.time() - WAKE_EARLY_S, 0.0)
 
     def give_up(self, message: str) -> None:
         """Nothing can be measured (no model to ask for, no prompt that fits): the run quits, exit code 2."""

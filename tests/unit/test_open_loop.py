@@ -13,6 +13,7 @@ from locust import User, constant, task
 from locust.env import Environment
 
 from locust_spec.ab import cli as ab
+from locust_spec.client.client import hold_until
 from locust_spec.core.arrivals import ArrivalPlan, arrivals
 from locust_spec.core.level import Level, LevelBoard, runner_users
 from locust_spec.recording.ledger import MAX_LATENESS_P99_MS, ArrivalLedger
@@ -174,3 +175,12 @@ def test_spec_ab_gives_both_arms_the_same_rates_and_arrival_options():
         assert cmd[at:at + 6] == ["--rates", "1,16", "--arrival", "gamma", "--burstiness", "0.5"]
         assert cmd[cmd.index("--seed") + 1] == "3"  # the same arrival schedule on both
     assert ladder.seconds == 40 and ladder.settings().steps == (1.0, 16.0)
+
+
+def test_an_arrival_is_never_sent_before_it_is_due():
+    due = time.time() + 0.003
+    hold_until(due)
+    assert time.time() >= due
+    started = time.perf_counter()
+    hold_until(time.time() + 60)  # a clock stepped back: held a few milliseconds, not a minute
+    assert time.perf_counter() - started < 0.05
