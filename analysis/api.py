@@ -10,7 +10,7 @@ from locust_spec.metrics.crosscheck import CANDIDATE_METRICS_OPTIONS
 
 from . import answers, provenance, tasks
 from . import levels as lv
-from .model import LevelInput, PlotData, Slo, Verdict, worst_lag
+from .model import LevelInput, PlotData, Slo, Verdict, worst_arrivals, worst_lag
 from .runs import InputError, RunData, discover, read_run
 from .verdict import Thresholds, build_verdict
 
@@ -44,6 +44,9 @@ def verdict_for(
     """
     th = Thresholds(**{k: v for k, v in thresholds.items() if v is not None})
     base_runs, cand_runs = load_arm(baseline, "baseline"), load_arm(candidate, "candidate")
+    check_one_axis(base_runs + cand_runs)
+    if serving_concurrency is not None and base_runs[0].rate_run:
+        raise InputError("--serving-concurrency names a number of users; these runs are at request rates")
     records = (tuple(r.provenance for r in base_runs), tuple(r.provenance for r in cand_runs))
     try:
         provenance_notes = provenance.check_arms(*records, force)
@@ -86,6 +89,8 @@ def verdict_for(
             candidate_batch=lv.arm_batch(cand_pairs),
             answers=answers.check_level(answers.level_answers([r.answers for r in base_runs], users),
                                         answers.level_answers([r.answers for r in cand_runs], users)),
+            baseline_arrivals=worst_arrivals([level.arrivals for level in base_at if level.arrivals]),
+            candidate_arrivals=worst_arrivals([level.arrivals for level in cand_at if level.arrivals]),
         ))
         cdf[users] = {"baseline": lv.merged_itl_cdf(base_runs, users),
                       "candidate": lv.merged_itl_cdf(cand_runs, users)}
@@ -108,6 +113,16 @@ def verdict_for(
     if not by_task:
         return verdict
     return replace(verdict, tasks=by_task, summary=f"{verdict.summary} {tasks.summary(by_task)}")
+
+
+def check_one_axis(runs: Sequence[RunData]) -> None:
+    """Both arms' levels must be of one kind: users (a concurrency ladder) or rates (open loop)."""
+    kinds = {run.rate_run for run in runs}
+    if len(kinds) > 1:
+        rated = [str(run.prefix) for run in runs if run.rate_run]
+        users = [str(run.prefix) for run in runs if not run.rate_run]
+        raise InputError(f"the runs mix rate levels ({', '.join(rated)}) and users levels "
+                         f"({', '.join(users)}): compare open-loop runs with open-loop runs")
 
 
 def latency_notes(base_runs: Sequence[RunData], cand_runs: Sequence[RunData],

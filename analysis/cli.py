@@ -102,6 +102,12 @@ def cli() -> None:
 @click.option("--allow-lossy", is_flag=True, default=False,
               help="Judge a candidate whose answers changed beyond the baseline's own noise on speed alone "
                    "(by default it is not shipped: lossless speculation does not change answers).")
+@click.option("--max-lateness-p99-ms", type=float, default=DEFAULTS.max_lateness_p99_ms, show_default=True,
+              help="Open loop: a rate level where an arm's requests went out later than this (p99) after "
+                   "their intended start is inconclusive (it did not get its rate).")
+@click.option("--max-missed-share", type=float, default=DEFAULTS.max_missed_share, show_default=True,
+              help="Open loop: so is one where an arm never sent more than this share of its arrivals "
+                   "(from its _summary.json).")
 @click.option("--slo", "slo_text", metavar="ttft_ms=X,tpot_ms=Y",
               help="A latency objective: per arm and level, the share of requests meeting it and the goodput "
                    "(their tokens per second), which becomes the throughput the verdict judges.")

@@ -8,7 +8,7 @@ from locust_spec.metrics.counters import DIFFUSION_KIND
 from locust_spec.metrics.crosscheck import CANDIDATE_METRICS_OPTIONS
 from locust_spec.metrics.synthetic import synthetic_length
 
-from .model import ClassStats, Diagnosis, LevelInput, SpecStats
+from .model import ClassStats, Diagnosis, LevelInput, SpecStats, level_label
 from .stats import BETTER, WORSE, Interval, change_pct, classify
 
 # Tokens per chunk above this (and above the baseline's by as much) mean the target verified drafts.
@@ -74,7 +74,8 @@ def speculation_inactive(level: LevelInput, speculating_levels: Sequence[int] = 
                  "(no --speculative-config) or the metrics URL is wrong")
     elif elsewhere:
         at = f" (batch ~{batch:.0f})" if batch is not None else ""
-        cause = (f"the same server drafted at {', '.join(map(str, elsewhere))} users but not here{at}: a "
+        cause = (f"the same server drafted at {', '.join(f'{u:g}' for u in elsewhere[:-1])}"
+                 f"{', ' if len(elsewhere) > 1 else ''}{level_label(elsewhere[-1])} but not here{at}: a "
                  f"speculation schedule by batch size turned it off (vLLM's {DYNAMIC_SCHEDULE} with 0 "
                  "tokens at this batch, or a draft disabled above a batch size); otherwise structured "
                  "output with a grammar at this level")
@@ -85,8 +86,8 @@ def speculation_inactive(level: LevelInput, speculating_levels: Sequence[int] = 
                  "whose prompts never repeat (no match, no proposal), or prompts too long for the "
                  "draft's context")
     return Diagnosis("speculation_inactive",
-                     f"speculation inactive at {level.users} users: {completed} requests completed but "
-                     f"the draft counters did not move; {cause}", evidence)
+                     f"speculation inactive at {level_label(level.users)}: {completed} requests completed "
+                     f"but the draft counters did not move; {cause}", evidence)
 
 
 NOT_APPLICABLE = "not applicable (diffusion decoding)"

@@ -15,7 +15,7 @@ from locust_spec.metrics.batch import mean_running
 from locust_spec.metrics.exposition import Snapshot
 
 from . import stats
-from .model import METRIC_KEYS, ArmMetrics, Batch, ClassStats, Slo, SpecStats
+from .model import METRIC_KEYS, ArmMetrics, Arrivals, Batch, ClassStats, Level, Rate, Slo, SpecStats
 from .runs import InputError, RunData
 
 # locust_spec.recording.histograms records whole microseconds.
@@ -42,13 +42,16 @@ class RunLevel:
     """One run's measurements at one level, the wall window its measured requests spanned, and when the
     next level's first request started (the latest a scrape can still bracket this level's end)."""
 
-    users: int
+    users: Level
+    """The level: its users, or (open loop) its Rate."""
     metrics: ArmMetrics
     start_unix_s: float
     end_unix_s: float
     rows_show_speculation: bool
     samples: Samples | None = None
     next_level_unix_s: float | None = None
+    arrivals: Arrivals | None = None
+    """A rate level's: how the schedule was kept."""
 
 
 def decode_hist(h: object, where: str) -> HdrHistogram | None:
@@ -88,7 +91,7 @@ def cdf_points(hist: HdrHistogram, max_points: int = 300) -> tuple[tuple[float, 
     )
 
 
-def level_hist(run: RunData, users: int, metric: str) -> HdrHistogram | None:
+def level_hist(run: RunData, users: Level, metric: str) -> HdrHistogram | None:
     """The run's HDR histogram of `metric` over all classes at one level, if latency.json has it."""
     if run.latency is None:
         return None
@@ -114,14 +117,46 @@ def _slo_good(frame: pd.DataFrame, slo: Slo | None) -> np.ndarray | None:
     return good
 
 
-def _by_level(keys: np.ndarray) -> dict[int, np.ndarray]:
+def _by_level(keys: np.ndarray) -> dict[float, np.ndarray]:
     """Row positions per level key (-1 left out), from one stable sort instead of a mask per level."""
     order = np.argsort(keys, kind="stable")
     sorted_keys = keys[order]
     bounds = np.flatnonzero(np.diff(sorted_keys)) + 1
-    return {int(part_keys[0]): idx for part_keys, idx in zip(np.split(sorted_keys, bounds),
-                                                                np.split(order, bounds), strict=True)
+    return {float(part_keys[0]): idx for part_keys, idx in zip(np.split(sorted_keys, bounds),
+                                                                  np.split(order, bounds), strict=True)
             if len(idx) and part_keys[0] >= 0}
+
+
+def level_keys(frame: pd.DataFrame) -> tuple[np.ndarray, type]:
+    """Each row's level as a number, its rate on a rate run (open loop) else its users, and the type that
+    makes a number a level (Rate, int). runs.py has checked that a run holds one kind."""
+    if "level_rate" in frame and frame["level_rate"].notna().any():
+        return frame["level_rate"].to_numpy(dtype=np.float64), Rate
+    return frame["level_users"].to_numpy(dtype=np.float64), int
+
+
+def _arrivals(frame: pd.DataFrame, rows: np.ndarray, ok: np.ndarray, rate: Rate,
+              account: dict | None) -> Arrivals:
+    """A rate level's delivery: lateness over its measured requests (sent, failed or not), TTFT and E2E from
+    the intended start over those that completed; the summary's account (`account`) when the run has one."""
+    late = (frame["lateness_ms"].to_numpy(dtype=np.float64) if "lateness_ms" in frame
+            else np.full(len(frame), np.nan))
+    measured = late[rows][~np.isnan(late[rows])]
+    done = np.clip(np.nan_to_num(late[ok]), 0.0, None)
+
+    def median(column: str) -> float | None:
+        values = frame[column].to_numpy(dtype=np.float64)[ok] + done
+        values = values[~np.isnan(values)]
+        return float(np.median(values)) if len(values) else None
+
+    account = account or {}
+    return Arrivals(
+        rate=float(rate),
+        lateness_p50_ms=float(np.percentile(measured, 50)) if len(measured) else None,
+        lateness_p99_ms=float(np.percentile(measured, 99)) if len(measured) else None,
+        ttft_from_arrival_p50_ms=median("ttft_ms"), e2e_from_arrival_p50_ms=median("e2e_ms"),
+        scheduled=account.get("scheduled"), missed=account.get("missed"),
+        achieved_rate=account.get("achieved_rate"), scheduled_rate=account.get("scheduled_rate"))
 
 
 def _samples(frame: pd.DataFrame, rows: np.ndarray, good: np.ndarray | None) -> Samples:
@@ -134,11 +169,11 @@ def _samples(frame: pd.DataFrame, rows: np.ndarray, good: np.ndarray | None) -> 
                    drafted=col("spec_draft_tokens"), good=None if good is None else good[rows])
 
 
-def _next_starts(frame: pd.DataFrame, users_col: np.ndarray) -> dict[int, float | None]:
+def _next_starts(frame: pd.DataFrame, keys: np.ndarray) -> dict[float, float | None]:
     """Per level, the first start of the level that came after it (warm-up included): the ladder's change."""
-    firsts = frame["start_unix_s"].groupby(users_col).min().sort_values()
+    firsts = frame["start_unix_s"].groupby(keys).min().sort_values()
     levels, times = list(firsts.index), list(firsts.to_numpy())
-    return {int(u): (float(times[i + 1]) if i + 1 < len(times) else None) for i, u in enumerate(levels)}
+    return {float(u): (float(times[i + 1]) if i + 1 < len(times) else None) for i, u in enumerate(levels)}
 
 
 def measured(frame: pd.DataFrame) -> np.ndarray:
@@ -148,15 +183,16 @@ def measured(frame: pd.DataFrame) -> np.ndarray:
     return (frame["warmup"] != 1).to_numpy() & ~interrupted.to_numpy()
 
 
-def run_levels(run: RunData, slo: Slo | None = None) -> dict[int, RunLevel]:
-    """Per level users: requests, failures, exact latency percentiles, throughput over the level's window;
-    with an SLO, the share of requests meeting it and the goodput (tokens of those requests per second)."""
+def run_levels(run: RunData, slo: Slo | None = None) -> dict[Level, RunLevel]:
+    """Per level (users, or a Rate): requests, failures, exact latency percentiles, throughput over the
+    level's window; with an SLO, the share of requests meeting it and the goodput (tokens of those requests
+    per second); on a rate level, how its schedule was kept."""
     frame = run.requests
     error = frame["error"].cat
     used = measured(frame)
     failed = (error.codes >= 0).to_numpy()
     # Rows outside a group get key -1, so no filtered copy of a million-row frame is made.
-    users_col = frame["level_users"].to_numpy().astype(np.int64)
+    users_col, kind = level_keys(frame)
     level = pd.Series(np.where(used, users_col, -1), index=frame.index)
     ok_level = pd.Series(np.where(used & ~failed, users_col, -1), index=frame.index)
     requests = level.value_counts().drop(-1, errors="ignore")
@@ -172,10 +208,11 @@ def run_levels(run: RunData, slo: Slo | None = None) -> dict[int, RunLevel]:
     ok_tokens, ok_chunks, drafted = sums["output_tokens"], sums["chunks"], sums["spec_draft_tokens"]
     good = _slo_good(frame, slo)
     ok_rows = _by_level(ok_level.to_numpy())
+    used_rows = _by_level(level.to_numpy()) if kind is Rate else {}
     next_start = _next_starts(frame, users_col)
     out = {}
     for users in sorted(requests.index):
-        users = int(users)
+        users = kind(users)
         itl = level_hist(run, users, "itl")
         gap = level_hist(run, users, "chunk_gap")
         wall = float(end[users] - start[users])
@@ -203,8 +240,10 @@ def run_levels(run: RunData, slo: Slo | None = None) -> dict[int, RunLevel]:
             output_tokens=int(tokens[users]),
             itl_source="hdr" if itl else "rows",
         )
+        arrivals = (_arrivals(frame, used_rows[users], rows, users, run.arrivals.get(users))
+                    if kind is Rate else None)
         out[users] = RunLevel(users, metrics, float(start[users]), float(end[users]),
-                              bool(drafted.get(users, 0.0) > 0), samples, next_start.get(users))
+                              bool(drafted.get(users, 0.0) > 0), samples, next_start.get(users), arrivals)
     return out
 
 
@@ -512,7 +551,7 @@ def class_stats(baseline: Sequence[RunData], candidate: Sequence[RunData]) -> li
     return out
 
 
-def merged_itl_cdf(runs: Sequence[RunData], users: int) -> tuple[tuple[float, float], ...]:
+def merged_itl_cdf(runs: Sequence[RunData], users: Level) -> tuple[tuple[float, float], ...]:
     """Per-token latency CDF at one level over all of an arm's runs (HDR histograms merged)."""
     merged = None
     for run in runs:

@@ -13,11 +13,12 @@ import orjson
 import pandas as pd
 
 from locust_spec.core import runfiles
+from locust_spec.core.level import parse_key
 from locust_spec.core.runfiles import REQUESTS, RunFiles
 from locust_spec.metrics import counters
 
 from . import provenance
-from .model import ClientLag
+from .model import ClientLag, Level, Rate
 
 REQUESTS_COLUMNS = runfiles.REQUIRED_COLUMNS
 # Only what the analysis reads, with explicit dtypes: a million rows stay well under a gigabyte.
@@ -25,7 +26,7 @@ NUMERIC = {
     "start_unix_s": "float64", "level_users": "float64", "output_tokens": "float64", "chunks": "float64",
     "ttft_ms": "float64", "tpot_ms": "float64", "e2e_ms": "float64", "itl_p50_ms": "float64",
     "chunk_gap_p50_ms": "float64", "spec_accepted_tokens": "float64", "spec_draft_tokens": "float64",
-    "warmup": "float64",
+    "warmup": "float64", "level_rate": "float64", "lateness_ms": "float64",
 }
 TEXT = {"prompt_class": "category", "error": "category"}
 # The answer's fingerprint (added columns: runs without them have no answers to compare).
@@ -37,8 +38,9 @@ LIMITS = {
     "start_unix_s": (0.0, 1e10), "level_users": (0.0, 1e7), "output_tokens": (0.0, 1e9), "chunks": (0.0, 1e9),
     "ttft_ms": _MS, "tpot_ms": _MS, "e2e_ms": _MS, "itl_p50_ms": _MS, "chunk_gap_p50_ms": _MS,
     "spec_accepted_tokens": (0.0, 1e9), "spec_draft_tokens": (0.0, 1e9), "warmup": (0.0, 1.0),
+    "level_rate": (1e-9, 1e7), "lateness_ms": (-1e3, 1e9),  # a send a clock step early, at most
 }
-REQUIRED_VALUES = ("start_unix_s", "level_users")
+REQUIRED_VALUES = ("start_unix_s",)
 SERVER_COLUMNS = ("timestamp_unix_s", "url", "metric", "labels", "value")
 
 
@@ -54,13 +56,20 @@ class RunData:
     snapshots: list | None
     warnings: tuple[str, ...]
     crosscheck: tuple[str, ...] = ()
-    client_lag: dict[int, ClientLag] = field(default_factory=dict)
+    client_lag: dict[Level, ClientLag] = field(default_factory=dict)
     models: tuple[str, ...] | None = None
     """The models under test, whose server counters are counted (None: the run does not say)."""
     answers: pd.DataFrame | None = None
     """Measured ok requests' answers: level_users, prompt, output_hash, output_marks (answers.py)."""
     provenance: provenance.Provenance | None = None
     """What the run measured (PREFIX_run.json); unknown for runs written before it."""
+    arrivals: dict[Rate, dict] = field(default_factory=dict)
+    """The summary's account of each rate level (open loop): arrivals due, missed, achieved rate."""
+
+    @property
+    def rate_run(self) -> bool:
+        """Whether the run's levels are arrival rates (open loop) rather than user counts."""
+        return "level_rate" in self.requests and bool(self.requests["level_rate"].notna().any())
 
 
 @dataclass(frozen=True)
@@ -79,11 +88,12 @@ class Summary:
     warnings: tuple[str, ...] = ()
     crosscheck: tuple[str, ...] = ()
     """The cross-checks that disagreed."""
-    client_lag: dict[int, ClientLag] = field(default_factory=dict)
+    client_lag: dict[Level, ClientLag] = field(default_factory=dict)
     rows: int | None = None
     """The request rows the run counted (`client.requests`, written after the rows closed)."""
     models: tuple[str, ...] | None = None
     lost_workers: tuple[LostWorker, ...] = ()
+    arrivals: dict[Rate, dict] = field(default_factory=dict)
 
 
 def discover(path: Path) -> list[Path]:
@@ -167,10 +177,23 @@ def read_requests(path: Path) -> pd.DataFrame:
         empty = frame[col].isna()
         if empty.any():
             raise InputError(f"{path}: row {int(empty.idxmax()) + 1} has no {col}")
+    _check_level(path, frame)
     _check_ranges(path, frame)
     if "warmup" not in frame:
         frame["warmup"] = 0.0
     return frame
+
+
+def _check_level(path: Path, frame: pd.DataFrame) -> None:
+    """Every row has its level, a user count or (open loop) a rate, and a run holds one kind of level."""
+    rate = frame["level_rate"].notna() if "level_rate" in frame else pd.Series(False, index=frame.index)
+    users = frame["level_users"].notna()
+    missing = ~(rate | users)
+    if missing.any():
+        raise InputError(f"{path}: row {int(missing.idxmax()) + 1} has no level_users (nor level_rate)")
+    if rate.any() and users.any():
+        raise InputError(f"{path}: mixes users levels and rate levels (row {int(rate.idxmax()) + 1} has a "
+                         f"rate, row {int(users.idxmax()) + 1} users); judge each kind in a run of its own")
 
 
 def _check_ranges(path: Path, frame: pd.DataFrame) -> None:
@@ -255,7 +278,13 @@ LAG_FIELDS = (("samples", _is_count, "a count"), ("late_samples", _is_count, "a 
               ("late_share", _is_number, "a number"), ("max_lag_ms", _is_number, "a number"))
 
 
-def read_client_lag(path: Path, data: dict) -> dict[int, ClientLag]:
+def _level(text: str) -> Level:
+    """A per-level table's key: users (`16`) or a rate (`4/s`); ValueError for anything else."""
+    key = parse_key(text)
+    return Rate(float(key[: -len("/s")])) if isinstance(key, str) else key
+
+
+def read_client_lag(path: Path, data: dict) -> dict[Level, ClientLag]:
     """`client.generators.by_level`: per ladder level, how far behind the load generator was; {} if absent."""
     client = data.get("client") or {}
     generators = client.get("generators") if isinstance(client, dict) else None
@@ -267,8 +296,12 @@ def read_client_lag(path: Path, data: dict) -> dict[int, ClientLag]:
         raise InputError(f"{where} is not an object of levels")
     out = {}
     for users, lag in by_level.items():
-        if not (users.isascii() and users.isdigit()):
-            raise InputError(f"{where} has a level {users[:20]!r} that is not a user count")
+        try:
+            level = _level(users) if users.isascii() else None
+        except ValueError:
+            level = None
+        if level is None or level < 0:
+            raise InputError(f"{where} has a level {users[:20]!r} that is not a user count nor a rate")
         if not isinstance(lag, dict):
             raise InputError(f"{where}[{users}] is not an object")
         for key, valid, kind in LAG_FIELDS:
@@ -276,8 +309,36 @@ def read_client_lag(path: Path, data: dict) -> dict[int, ClientLag]:
                 raise InputError(f"{where}[{users}].{key} is not {kind}: {str(lag.get(key))[:20]!r}")
         if lag["late_share"] > 1:
             raise InputError(f"{where}[{users}].late_share is {lag['late_share']!r}, above 1")
-        out[int(users)] = ClientLag(lag["samples"], lag["late_samples"], float(lag["late_share"]),
-                                    float(lag["max_lag_ms"]))
+        out[level] = ClientLag(lag["samples"], lag["late_samples"], float(lag["late_share"]),
+                               float(lag["max_lag_ms"]))
+    return out
+
+
+ARRIVAL_FIELDS = (("scheduled", _is_count, "a count"), ("missed", _is_count, "a count"),
+                  ("achieved_rate", _is_number, "a number"))
+
+
+def read_arrivals(path: Path, data: dict) -> dict[Rate, dict]:
+    """`arrivals`: per rate level, the ledger's account (scheduled, missed, achieved rate); {} if absent."""
+    found = data.get("arrivals")
+    if found is None:
+        return {}
+    if not isinstance(found, dict):
+        raise InputError(f"{path}: 'arrivals' is not an object of rate levels")
+    out = {}
+    for key, entry in found.items():
+        try:
+            level = _level(key)
+        except ValueError:
+            level = None
+        if not isinstance(level, Rate) or not isinstance(entry, dict):
+            raise InputError(f"{path}: 'arrivals' has a level {str(key)[:20]!r} that is not a rate (4/s) "
+                             "with an object")
+        for name, valid, kind in ARRIVAL_FIELDS:
+            if not valid(entry.get(name)):
+                raise InputError(f"{path}: 'arrivals'[{key}].{name} is not {kind}: "
+                                 f"{str(entry.get(name))[:20]!r}")
+        out[level] = entry
     return out
 
 
@@ -303,7 +364,8 @@ def read_summary(path: Path) -> Summary:
     client = data.get("client")
     rows = _count(f"{path}: client.requests", client.get("requests")) if isinstance(client, dict) else None
     return Summary(_strings(path, data, "warnings") or (), disagreements, read_client_lag(path, data), rows,
-                   _strings(path, data, "models") or None, read_lost_workers(path, data))
+                   _strings(path, data, "models") or None, read_lost_workers(path, data),
+                   read_arrivals(path, data))
 
 
 def read_lost_workers(path: Path, data: dict) -> tuple[LostWorker, ...]:
@@ -326,15 +388,17 @@ def leave_out_lost(path: Path, frame: pd.DataFrame,
     in the level then and in any level that started before it was found lost (Locust handed users out to it
     until then); a level that started after it had all its users again."""
     notes = []
+    rates = "level_rate" in frame and bool(frame["level_rate"].notna().any())
+    column, unit = ("level_rate", "req/s") if rates else ("level_users", "users")
     for lw in lost:
-        first = frame.groupby("level_users", observed=True)["start_unix_s"].min()
+        first = frame.groupby(column, observed=True)["start_unix_s"].min()
         short = first.index[first < lw.detected_unix_s]
-        drop = frame["level_users"].isin(short) & (frame["start_unix_s"] >= lw.last_seen_unix_s)
+        drop = frame[column].isin(short) & (frame["start_unix_s"] >= lw.last_seen_unix_s)
         if not drop.any():
             continue
-        levels = ", ".join(f"{u:g}" for u in sorted(frame.loc[drop, "level_users"].unique()))
+        levels = ", ".join(f"{u:g}" for u in sorted(frame.loc[drop, column].unique()))
         when = time.strftime("%H:%M:%S", time.gmtime(lw.last_seen_unix_s))
-        notes.append(f"worker {lw.worker} was lost at {when} UTC: {int(drop.sum())} rows at {levels} users "
+        notes.append(f"worker {lw.worker} was lost at {when} UTC: {int(drop.sum())} rows at {levels} {unit} "
                      "from then on are left out (the level ran short of its users)")
         frame = frame[~drop]
     if frame.empty:
@@ -403,4 +467,5 @@ def read_run(prefix: Path) -> RunData:
         crosscheck=summary.crosscheck,
         client_lag=summary.client_lag,
         models=summary.models,
+        arrivals=summary.arrivals,
     )

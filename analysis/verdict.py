@@ -15,8 +15,11 @@ from .model import (
     LevelInput,
     LevelVerdict,
     PlotData,
+    Rate,
     Slo,
     Verdict,
+    level_label,
+    same_kind,
 )
 from .stats import (
     BETTER,
@@ -59,6 +62,10 @@ class Thresholds:
     max_client_late_share: float = 0.05
     allow_lossy: bool = False
     """Judge a candidate whose answers changed (answers.py) on speed alone."""
+    max_lateness_p99_ms: float = 50.0
+    """Open loop: a rate level whose requests went out later than this (p99) did not get its rate."""
+    max_missed_share: float = 0.01
+    """Open loop: nor did one that never sent more than this share of its arrivals."""
 
 
 def noise_band(key: str, base: ArmMetrics, cand: ArmMetrics, noise_pct: float) -> float:
@@ -168,6 +175,7 @@ def _evidence_gaps(level: LevelInput, th: Thresholds) -> list[str]:
             gaps.append(f"{name}: the load generator was behind {lag.late_share:.1%} of the time at this "
                         f"level (max {lag.max_lag_ms:.0f} ms): its numbers measure the client, not the "
                         "server; add --processes or workers")
+    gaps += _schedule_gaps(level, th)
     if level.spec is None:
         gaps.append("no server counters on the candidate at this level (the warnings say why)")
     elif (not_speculation := diagnoses.not_speculation(level.spec)) is not None:
@@ -175,6 +183,23 @@ def _evidence_gaps(level: LevelInput, th: Thresholds) -> list[str]:
     elif level.spec.draft_tokens <= 0:
         gaps.append("the candidate's draft counters did not move at this level (speculation_inactive says "
                     "why)")
+    return gaps
+
+
+def _schedule_gaps(level: LevelInput, th: Thresholds) -> list[str]:
+    """Open loop: an arm that did not keep its arrival schedule measured a lower rate than the level's."""
+    gaps = []
+    for name, arr in (("baseline", level.baseline_arrivals), ("candidate", level.candidate_arrivals)):
+        if arr is None:
+            continue
+        achieved = "" if arr.achieved_rate is None else f", achieving {arr.achieved_rate:.2f} req/s"
+        if arr.lateness_p99_ms is not None and arr.lateness_p99_ms > th.max_lateness_p99_ms + _EPS:
+            gaps.append(f"{name}: requests went out late (lateness p99 {arr.lateness_p99_ms:.0f} ms, above "
+                        f"{th.max_lateness_p99_ms:g}){achieved}: the load generator could not keep "
+                        f"{arr.rate:g} req/s; raise --max-concurrency (or -u), add --processes or workers")
+        if arr.missed and arr.scheduled and arr.missed > th.max_missed_share * arr.scheduled + _EPS:
+            gaps.append(f"{name}: {arr.missed} of {arr.scheduled} arrivals were never sent{achieved} "
+                        "(a worker lost, or a backlog at the end): this level was not measured at its rate")
     return gaps
 
 
@@ -249,6 +274,13 @@ def _decide(acc: str, band: str, lat: str, tput: str, numbers: str, th: Threshol
                           f"band ({numbers})")
 
 
+def offered(level: float, throughput_key: str) -> bool:
+    """At a rate level both arms serve the same arrivals, so the output rate is the offered load, the same
+    on both unless an arm falls behind, which its latency shows: per-token latency decides there, and with
+    an SLO, goodput. (A closed loop's users send as fast as they are served: there throughput decides.)"""
+    return isinstance(level, Rate) and throughput_key == "output_tok_s"
+
+
 def judge_level(level: LevelInput, th: Thresholds, *, throughput_key: str = "output_tok_s",
                 speculating_levels: Sequence[int] = ()) -> LevelVerdict:
     """Apply the rules to one concurrency level: per-token latency is TPOT (p50 and p90) per request,
@@ -263,6 +295,8 @@ def judge_level(level: LevelInput, th: Thresholds, *, throughput_key: str = "out
     lat = latency_direction(words["tpot_p50_ms"], words["tpot_p90_ms"])
     tput = words[throughput_key]
     deciding = (*LATENCY_KEYS, throughput_key)
+    if offered(level.users, throughput_key):
+        tput, deciding = SAME, LATENCY_KEYS
     found = [
         diagnoses.speculation_inactive(level, speculating_levels),
         diagnoses.synthetic_acceptance(spec),
@@ -281,6 +315,9 @@ def judge_level(level: LevelInput, th: Thresholds, *, throughput_key: str = "out
         verdict, reason = _decide(_acc_text(spec.acceptance, level.acceptance_ci), band, lat, tput, numbers,
                                   th, spec.acceptance)
         reasons = [reason]
+        if offered(level.users, throughput_key):
+            reasons.append("at a rate level both arms serve the same arrivals, so throughput is the offered "
+                           "load and per-token latency decides (with --slo, goodput decides too)")
         brief = _brief(level, deciding)
     lossy = answers.lossy_reason(level.answers, th.allow_lossy)
     if lossy is not None:
@@ -296,11 +333,12 @@ def judge_level(level: LevelInput, th: Thresholds, *, throughput_key: str = "out
         diagnoses=tuple(d for d in found if d is not None), brief=brief,
         acceptance_ci=level.acceptance_ci, baseline_batch=level.baseline_batch,
         candidate_batch=level.candidate_batch, answers=level.answers,
+        baseline_arrivals=level.baseline_arrivals, candidate_arrivals=level.candidate_arrivals,
     )
 
 
-def _users(n: int) -> str:
-    return f"{n} concurrent user" + ("" if n == 1 else "s")
+def _users(n: float) -> str:
+    return level_label(n, concurrent=True)
 
 
 def _batch(lv: LevelVerdict) -> float | None:
@@ -331,7 +369,7 @@ def ladder_summary(levels: Sequence[LevelVerdict]) -> str:
         lo, hi, v = run[0].users, run[-1].users, run[0].verdict
         if len(runs) == 1:
             where = (f"at {_users(lo)}" if lo == hi else
-                     f"at every measured level ({lo} to {_users(hi)})")
+                     f"at every measured level ({lo:g} to {_users(hi)})")
         elif i == 0:
             where = f"up to {_users(hi)}" if lo != hi or lo > 1 else f"at {_users(lo)}"
         elif lo == hi:
@@ -339,7 +377,7 @@ def ladder_summary(levels: Sequence[LevelVerdict]) -> str:
         elif i == len(runs) - 1:
             where = f"from {_users(lo)}"
         else:
-            where = f"from {lo} to {_users(hi)}"
+            where = f"from {lo:g} to {_users(hi)}"
         text = f"{v} {where}{_batch_text(run)}"
         if v != SHIP:
             whys = [f"at {lv.users}: {lv.brief}" if len(run) > 1 else lv.brief for lv in run if lv.brief]
@@ -406,18 +444,23 @@ def crossover(levels: Sequence[LevelVerdict], throughput_key: str) -> tuple[Cros
         return ()
     users = [lv.users for lv in ordered]
     out = []
-    for key, lower in (("tpot_p50_ms", True), (throughput_key, False)):
+    keys = (("tpot_p50_ms", True),) if offered(ordered[0].users, throughput_key) else (
+        ("tpot_p50_ms", True), (throughput_key, False))
+    for key, lower in keys:
         gains = [_gain(lv.changes.get(key, Interval.point(None)), lower) for lv in ordered]
         found = crossing(users, gains, 0.0)
+        x = same_kind(users[0], found.x)
+        batch = _batch_at(ordered, found.x)
         if found.x is not None:
-            note = (f"{LABELS[key][0]}: speculation stops paying at about {found.x:.1f} concurrent users, "
-                    f"between {found.between[0]:.0f} and {found.between[1]:.0f}")
+            unit = "req/s" if isinstance(x, Rate) else "concurrent users"
+            note = (f"{LABELS[key][0]}: speculation stops paying at about {found.x:.1f} {unit}, "
+                    f"between {found.between[0]:g} and {found.between[1]:g}")
         elif all(g.estimate is not None and g.estimate >= 0 for g in gains):
             last = gains[-1]
             if last.measured and last.lo < 0:
                 # never worse by the estimates, but the top level's gain is not clear of zero
                 change = fmt_change(ordered[-1].changes[key])
-                note = (f"{LABELS[key][0]}: no level is worse, but at {users[-1]} concurrent users the gain "
+                note = (f"{LABELS[key][0]}: no level is worse, but at {_users(users[-1])} the gain "
                         f"is not clear of zero ({change})")
             else:
                 note = f"{LABELS[key][0]}: speculation pays at every measured level"
@@ -425,8 +468,9 @@ def crossover(levels: Sequence[LevelVerdict], throughput_key: str) -> tuple[Cros
             note = f"{LABELS[key][0]}: speculation does not pay even at the lowest level"
         else:
             note = f"{LABELS[key][0]}: no single crossing along the ladder"
-        out.append(CrossPoint(key, found.x, (found.lo, found.hi), found.between, _batch_at(ordered, found.x),
-                              note))
+        between = tuple(same_kind(users[0], b) for b in found.between) if found.between else None
+        out.append(CrossPoint(key, x, (same_kind(users[0], found.lo), same_kind(users[0], found.hi)), between,
+                              batch, note))
     return tuple(out)
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import orjson
 
-from ..model import LevelVerdict, Verdict
+from ..model import LevelVerdict, Rate, Verdict
 from ..stats import POINT
 from ..verdict import CHANGE_KEYS
 
@@ -20,8 +20,12 @@ def metric_dict(lv: LevelVerdict, key: str) -> dict:
 
 def level_dict(lv: LevelVerdict) -> dict:
     ci = lv.acceptance_ci
+    rate = isinstance(lv.users, Rate)
+    arrivals = {"baseline": lv.baseline_arrivals.as_dict() if lv.baseline_arrivals else None,
+                "candidate": lv.candidate_arrivals.as_dict() if lv.candidate_arrivals else None}
     return {
-        "users": lv.users,
+        "users": None if rate else lv.users,
+        **({"rate": float(lv.users), "arrivals": arrivals} if rate else {}),
         "verdict": lv.verdict,
         "batch": {"baseline": lv.baseline_batch.as_dict() if lv.baseline_batch else None,
                   "candidate": lv.candidate_batch.as_dict() if lv.candidate_batch else None},
@@ -42,11 +46,12 @@ def level_dict(lv: LevelVerdict) -> dict:
 def to_dict(verdict: Verdict) -> dict:
     return {
         "schema": SCHEMA,
+        "axis": verdict.axis,
         "verdict": verdict.verdict,
         "summary": verdict.summary,
         "slo": verdict.slo.as_dict() if verdict.slo else None,
         "levels": [level_dict(lv) for lv in verdict.levels],
-        "crossover": {p.metric: p.as_dict() for p in verdict.crossover},
+        "crossover": {p.metric: p.as_dict(rate_axis=verdict.axis == "rate") for p in verdict.crossover},
         "diagnoses": [d.as_dict() for d in verdict.diagnoses],
         "warnings": list(verdict.warnings),
         "tasks": [{"task": t.task, "acceptance_measured": t.acceptance_measured,
@@ -56,5 +61,12 @@ def to_dict(verdict: Verdict) -> dict:
     }
 
 
+def _plain(value: object) -> float:
+    """A Rate (a diagnosis's evidence may name levels) as the number it is."""
+    if isinstance(value, float):
+        return float(value)
+    raise TypeError(f"not JSON: {type(value).__name__}")
+
+
 def render(verdict: Verdict) -> str:
-    return orjson.dumps(to_dict(verdict), option=orjson.OPT_INDENT_2).decode() + "\n"
+    return orjson.dumps(to_dict(verdict), option=orjson.OPT_INDENT_2, default=_plain).decode() + "\n"

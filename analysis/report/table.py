@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from .. import provenance
-from ..model import ArmMetrics, Batch, CrossPoint, LevelVerdict, Verdict
+from ..model import ArmMetrics, Arrivals, Batch, CrossPoint, LevelVerdict, Rate, Verdict, level_label
 from ..verdict import fmt_change
 
 # The deciding metrics first (TPOT per request, throughput), then context: token-weighted ITL and the
@@ -46,6 +46,8 @@ def rows(lv: LevelVerdict) -> list[tuple[str, str, str, str]]:
                     batch_cell(lv.candidate_batch), ""))
         out.append(("server waiting p50 / max", batch_cell(lv.baseline_batch, waiting=True),
                     batch_cell(lv.candidate_batch, waiting=True), ""))
+    if lv.baseline_arrivals is not None or lv.candidate_arrivals is not None:
+        out += arrival_rows(lv.baseline_arrivals, lv.candidate_arrivals)
     for label, key, fmt in ROWS:
         if getattr(lv.baseline, key) is None and getattr(lv.candidate, key) is None:
             continue
@@ -53,6 +55,23 @@ def rows(lv: LevelVerdict) -> list[tuple[str, str, str, str]]:
         out.append((label, cell(lv.baseline, key, fmt), cell(lv.candidate, key, fmt),
                     "" if change is None or change.estimate is None else fmt_change(change)))
     return out
+
+
+ARRIVAL_ROWS = (
+    ("req/s sent / scheduled (asked)", lambda a: "-" if a.achieved_rate is None else
+     f"{a.achieved_rate:.2f} / {a.scheduled_rate or 0:.2f} ({a.rate:g})"),
+    ("arrivals never sent", lambda a: "-" if a.missed is None else f"{a.missed} of {a.scheduled}"),
+    ("lateness p50 / p99 (ms)", lambda a: "-" if a.lateness_p99_ms is None else
+     f"{a.lateness_p50_ms:.1f} / {a.lateness_p99_ms:.1f}"),
+    ("TTFT p50 from arrival (ms)", lambda a: "-" if a.ttft_from_arrival_p50_ms is None else
+     f"{a.ttft_from_arrival_p50_ms:.1f}"),
+)
+"""Open loop: whether each arm kept its arrival schedule, and TTFT as a user arriving then waited it."""
+
+
+def arrival_rows(base: Arrivals | None, cand: Arrivals | None) -> list[tuple[str, str, str, str]]:
+    return [(label, show(base) if base else "-", show(cand) if cand else "-", "")
+            for label, show in ARRIVAL_ROWS]
 
 
 def batch_cell(batch: Batch | None, waiting: bool = False) -> str:
@@ -71,16 +90,18 @@ def crossover_lines(points: tuple[CrossPoint, ...]) -> list[str]:
         text = p.note
         if p.users is not None:
             lo, hi = p.users_ci95
-            text += (f" (95% CI {'below the lowest level' if lo is None else f'{lo:.1f} users'} to "
-                     f"{'beyond the highest level' if hi is None else f'{hi:.1f} users'})")
+            unit = "req/s" if isinstance(p.users, Rate) else "users"
+            text += (f" (95% CI {'below the lowest level' if lo is None else f'{lo:.1f} {unit}'} to "
+                     f"{'beyond the highest level' if hi is None else f'{hi:.1f} {unit}'})")
             if p.batch is not None:
                 text += f", at a batch of about {p.batch:.1f}"
         out.append(text)
     return out
 
 
-def users_label(users: int) -> str:
-    return f"{users} user" + ("" if users == 1 else "s")
+def users_label(users: float) -> str:
+    """A level's heading: `16 users`, or on a rate level `4 req/s`."""
+    return level_label(users)
 
 
 def acceptance_line(lv: LevelVerdict) -> str:

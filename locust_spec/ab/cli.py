@@ -19,18 +19,27 @@ import click
 from locust_spec.ab import children, preflight, progress
 from locust_spec.ab.children import ARMS, CLIENT_CPU, ChildError
 from locust_spec.analysis import api
-from locust_spec.analysis.model import Verdict
+from locust_spec.analysis.model import Verdict, level_label
 from locust_spec.analysis.runs import InputError
 from locust_spec.client import server_api
 from locust_spec.client.headers import HeaderValueError, credential
 from locust_spec.client.http_fetch import METRICS_URLS_ENV, UrlError, check_urls
+from locust_spec.core.arrivals import ARRIVALS, POISSON
 from locust_spec.core.formats import EVERYTHING, TURNS, Selection
 from locust_spec.core.prompts import Prompt, PromptError, load_prompt_set, parse_weighted
 from locust_spec.core.resources import locustfile
 from locust_spec.recording import budget
 from locust_spec.recording.scraper import TOKEN_ENV
 from locust_spec.sim import roofline
-from locust_spec.wiring.shape import LadderSettings, parse_duration, parse_levels, parse_stage_time
+from locust_spec.wiring.openloop import parse_burstiness
+from locust_spec.wiring.shape import (
+    DEFAULT_MAX_CONCURRENCY,
+    LadderSettings,
+    parse_duration,
+    parse_levels,
+    parse_rates,
+    parse_stage_time,
+)
 
 SWEEP_LOCUSTFILE = locustfile("sweep")
 
@@ -41,15 +50,17 @@ VERDICT_FILES = ("verdict.json", "report.html", "report.md")
 
 @dataclass(frozen=True)
 class Ladder:
-    """The ladder every run of the A/B climbs."""
+    """The ladder every run of the A/B climbs: user counts, or (open loop) arrival rates."""
 
     levels: str
     stage_time: str
     warmup: str
+    rates: str = ""
+    """Open loop: requests per second per level (`--rates`), instead of `levels`."""
 
     @property
     def seconds(self) -> float:
-        return len(parse_levels(self.levels)) * parse_stage_time(self.stage_time)
+        return len(self.settings().steps) * parse_stage_time(self.stage_time)
 
     @property
     def metrics_interval_s(self) -> float:
@@ -65,13 +76,20 @@ class Ladder:
 
     def settings(self) -> LadderSettings:
         return LadderSettings(parse_levels(self.levels), parse_stage_time(self.stage_time),
-                              parse_duration(self.warmup))
+                              parse_duration(self.warmup), parse_rates(self.rates) if self.rates else ())
 
 
 REAL_LADDER = Ladder("1,4,16,64", "60s", "5s")
 DEMO_LADDER = Ladder("1,64", "25s", "3s")
 """On the built-in simulators: both arms in about two minutes on two cores, with enough requests at one
 user for a verdict (at least 10, and 1000 output tokens, after the warm-up)."""
+DEMO_RATE_LADDER = Ladder(DEMO_LADDER.levels, "30s", "6s", "1,32")
+"""`--rates` on the simulators: one request a second, where speculation pays, and 32, past what the
+candidate serves well (its batch about 100 there, 50 without speculation; per-token latency doubles), in
+about two and a half minutes. (At 20 it still pays: its requests end sooner, so its batch stays the smaller.)
+A middle level (`--rates 1,16,32`) places the crossover better, but needs a load-generator core that is not
+shared: docs/open-loop.md."""
+DEMO_RATES = DEMO_RATE_LADDER.rates
 DEMO_PROMPTS = ("quote:2", "code:2", "boilerplate:2", "chat:1", "creative:1")
 """Mostly workloads that copy their input (n-gram acceptance around 0.6) with some open chat and creative
 writing, whose proposals are rarely accepted but still verified: speculation pays alone and costs at 64."""
@@ -118,6 +136,9 @@ class Load:
     seed: int
     model: str
     processes: int
+    arrivals: tuple[str, ...] = ()
+    """Open loop: `--arrival`, `--burstiness`, `--max-concurrency` as given, the same on both arms (with the
+    same `--seed`, both arms' arrivals are the same schedule)."""
     selection: Selection = EVERYTHING
     """The prompt filters (--category, --prompt-limit, ...), passed on to every run as Locust options."""
 
@@ -150,6 +171,8 @@ def locust_command(run: Run, host: str, ladder: Ladder, load: Load) -> list[str]
            "--host", host, "--csv", str(run.prefix), "--metrics-interval", f"{ladder.metrics_interval_s:g}",
            "--levels", ladder.levels, "--stage-time", ladder.stage_time, "--warmup", ladder.warmup,
            "--seed", str(load.seed)]
+    if ladder.rates:
+        cmd += ["--rates", ladder.rates, *load.arrivals]
     if load.max_tokens:
         cmd += ["--max-tokens", str(load.max_tokens)]
     for prompts in load.prompts:
@@ -307,7 +330,7 @@ def failed_levels(verdict: Verdict) -> list[str]:
             metrics = getattr(level, arm)
             if metrics.requests and metrics.failures > MOST * metrics.requests:
                 out.append(f"{arm} failed {metrics.failures} of {metrics.requests} requests at "
-                           f"{level.users} users")
+                           f"{level_label(level.users)}")
     return out
 
 
@@ -333,12 +356,12 @@ def _check_processes(_ctx, _param, value: str) -> int | str:
     return count
 
 
-def auto_processes(levels: str, simulated: bool) -> tuple[int, str]:
+def auto_processes(levels: str, simulated: bool, streams: int | None = None) -> tuple[int, str]:
     """--processes auto: from the top level's chunk rate and the cores this client may use (one on the
-    simulators, where it is pinned beside them)."""
+    simulators, where it is pinned beside them). Open loop: `streams`, the most requests in flight."""
     cores = 1 if simulated else len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (
         os.cpu_count() or 1)
-    return budget.processes_for(max(parse_levels(levels)), cores)
+    return budget.processes_for(streams or max(parse_levels(levels)), cores)
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
@@ -351,6 +374,17 @@ def auto_processes(levels: str, simulated: bool) -> tuple[int, str]:
               f"{DEMO_LADDER.stage_time} on the simulators).")
 @click.option("--warmup", help="Start of each level left out of its statistics (default "
               f"{REAL_LADDER.warmup}; {DEMO_LADDER.warmup} on the simulators).")
+@click.option("--rates", help="Open loop: requests per second per level, e.g. 1,4,16, instead of --levels; "
+              "both arms get the same arrival schedule (the same --seed). On the simulators "
+              f"(e.g. --rates {DEMO_RATES}) stages default to {DEMO_RATE_LADDER.stage_time}, warm-up to "
+              f"{DEMO_RATE_LADDER.warmup}. See docs/open-loop.md.")
+@click.option("--arrival", type=click.Choice(ARRIVALS), default=POISSON, show_default=True,
+              help="Open loop: how arrivals are spaced (gamma: with --burstiness).")
+@click.option("--burstiness", default="1", show_default=True,
+              help="Open loop, --arrival gamma: the gaps' shape (below 1 burstier than Poisson).")
+@click.option("--max-concurrency", type=click.IntRange(min=1),
+              help=f"Open loop: requests in flight at most; later arrivals wait, sent late (default "
+                   f"{DEFAULT_MAX_CONCURRENCY}).")
 @click.option("--repeats", type=click.IntRange(min=1), default=1, show_default=True,
               help="Sweeps per arm, arms alternating ABBA...")
 @click.option("--prompts", multiple=True, help="Prompt set (built-in name, specbench for its six tasks, or a "
@@ -382,12 +416,14 @@ def auto_processes(levels: str, simulated: bool) -> tuple[int, str]:
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), required=True,
               help="Run folder: both arms' files, verdict.json, report.html, report.md.")
 def main(baseline: str | None, candidate: str | None, levels: str | None, stage_time: str | None,
-         warmup: str | None, repeats: int, prompts: tuple[str, ...], category: tuple[str, ...],
+         warmup: str | None, rates: str | None, arrival: str, burstiness: str, max_concurrency: int | None,
+         repeats: int, prompts: tuple[str, ...], category: tuple[str, ...],
          prompt_limit: int | None, min_prompt_chars: int | None, max_prompt_chars: int | None, turns: str,
          max_tokens: int | None, ignore_eos: bool, seed: int, model: str, processes: int | str,
          metrics_url_baseline: str | None, metrics_url_candidate: str | None, time_scale: float, sim_gpu: str,
          speculative_config: str, prime: bool, skip_preflight: bool, out: Path) -> None:
-    """Run the concurrency sweep against a baseline and a candidate server, then print the verdict.
+    """Run the concurrency sweep (or with --rates the open-loop rate sweep) against a baseline and a
+    candidate server, then print the verdict.
 
     Both arms get the same prompts in the same order, the same seed and max_tokens. Without URLs, two
     spec-sim servers (speculation off, and n-gram on) run on this machine for a demo.
@@ -400,9 +436,15 @@ def main(baseline: str | None, candidate: str | None, levels: str | None, stage_
         raise click.UsageError("give both --baseline and --candidate, or neither to run the simulators")
     simulated = baseline is None
     default = DEMO_LADDER if simulated else REAL_LADDER
-    ladder = Ladder(levels or default.levels, stage_time or default.stage_time, warmup or default.warmup)
+    if rates is not None and levels is not None:
+        raise click.UsageError("give --levels (users) or --rates (requests per second), not both")
+    if rates is not None and simulated:
+        default = DEMO_RATE_LADDER
+    ladder = Ladder(levels or default.levels, stage_time or default.stage_time, warmup or default.warmup,
+                    rates or "")
     try:
         ladder.check()
+        parse_burstiness(burstiness)
         sim_config = json.loads(speculative_config)
         for option, url in (("--metrics-url-baseline", metrics_url_baseline),
                             ("--metrics-url-candidate", metrics_url_candidate)):
@@ -412,13 +454,16 @@ def main(baseline: str | None, candidate: str | None, levels: str | None, stage_
     prompts = prompts or (DEMO_PROMPTS if simulated else ())
     display = progress.Display(sys.stdout)
     if processes == "auto":
-        processes, reason = auto_processes(ladder.levels, simulated)
+        streams = (max_concurrency or DEFAULT_MAX_CONCURRENCY) if ladder.rates else None
+        processes, reason = auto_processes(ladder.levels, simulated, streams)
         display.say(f"spec-ab: --processes auto: {reason}")
     try:
         selection = Selection.of(category, prompt_limit, min_prompt_chars, max_prompt_chars, turns)
     except PromptError as exc:
         raise click.BadParameter(str(exc)) from None
-    load = Load(prompts, max_tokens, ignore_eos, seed, model, processes, selection)
+    arrivals = (("--arrival", arrival, "--burstiness", burstiness)
+                + (("--max-concurrency", str(max_concurrency)) if max_concurrency else ()))
+    load = Load(prompts, max_tokens, ignore_eos, seed, model, processes, arrivals, selection)
     runs = schedule(repeats, out)
     previous = signal.signal(signal.SIGTERM, raise_interrupt)
     out.mkdir(parents=True, exist_ok=True)
@@ -430,7 +475,8 @@ def main(baseline: str | None, candidate: str | None, levels: str | None, stage_
             metrics = {"baseline": metrics_url_baseline, "candidate": metrics_url_candidate}
             where = (f"two spec-sim servers (simulated {sim_gpu}, time x{time_scale:g})" if simulated
                      else f"{urls['baseline']} vs {urls['candidate']}")
-            display.say(f"spec-ab: {len(runs)} sweeps of {ladder.seconds:g}s (levels {ladder.levels}, "
+            steps = f"rates {ladder.rates} req/s" if ladder.rates else f"levels {ladder.levels}"
+            display.say(f"spec-ab: {len(runs)} sweeps of {ladder.seconds:g}s ({steps}, "
                         f"{ladder.stage_time} each) on {where} -> {out}")
             if not skip_preflight:
                 run_preflight(urls, metrics, load, display)

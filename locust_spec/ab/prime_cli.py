@@ -51,7 +51,7 @@ def main(host: str, prompts: tuple[str, ...], category: tuple[str, ...], prompt_
         selection = Selection.of(category, prompt_limit, min_prompt_chars, max_prompt_chars, turns)
     except ValueError as e:
         raise click.BadParameter(str(e)) from None
-    load = ab.Load(tuple(prompt_specs(list(prompts))), None, False, 0, model, 1, selection)
+    load = ab.Load(tuple(prompt_specs(list(prompts))), None, False, 0, model, 1, selection=selection)
     try:
         wait_ready(host, os.environ.get("OPENAI_API_KEY", ""), wait_s)
         ab.prime_arm(name, host, load, progress.Display(sys.stdout))

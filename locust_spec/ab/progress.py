@@ -57,19 +57,20 @@ class Sweep:
 
     @property
     def seconds(self) -> float:
-        return len(self.ladder.levels) * self.ladder.stage_s
+        return len(self.ladder.steps) * self.ladder.stage_s
 
 
 def stage_text(sweep: Sweep, elapsed_s: float) -> str:
     """Arm, repeat, level and phase, time into the level and into the sweep."""
     head = f"[{sweep.position + 1}/{sweep.runs}] {sweep.arm} r{sweep.repeat}"
     ladder = sweep.ladder
-    stage = stage_at(elapsed_s, ladder.levels, ladder.stage_s, ladder.warmup_s)
+    stage = stage_at(elapsed_s, ladder.steps, ladder.stage_s, ladder.warmup_s)
     if stage is None:
         return f"{head} ladder done after {sweep.seconds:g}s, Locust writing its files"
     phase = "warm-up" if elapsed_s < stage.warmup_end_s else "measuring"
-    users = f"{stage.users} user{'s' if stage.users > 1 else ''}"
-    return (f"{head} {users} (level {stage.index + 1}/{len(ladder.levels)}, {phase}) "
+    users = (f"{stage.users:g} req/s" if ladder.rates else
+             f"{stage.users} user{'s' if stage.users > 1 else ''}")
+    return (f"{head} {users} (level {stage.index + 1}/{len(ladder.steps)}, {phase}) "
             f"{elapsed_s - stage.start_s:3.0f}s/{ladder.stage_s:g}s  "
             f"total {elapsed_s:3.0f}s/{sweep.seconds:g}s")
 

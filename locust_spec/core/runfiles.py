@@ -8,6 +8,8 @@ import enum
 from dataclasses import dataclass, fields
 from pathlib import Path
 
+from locust_spec.core.level import LevelKey, key_of
+
 REQUESTS = "_requests.csv"
 LATENCY = "_latency.json"
 SERVER_METRICS = "_server_metrics.csv"
@@ -23,8 +25,9 @@ SUMMARY_SCHEMAS = (1, 2)
 anomalies)."""
 RUN_SCHEMA = 1
 """Of PREFIX_run.json, what was measured (recording/provenance.py)."""
-BATCH_VERSION = 2
-"""Of the worker -> master row batches (distributed.py); 2 added the answer's columns to the row."""
+BATCH_VERSION = 3
+"""Of the worker -> master row batches (distributed.py); 2 added the answer's columns to the row, 3 the
+open-loop columns."""
 
 
 @dataclass(frozen=True)
@@ -70,7 +73,7 @@ class RequestRow:
     """One request started: a PREFIX_requests.csv row, its columns in order. None = empty cell."""
 
     start_unix_s: float
-    level_users: int
+    level_users: int | None
     prompt_class: str
     prompt_id: str
     prompt_tokens: int | None = None
@@ -91,10 +94,24 @@ class RequestRow:
     warmup: int = 0
     output_hash: str | None = None
     output_marks: str | None = None
+    level_rate: float | None = None
+    """A rate level's arrivals per second (open loop); `level_users` is then empty."""
+    arrival: int | None = None
+    """The arrival this request started for: its index in the level's schedule."""
+    intended_unix_s: float | None = None
+    """When the schedule meant it to start; `start_unix_s` is when it was sent."""
+    lateness_ms: float | None = None
+    """Sent this much after its intended start (coordinated omission, measured rather than hidden)."""
+
+    @property
+    def level_key(self) -> LevelKey:
+        """Its level in per-level tables: the users, or the rate (`4/s`)."""
+        return key_of(self.level_users, self.level_rate)
 
 
 COLUMNS = tuple(f.name for f in fields(RequestRow))
-ADDED_COLUMNS = ("warmup", "output_hash", "output_marks")
+ADDED_COLUMNS = ("warmup", "output_hash", "output_marks", "level_rate", "arrival", "intended_unix_s",
+                 "lateness_ms")
 """Columns added after the first schema: readers fill them in when an older file lacks them."""
 REQUIRED_COLUMNS = tuple(c for c in COLUMNS if c not in ADDED_COLUMNS)
 

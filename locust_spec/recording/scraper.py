@@ -15,6 +15,7 @@ from locust_spec.client import http_fetch
 from locust_spec.client.headers import credential
 from locust_spec.client.http_fetch import METRICS_URLS_ENV as URLS_ENV
 from locust_spec.client.http_fetch import FetchError, UrlError, check_urls, display_url
+from locust_spec.core.level import LevelKey
 from locust_spec.core.runfiles import RunFiles
 from locust_spec.metrics.counters import Snapshot, SpecWindow, WindowAccumulator, parse_exposition_checked
 from locust_spec.metrics.exposition import CSV_COLUMNS, rows_from_snapshot
@@ -100,10 +101,10 @@ class Scraper:
 
     def _reset_run(self) -> None:
         self._run = WindowAccumulator()
-        self._levels: list[tuple[int, WindowAccumulator]] = []
+        self._levels: list[tuple[LevelKey, WindowAccumulator]] = []
         self.first: dict[str, Snapshot] = {}
         self.last: dict[str, Snapshot] = {}
-        self.level_snapshots: list[tuple[int, tuple[Snapshot, ...]]] = []
+        self.level_snapshots: list[tuple[LevelKey, tuple[Snapshot, ...]]] = []
         self._failures: dict[str, list] = {}
 
     def start(self) -> None:
@@ -128,7 +129,7 @@ class Scraper:
         while not self._stopped.wait(self.interval_s):
             self.scrape()
 
-    def level_changed(self, users: int, warmup_until_unix_s: float = 0.0) -> None:
+    def level_changed(self, users: LevelKey, warmup_until_unix_s: float = 0.0) -> None:
         """The ladder reached a new level: scrape at once, and again when its warm-up ends, so the level's
         measured counters are bracketed by scrapes at its boundaries."""
         gevent.spawn(self.scrape, users)
@@ -161,7 +162,7 @@ class Scraper:
                 self._records.close()
                 self._records = None
 
-    def scrape(self, level_users: int | None = None) -> list[Snapshot]:
+    def scrape(self, level_users: LevelKey | None = None) -> list[Snapshot]:
         """One round over every URL; a failed URL leaves a gap and a warning, never an exception."""
         with self._lock:
             fetches = [gevent.spawn(self._fetch_one, url) for url in self.urls]
@@ -234,8 +235,8 @@ class Scraper:
         far."""
         return self._run.window(models)
 
-    def level_windows(self, models: Collection[str] | None = None) -> list[tuple[int, SpecWindow]]:
-        """(users, counters of `models` over that level) for each ladder level, in order."""
+    def level_windows(self, models: Collection[str] | None = None) -> list[tuple[LevelKey, SpecWindow]]:
+        """(users or rate key, counters of `models` over that level) for each ladder level, in order."""
         return [(users, acc.window(models)) for users, acc in self._levels]
 
     def warnings(self, models: Collection[str] | None = None) -> list[str]:

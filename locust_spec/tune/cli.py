@@ -108,6 +108,10 @@ def points(decisions: Sequence[choose.Decision], notes: list[str]) -> list[sched
     for d in decisions:
         if d.k is None:
             continue
+        if d.batch is None and isinstance(d.users, float):  # a rate is no batch: nothing to place it by
+            notes.append(f"{users_label(d.users)}: the server exposed no vllm:num_requests_running; the "
+                         "level is left out of the schedule")
+            continue
         if d.batch is None:
             notes.append(f"{users_label(d.users)}: the server exposed no vllm:num_requests_running; the "
                          "schedule uses the user count as its batch")
@@ -155,9 +159,11 @@ def confirmation(out: Path, decisions: Sequence[choose.Decision], built: schedul
                                        same(d.k)) for d in decisions)
     swings = []
     for t, (lo, hi) in swing_pairs(decisions, built):
-        ladder = Ladder(",".join([f"{lo},{hi}"] * SWING_CYCLES), s.swing_stage_time, "0s")
+        steps = ",".join([f"{lo:g},{hi:g}"] * SWING_CYCLES)
+        ladder = (Ladder(s.ladder.levels, s.swing_stage_time, "0s", steps) if s.ladder.rates else
+                  Ladder(steps, s.swing_stage_time, "0s"))
         sruns = ab.schedule(s.repeats, out / f"swing-{t}", arms)
-        display.say(f"spec-tune: swing {lo} <-> {hi} users across batch {t} ({len(sruns)} sweeps)")
+        display.say(f"spec-tune: swing {lo:g} <-> {users_label(hi)} across batch {t} ({len(sruns)} sweeps)")
         sweep(sruns, urls, ladder, s, primed, display)
         whole = {a: measure.whole_sample(prefixes(sruns, a), 0, s.objective, s.slo) for a in arms}
         swings.append(confirm.check_swing(t, (lo, hi), decisions, whole, s.objective))
@@ -188,8 +194,9 @@ def run_tune(out: Path, s: Settings, pool: servers.Servers, do_confirm: bool,
     arms = tuple(f"k{k}" for k in s.ks)
     urls = {arm: pool.start(arm, arm_config(s.base_config, k)) for arm, k in zip(arms, s.ks, strict=True)}
     runs = ab.schedule(s.repeats, out / "tune", arms)
+    steps = f"rates {s.ladder.rates} req/s" if s.ladder.rates else f"levels {s.ladder.levels}"
     display.say(f"spec-tune: {len(runs)} sweeps of {s.ladder.seconds:g}s (k {','.join(map(str, s.ks))}, "
-                 f"levels {s.ladder.levels}, {s.ladder.stage_time} each) -> {out}")
+                 f"{steps}, {s.ladder.stage_time} each) -> {out}")
     primed: set[str] = set()
     sweep(runs, urls, s.ladder, s, primed, display)
     decisions, per_task, notes = decide(runs, s)
@@ -229,11 +236,15 @@ def run_tune(out: Path, s: Settings, pool: servers.Servers, do_confirm: bool,
               help="A running server for k (repeatable); schedule=URL for the confirmation pass.")
 @click.option("--levels", help=f"Users per ladder level (default {ab.REAL_LADDER.levels}; "
               f"{ab.DEMO_LADDER.levels} on the simulator).")
+@click.option("--rates", help="Open loop: requests per second per level instead of --levels "
+              "(docs/open-loop.md); each level's batch is what the server ran at that rate.")
 @click.option("--stage-time", help="Time per level (default 60s; 25s on the simulator).")
 @click.option("--warmup", help="Start of each level left out (default 5s; 3s on the simulator).")
 @click.option("--repeats", type=click.IntRange(min=1), default=1, show_default=True,
               help="Sweeps per k, arms interleaved (ABC CBA...).")
-@click.option("--objective", type=click.Choice(choose.OBJECTIVES), default="throughput", show_default=True)
+@click.option("--objective", type=click.Choice(choose.OBJECTIVES),
+              help="What a level's best k maximises (default throughput; with --rates tpot: at a rate both "
+                   "arms serve the same arrivals, so throughput is the offered load).")
 @click.option("--slo", help="Goodput's per-request limits, e.g. ttft=500,tpot=50 (ms).")
 @click.option("--speculative-config", "base_config", default=json.dumps(BASE_CONFIG), show_default=True,
               help="The speculative config every arm shares; num_speculative_tokens is set per arm.")
@@ -259,7 +270,8 @@ def run_tune(out: Path, s: Settings, pool: servers.Servers, do_confirm: bool,
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), required=True,
               help="Run folder: schedule.json, tune.json, report.md, report.html, schedule.png, the runs.")
 def main(ks: str, server_cmd: str | None, server_urls: tuple[str, ...], levels: str | None,
-         stage_time: str | None, warmup: str | None, repeats: int, objective: str, slo: str | None,
+         rates: str | None, stage_time: str | None, warmup: str | None, repeats: int, objective: str | None,
+         slo: str | None,
          base_config: str, max_num_seqs: int, confirm: bool, swing_stage_time: str,
          prompts: tuple[str, ...], category: tuple[str, ...], prompt_limit: int | None,
          min_prompt_chars: int | None, max_prompt_chars: int | None, turns: str, max_tokens: int | None,
@@ -275,7 +287,10 @@ def main(ks: str, server_cmd: str | None, server_urls: tuple[str, ...], levels: 
         raise click.UsageError("give --server-cmd or --server URLs, not both")
     simulated = not server_cmd and not server_urls
     default = ab.DEMO_LADDER if simulated else ab.REAL_LADDER
-    ladder = Ladder(levels or default.levels, stage_time or default.stage_time, warmup or default.warmup)
+    if rates is not None and levels is not None:
+        raise click.UsageError("give --levels (users) or --rates (requests per second), not both")
+    ladder = Ladder(levels or default.levels, stage_time or default.stage_time, warmup or default.warmup,
+                    rates or "")
     try:
         ladder.check()
         parse_stage_time(swing_stage_time)
@@ -295,6 +310,7 @@ def main(ks: str, server_cmd: str | None, server_urls: tuple[str, ...], levels: 
                              "names, whatever they are: spec-tune would choose k by a number you typed; tune "
                              "with the standard rejection sampler")
         slo_value = choose.parse_slo(slo) if slo else None
+        objective = objective or ("tpot" if ladder.rates else "throughput")
         if objective == "goodput" and slo_value is None:
             raise ValueError("--objective goodput needs --slo (e.g. ttft=500,tpot=50)")
         selection = Selection.of(category, prompt_limit, min_prompt_chars, max_prompt_chars, turns)
@@ -307,7 +323,7 @@ def main(ks: str, server_cmd: str | None, server_urls: tuple[str, ...], levels: 
         raise click.UsageError(f"no --server for {', '.join(m.removeprefix('k') for m in missing)}")
     settings = Settings(k_list, ladder, repeats,
                         Load(prompts or (ab.DEMO_PROMPTS if simulated else ()), max_tokens, ignore_eos, seed,
-                             model, 1, selection),
+                             model, 1, selection=selection),
                         objective, slo_value, base, max_num_seqs, prime, simulated, swing_stage_time)
     sim = (servers.SimSettings(time_scale, sim_gpu, ("--max-num-seqs", str(max_num_seqs),
                                                      "--per-request-spec-decode-metrics", "detailed"))

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from locust_spec.analysis.levels import measured, run_levels
+from locust_spec.analysis.levels import level_keys, measured, run_levels
 from locust_spec.analysis.runs import RunData, read_run
 from locust_spec.metrics import batch
 from locust_spec.tune import choose
@@ -49,7 +49,7 @@ def _level_parts(prefixes: Sequence[Path], objective: str, slo: Slo | None,
         frame = run.requests
         used = measured(frame)
         classes = frame["prompt_class"].astype("string").to_numpy()
-        users_col = frame["level_users"].to_numpy()
+        users_col, _ = level_keys(frame)
         for users, level in run_levels(run).items():
             at_level = used & (users_col == users)
             for task in tasks:
@@ -66,7 +66,8 @@ def _level_parts(prefixes: Sequence[Path], objective: str, slo: Slo | None,
 
 
 def level_samples(prefixes: Sequence[Path], k: int, objective: str, slo: Slo | None) -> dict[int, Sample]:
-    """Per level (users): the arm's measured requests over all its runs, and the server's batch there."""
+    """Per level (users, or a rate on an open-loop sweep): the arm's measured requests over all its runs,
+    and the server's batch there."""
     return task_samples(prefixes, k, objective, slo, (None,))[None]
 
 

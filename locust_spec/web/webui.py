@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 import orjson
 from flask import Blueprint, Response, abort, request, send_file
 from locust.runners import STATE_STOPPED
 
 from locust_spec.core import runfiles
+from locust_spec.core.level import LevelKey, describe
 from locust_spec.core.runfiles import ErrorKind
 from locust_spec.metrics import crosscheck
 from locust_spec.metrics.counters import SpecWindow
@@ -108,10 +109,11 @@ def live_totals(entries: Iterable, errors: Iterable) -> crosscheck.ClientTotals:
     return t
 
 
-def speculation_rows(run: SpecWindow | None, levels: Sequence[tuple[int, SpecWindow]], users: int,
+def speculation_rows(run: SpecWindow | None, levels: Sequence[tuple[LevelKey, SpecWindow]], users: int,
                      client_tok_s: float | None, checks: Sequence[crosscheck.Check], running: bool,
-                     warnings: Sequence[str]) -> list[dict]:
-    """The Speculation tab's rows: (measure, value, source), in this order.
+                     warnings: Sequence[str], arrivals: Mapping[str, dict] | None = None) -> list[dict]:
+    """The Speculation tab's rows: (measure, value, source), in this order; open loop, per rate level the
+    rate asked, scheduled and sent, and how late requests went out (the arrival ledger's account).
 
     While the test runs, the server has counted the requests in flight and the client not yet (or the other
     way round, between scrapes), so the cross-check shows both sides without judging them."""
@@ -134,9 +136,18 @@ def speculation_rows(run: SpecWindow | None, levels: Sequence[tuple[int, SpecWin
         add("output tokens/s (server)", _num(server_tok_s, ".1f"), counters)
         add("peak requests running / users", f"{_num(run.max_requests_running, 'g')} / {users}", counters)
         for level_users, window in levels:
-            add(f"acceptance at {level_users} users", _num(window.acceptance_rate, ".4f"),
+            add(f"acceptance at {describe(level_users)}", _num(window.acceptance_rate, ".4f"),
                 f"server /metrics, {window.scrapes} scrapes in the level")
     add("output tokens/s (client)", _num(client_tok_s, ".1f"), f"last {RATE_WINDOW_S:g} s of Locust's stats")
+    for key, entry in (arrivals or {}).items():
+        late = entry.get("lateness_ms") or {}
+        add(f"arrivals at {describe(key)}",
+            f"sent {_num(entry.get('achieved_rate'), '.2f')} req/s of "
+            f"{_num(entry.get('scheduled_rate'), '.2f')} scheduled; lateness p50 "
+            f"{_num(late.get('p50'), '.1f')} / p99 {_num(late.get('p99'), '.1f')} ms; "
+            f"{entry.get('missed', 0)} of {entry.get('scheduled', 0)} never sent"
+            + ("; NOT KEPT: " + "; ".join(entry["why"]) if entry.get("flagged") else ""),
+            "open loop: the schedule's arrivals after warm-up against the rows that came back")
     for check in checks:
         verdict = "running" if running else "disagree" if check.warning else "agree"
         add(f"cross-check {check.name}", f"{verdict}: client {check.client:g}, server {check.server:g}",
@@ -166,6 +177,10 @@ class SpecView:
         """The master's or local runner's FileSink, whose histograms hold every request so far."""
         sink = self.run.sink
         return sink if isinstance(sink, FileSink) else None
+
+    def _arrivals(self) -> dict[str, dict]:
+        ledger = self.run.ledger
+        return ledger.summary()[0] if ledger is not None else {}
 
     def stats(self) -> dict:
         now = time.monotonic()
@@ -198,7 +213,7 @@ class SpecView:
                   "source": "click: acceptance, TPOT, load and lag over time"}
         return {
             "speculation": [charts, *speculation_rows(run, levels, users, token_rate(self._tokens), checks,
-                                                      not stopped, warnings)],
+                                                      not stopped, warnings, self._arrivals())],
             "latency": latency_rows(sink.histograms) if sink is not None else [],
             "latency_source": "HDR histograms" if sink is not None else "none: run with --csv PREFIX",
         }

@@ -31,6 +31,7 @@ from locust_spec.core.runfiles import RunFiles
 from locust_spec.metrics import crosscheck
 from locust_spec.recording import provenance, summary
 from locust_spec.recording.budget import ClientBudget
+from locust_spec.recording.ledger import ArrivalLedger
 from locust_spec.recording.memtrace import MemTrace
 from locust_spec.recording.processor import Processor
 from locust_spec.recording.records import FileSink, RecordSink
@@ -40,6 +41,7 @@ from locust_spec.recording.trace import Trace
 from locust_spec.recording.writes import WriteFailed
 from locust_spec.wiring.distributed import BATCH, Collector, WorkerSink, WorkerWatch
 from locust_spec.wiring.lag import LagMonitor
+from locust_spec.wiring.openloop import READY, ArrivalQueue, Readiness, open_loop, slot_name
 from locust_spec.wiring.options import selection_from, settings_from
 
 log = logging.getLogger(__name__)
@@ -70,6 +72,16 @@ class SpecRun:
     memtrace: MemTrace | None = None
     record: dict | None = None
     """PREFIX_run.json as it stands (a local or master runner with --csv)."""
+    arrivals: ArrivalQueue | None = None
+    """This process's share of the open-loop arrivals (a load-generating runner)."""
+    ledger: ArrivalLedger | None = None
+    """The rate levels' plans against the rows that came back (a local or master runner)."""
+    open_loop: bool = False
+    """The run's options ask for arrivals at a rate (`--rate`, `--rates`)."""
+    readiness: Readiness = field(default_factory=Readiness)
+    """Open loop: whether every process's users are ready for the first arrivals."""
+    planning: bool = False
+    """Open loop without the ladder: the first plan waits for every process to be ready."""
     gave_up: bool = False
     write_failure: str | None = None
     """Why the requests CSV stopped (a full disk), for the summary once the sink is closed."""
@@ -93,11 +105,16 @@ class SpecRun:
                   api_key=getattr(options, "api_key", "") or "", files=RunFiles(prefix) if prefix else None)
         if not measuring:
             return run
+        if not worker:
+            run.ledger = ArrivalLedger()
+            run.levels.listeners.append(run.ledger.planned)
         if not master:
+            run.arrivals = ArrivalQueue(slot_name(runner))
+            run.levels.listeners.append(run.arrivals.level_changed)
             # Built here so a bad --prompts fails at start; each test builds its own (use_run_options).
             run.sampler = PromptSampler(prompt_specs(options.prompts), options.seed, selection_from(options))
-            run.lag = LagMonitor(active=run.running, level=lambda: run.levels.current().users)
-            run.budget = ClientBudget(active=run.running, level=lambda: run.levels.current().users)
+            run.lag = LagMonitor(active=run.running, level=lambda: run.levels.current().key)
+            run.budget = ClientBudget(active=run.running, level=lambda: run.levels.current().key)
             run.processor = Processor(environment.events.request.fire, lambda: run.sink, Trace.from_env(),
                                       run.budget)
             run.memtrace = MemTrace.from_env()
@@ -110,6 +127,8 @@ class SpecRun:
         if master:
             run.collector = Collector()
             run.workers = WorkerWatch(level=lambda: run.levels.current().users)
+        if run.ledger is not None:
+            (run.collector or run.processor).row_listeners.append(run.ledger.add)
         return run
 
     def use_run_options(self, worker_index: int) -> None:
@@ -117,6 +136,7 @@ class SpecRun:
         with the spawn message (this process was built from its own command line), and the web UI may
         have changed them. The prompt stream is seeded per worker (prompts.stream_seed)."""
         options = self.environment.parsed_options
+        self.open_loop = open_loop(options)
         self.sampler = PromptSampler(prompt_specs(options.prompts), stream_seed(options.seed, worker_index),
                                      selection_from(options))
         self.api_key = getattr(options, "api_key", "") or self.api_key  # else this process's own
@@ -145,12 +165,17 @@ class SpecRun:
         """The next of the run's prompts for `server`. The first time for a host, the prompts that cannot
         fit its context are left out (RuntimeError when none fits): only users that send the run's prompts
         pay for asking."""
+        self.fit_prompts(server)
+        return self.sampler.next()
+
+    def fit_prompts(self, server: Server) -> None:
+        """Leave out the prompts that cannot fit `server`'s context, once per host (RuntimeError when none
+        fits). An open loop's users ask before their first arrival, so the asking delays none."""
         if server.host not in self._fitted:
             with self._fit_lock:
                 if server.host not in self._fitted:
                     self._leave_out_too_long(server.host, server.settings)
                     self._fitted.add(server.host)
-        return self.sampler.next()
 
     def _leave_out_too_long(self, host: str, settings: RequestSettings) -> None:
         """Prompts that cannot fit the server's context are never sent (context.py); RuntimeError when
@@ -183,6 +208,12 @@ class SpecRun:
         server = self.server(host)
         kind = OpenAIChatClient if server.sdk is not None else FastChatClient
         return kind(server, self.levels, self.processor.submit)
+
+    def user_prepared(self) -> None:
+        """Open loop: a user is ready for its first arrival; a worker whose users all are tells the master."""
+        runner = self.environment.runner
+        if self.readiness.user_prepared(runner) and isinstance(runner, WorkerRunner):
+            runner.send_message(READY, {})
 
     def give_up(self, message: str) -> None:
         """The run cannot go on (no model to ask for, its files cannot be written): one error line, exit
@@ -345,8 +376,10 @@ class SpecRun:
             notes.insert(0, self.write_failure)
         lost = self.workers.found(self.collector) if self.workers is not None else []
         notes = [lw.warning() for lw in lost] + notes
+        workers = self.collector.clients if self.collector is not None else ()
+        arrivals = self.ledger.summary(workers=workers) if self.ledger is not None else ({}, [])
         return summary.build_summary(totals, window, levels, clients, notes, models,
-                                     [lw.as_dict() for lw in lost])
+                                     [lw.as_dict() for lw in lost], arrivals)
 
     def write_summary(self) -> dict | None:
         """Build, write and log the summary at the end of the run; None without `--csv`."""

@@ -51,8 +51,8 @@ def test_ships_at_1_user_and_not_at_64(pair, tmp_path):
 def test_json_follows_the_documented_schema(pair):
     doc = json.loads(spec_verdict(*pair, "--format", "json").stdout)
     assert doc["schema"] == 4 and doc["verdict"] in {"ship", "off", "tradeoff", "inconclusive"}
-    assert set(doc) == {"schema", "verdict", "summary", "slo", "levels", "crossover", "diagnoses", "warnings",
-                        "tasks", "provenance"}
+    assert set(doc) == {"schema", "axis", "verdict", "summary", "slo", "levels", "crossover", "diagnoses",
+                        "warnings", "tasks", "provenance"}
     level = doc["levels"][0]
     # the pair holds several prompt classes: each one's levels have a level's shape (schema 4)
     assert doc["tasks"] and all(set(lv) == set(level) for t in doc["tasks"] for lv in t["levels"])

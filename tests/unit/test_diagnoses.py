@@ -66,7 +66,7 @@ def test_speculation_inactive_at_one_level_of_a_drafting_ladder_blames_a_batch_s
     level = LevelInput(4, arm(), arm(), spec(None, (), 0, 0, gen=5000),
                        candidate_batch=Batch(4.0, 4.0, 0.0, 0.0, 30))
     found = diagnoses.speculation_inactive(level, speculating_levels=(1, 4))
-    assert "drafted at 1 users but not here (batch ~4)" in found.message
+    assert "drafted at 1 user but not here (batch ~4)" in found.message
     assert "num_speculative_tokens_per_batch_size" in found.message
     assert found.evidence["speculating_levels"] == [1] and found.evidence["batch"] == 4.0
 
