@@ -126,6 +126,8 @@ class SpecRun:
             if host not in self.servers:
                 options = self.environment.parsed_options
                 model = options.model or server_api.first_model(host, self.api_key, options.connect_timeout)
+                if options.model:
+                    server_api.check_model(host, self.api_key, model, options.connect_timeout)
                 settings = settings_from(options, model)
                 sdk = openai_sdk(host, self.api_key, settings) if settings.client == "openai" else None
                 self.servers[host] = Server(host, settings, self.api_key, sdk=sdk)
@@ -170,12 +172,15 @@ class SpecRun:
 
     def client(self, host: str) -> ChatClient:
         """A new user's client for `host`: the fast reader, or the SDK with `--client openai`."""
+        if self.gave_up:  # e.g. at test start, before the users were spawned: they send nothing
+            raise RuntimeError("the run has given up")
         server = self.server(host)
         kind = OpenAIChatClient if server.sdk is not None else FastChatClient
         return kind(server, self.levels, self.processor.submit)
 
     def give_up(self, message: str) -> None:
-        """The run cannot measure anything (no model to ask for): one error line, exit code 2, quit now."""
+        """The run cannot measure anything (no model to ask for, a model the server does not list, a /metrics
+        URL that answers 404): one error line, exit code 2, quit now."""
         if self.gave_up:
             return
         self.gave_up = True
@@ -227,6 +232,7 @@ class SpecRun:
             self.scraper = scraper_from_options(self.environment.parsed_options, self.environment.host,
                                                 self.files, os.environ)
         if self.scraper is not None:
+            self.scraper.on_refused = self.give_up  # a /metrics URL that answers 404 at start
             self.scraper.start()
 
     def client_summary(self) -> dict:
@@ -269,7 +275,7 @@ class SpecRun:
         if built is None:
             return None
         summary.write(self.files.summary, built)
-        for line in built["warnings"]:
+        for line in [] if self.gave_up else built["warnings"]:  # a run that gave up said why in one line
             log.warning("locust-spec: %s", line)
         return built
 
