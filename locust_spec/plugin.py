@@ -124,6 +124,7 @@ def _on_test_start(environment, **_kw) -> None:
         else:
             run.start()
     if run.collector is not None:
+        run.check_model(environment.host)
         run.collector.start_test()
         if environment.shape_class is None:  # a ladder publishes its own levels, with their warm-up
             # Workers hear the total from Locust only once spawning completes, after their first requests

@@ -133,6 +133,16 @@ class SpecRun:
                 self.servers[host] = Server(host, settings, self.api_key, sdk=sdk)
             return self.servers[host]
 
+    def check_model(self, host: str | None) -> None:
+        """On a master, which sends nothing itself: give up at start when the server does not list --model.
+        Its workers find it too, each in its own process; without this the master would exit 0."""
+        options = self.environment.parsed_options
+        if host and options.model:
+            try:
+                server_api.check_model(host, self.api_key, options.model, options.connect_timeout)
+            except RuntimeError as e:
+                self.give_up(str(e))
+
     def next_prompt(self, server: Server) -> Prompt:
         """The next of the run's prompts for `server`. The first time for a host, the prompts that cannot
         fit its context are left out (RuntimeError when none fits): only users that send the run's prompts
