@@ -16,6 +16,7 @@ import gevent
 from locust import events
 from locust.runners import STATE_RUNNING, STATE_SPAWNING, LocalRunner, MasterRunner, WorkerRunner
 from locust.stats import CSV_STATS_INTERVAL_SEC
+from locust.stats import console_logger as STATS_LOG
 
 from locust_spec.core.level import MESSAGE as LEVEL_MESSAGE
 from locust_spec.core.level import Level
@@ -79,11 +80,20 @@ def _on_init(environment, web_ui=None, **_kw) -> None:
         gevent.spawn(_flush_periodically, run)
     if not isinstance(runner, WorkerRunner):
         # `quit` comes after every `quitting` listener: the rows are closed, the workers' last batches are in.
-        environment.events.quit.add_listener(lambda **_: run.write_summary())
+        environment.events.quit.add_listener(lambda **_: _at_quit(run))
         if web_ui is not None:
             run.timeline = live.install(run, web_ui)
             view = webui.install(run, web_ui)
             environment.events.test_start.add_listener(lambda **_: view.test_started())
+
+
+def _at_quit(run: SpecRun) -> None:
+    """The summary file; headless, the level table below Locust's own (where Locust prints its tables, and
+    not when its stdout is JSON)."""
+    run.write_summary()
+    options = run.environment.parsed_options
+    if options.headless and not getattr(options, "json", False) and not run.gave_up:
+        STATS_LOG.info(run.level_table())
 
 
 def _interrupt_main() -> None:
@@ -123,6 +133,8 @@ def _on_test_start(environment, **_kw) -> None:
             run.give_up(str(e))
         else:
             run.start()
+    if run.tally is not None:
+        run.tally.clear()  # a new test in the web UI
     if run.collector is not None:
         run.check_model(environment.host)
         run.collector.start_test()

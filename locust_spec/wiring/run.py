@@ -29,6 +29,7 @@ from locust_spec.core.runfiles import RunFiles
 from locust_spec.metrics import crosscheck
 from locust_spec.recording import summary
 from locust_spec.recording.budget import ClientBudget
+from locust_spec.recording.level_table import LevelTally, table
 from locust_spec.recording.memtrace import MemTrace
 from locust_spec.recording.processor import Processor
 from locust_spec.recording.records import FileSink, RecordSink
@@ -63,6 +64,8 @@ class SpecRun:
     timeline: Timeline | None = None
     """The live page's (a local or master runner with the web UI)."""
     memtrace: MemTrace | None = None
+    tally: LevelTally | None = None
+    """Every request row per level, for the table a headless run prints at its end (local or master)."""
     gave_up: bool = False
     servers: dict[str, Server] = field(default_factory=dict)
     _servers_lock: gevent.lock.Semaphore = field(default_factory=gevent.lock.Semaphore)
@@ -100,6 +103,9 @@ class SpecRun:
             run.sink = FileSink(prefix)
         if master:
             run.collector = Collector()
+        if not worker:
+            run.tally = LevelTally()
+            (run.collector or run.processor).row_listeners.append(run.tally.add)
         return run
 
     def use_run_options(self, worker_index: int) -> None:
@@ -288,6 +294,13 @@ class SpecRun:
         for line in [] if self.gave_up else built["warnings"]:  # a run that gave up said why in one line
             log.warning("locust-spec: %s", line)
         return built
+
+
+    def level_table(self) -> str:
+        """The table of the run so far, per level (level_table.py)."""
+        windows = self.scraper.level_windows() if self.scraper is not None else []
+        lag = summary.combine_levels([c.get("by_level") or {} for c in self.client_summaries().values()])
+        return table(self.tally.lines(windows, lag), self.tally.left_out)
 
 
 def attach(environment, run: SpecRun) -> SpecRun:

@@ -82,8 +82,9 @@ def test_a_first_answer_that_will_never_change_stops_the_run_once(status):
     gevent.sleep(0.1)
     scraper.stop()
     assert len(asked) == 1, "nothing is scraped after the refusal, at stop neither"
-    assert stopped == [f"the metrics URL http://127.0.0.1:9/metrics answers HTTP {status}: no server counters, "
-                       "so no acceptance; pass --metrics-url with the server's /metrics, or --metrics-url off"]
+    assert stopped == [f"the metrics URL http://127.0.0.1:9/metrics answers HTTP {status}: no server "
+                       "counters, so no acceptance; pass --metrics-url with the server's /metrics, or "
+                       "--metrics-url off"]
     assert not any("failed" in line for line in scraper.warnings()), "nor a scrape warning"
 
 
@@ -94,5 +95,5 @@ def test_a_busy_or_failing_server_at_start_and_a_404_later_are_gaps_not_a_stop(f
     gevent.sleep(0.1)
     scraper.stop()
     assert stopped == [] and len(asked) > 2
-    assert scraper.warnings()[0].startswith(f"metrics scrape of http://127.0.0.1:9/metrics failed {len(asked)} "
-                                            f"time(s), first: HTTP {first}")
+    assert scraper.warnings()[0].startswith(
+        f"metrics scrape of http://127.0.0.1:9/metrics failed {len(asked)} time(s), first: HTTP {first}")
