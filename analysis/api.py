@@ -74,6 +74,8 @@ def verdict_for(
                            if spec is not None and spec.acceptance is not None else None),
             baseline_batch=lv.arm_batch(base_pairs),
             candidate_batch=lv.arm_batch(cand_pairs),
+            baseline_spec=lv.combine_spec([s for run, level in base_pairs
+                                           if (s := lv.spec_stats(run, level)) is not None]),
         ))
         cdf[users] = {"baseline": lv.merged_itl_cdf(base_runs, users),
                       "candidate": lv.merged_itl_cdf(cand_runs, users)}

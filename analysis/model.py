@@ -149,6 +149,9 @@ class LevelInput:
     acceptance_ci: Interval | None = None
     baseline_batch: Batch | None = None
     candidate_batch: Batch | None = None
+    baseline_spec: SpecStats | None = None
+    """The baseline server's speculation counters: moving ones mean the arms were given the wrong way
+    round."""
 
 
 @dataclass(frozen=True)

@@ -166,7 +166,10 @@ def _evidence_gaps(level: LevelInput, th: Thresholds) -> list[str]:
             gaps.append(f"{name}: the load generator was behind {lag.late_share:.1%} of the time at this "
                         f"level (max {lag.max_lag_ms:.0f} ms): its numbers measure the client, not the "
                         "server; add --processes or workers")
-    if level.spec is None:
+    swapped = diagnoses.arms_swapped(level)
+    if swapped is not None:
+        gaps.append(swapped)
+    elif level.spec is None:
         gaps.append("no server counters on the candidate at this level (the warnings say why)")
     elif level.spec.draft_tokens <= 0:
         gaps.append("the candidate's draft counters did not move at this level (speculation_inactive says "
