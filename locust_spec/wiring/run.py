@@ -33,7 +33,7 @@ from locust_spec.recording.level_table import LevelTally, table
 from locust_spec.recording.memtrace import MemTrace
 from locust_spec.recording.processor import Processor
 from locust_spec.recording.records import FileSink, RecordSink
-from locust_spec.recording.scraper import Scraper, scraper_from_options
+from locust_spec.recording.scraper import Scraper, scraper_from_options, url_option
 from locust_spec.recording.timeline import Timeline
 from locust_spec.recording.trace import Trace
 from locust_spec.wiring.distributed import BATCH, Collector, WorkerSink
@@ -248,7 +248,10 @@ class SpecRun:
             self.scraper = scraper_from_options(self.environment.parsed_options, self.environment.host,
                                                 self.files, os.environ)
         if self.scraper is not None:
-            self.scraper.on_refused = self.give_up  # a /metrics URL that answers 404 at start
+            # A URL the user gave that answers 404 at start is a mistake: stop. The default HOST/metrics of a
+            # server without one (not vLLM, or spec-ab's baseline) stays a gap and a warning.
+            if url_option(self.environment.parsed_options, os.environ):
+                self.scraper.on_refused = self.give_up
             self.scraper.start()
 
     def client_summary(self) -> dict:

@@ -31,8 +31,9 @@ def test_a_model_the_server_does_not_list_stops_before_any_request(hostile, tmp_
 
 
 def test_a_metrics_url_answering_404_stops_the_run_in_one_line(hostile, tmp_path):
-    server = hostile(SERVED)  # no /metrics: 404
-    result, errors = _run(tmp_path, server.url, "--model", "served-model")
+    server = hostile(SERVED)  # no /metrics: 404 (as HOST/metrics, the default, it stays a warning)
+    result, errors = _run(tmp_path, server.url, "--model", "served-model", "--metrics-url",
+                          server.url + "/metrics")
     assert result.returncode == 2
     assert len(errors) == 1, errors
     assert f"the metrics URL {server.url}/metrics answers HTTP 404" in errors[0], errors[0]
