@@ -163,7 +163,7 @@ def _on_test_stop(environment, **_kw) -> None:
     if run.measuring:
         run.stop()
         run.flush()
-        if isinstance(environment.runner, LocalRunner) and run.files is not None:
+        if isinstance(environment.runner, LocalRunner) and run.files is not None and not run.gave_up:
             # Locust rewrites PREFIX_stats.csv only every CSV_STATS_INTERVAL_SEC and not at exit: let it
             # take the requests reported at stop (interrupted, drained), so its counts equal our rows.
             gevent.sleep(CSV_STATS_INTERVAL_SEC + 0.2)

@@ -159,6 +159,10 @@ class Scraper:
         if not self._stopped.is_set():
             self.scrape(level_users)
 
+    def abandon(self) -> None:
+        """The run gave up: no more scrapes, none at stop either (their warnings would bury its one line)."""
+        self._stopped.set()
+
     def stop(self) -> None:
         """The final scrape, after the one in flight. The users have stopped by now; what this waits for is
         bounded by the deadline, twice at most (the round in flight, then the final one), so that the

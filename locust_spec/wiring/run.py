@@ -200,6 +200,8 @@ class SpecRun:
         if self.gave_up:
             return
         self.gave_up = True
+        if self.scraper is not None:
+            self.scraper.abandon()
         log.error("locust-spec: %s", message)
         self.environment.process_exit_code = 2
         if self.environment.runner is not None:
