@@ -91,6 +91,8 @@ def verdict_for(
                                         answers.level_answers([r.answers for r in cand_runs], users)),
             baseline_arrivals=worst_arrivals([level.arrivals for level in base_at if level.arrivals]),
             candidate_arrivals=worst_arrivals([level.arrivals for level in cand_at if level.arrivals]),
+            baseline_spec=lv.combine_spec([s for run, level in base_pairs
+                                           if (s := lv.spec_stats(run, level)) is not None]),
         ))
         cdf[users] = {"baseline": lv.merged_itl_cdf(base_runs, users),
                       "candidate": lv.merged_itl_cdf(cand_runs, users)}

@@ -54,6 +54,7 @@ def cli() -> None:
     \b
     Usage:
       spec-verdict BASELINE CANDIDATE [OPTIONS]   (same as: spec-verdict compare ...)
+      spec-verdict AB_FOLDER [OPTIONS]            (spec-ab's --out: its baseline/ and candidate/)
       spec-verdict vocab TARGET DRAFT
 
     BASELINE and CANDIDATE are each a Locust --csv prefix (PREFIX_requests.csv, PREFIX_latency.json,
@@ -67,9 +68,18 @@ def cli() -> None:
     """
 
 
+def ab_arms(folder: Path) -> tuple[Path, Path]:
+    """spec-ab's --out folder -> its two arms' folders; InputError saying what was expected otherwise."""
+    arms = folder / "baseline", folder / "candidate"
+    if all(arm.is_dir() for arm in arms):
+        return arms
+    raise InputError(f"{folder}: give BASELINE and CANDIDATE, or a spec-ab --out folder (one holding "
+                     "baseline/ and candidate/)")
+
+
 @cli.command("compare")
 @click.argument("baseline", type=click.Path(path_type=Path))
-@click.argument("candidate", type=click.Path(path_type=Path))
+@click.argument("candidate", type=click.Path(path_type=Path), required=False)
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="text", show_default=True,
               help="What to print on stdout.")
 @click.option("-o", "--output", "outputs", multiple=True, type=click.Path(path_type=Path),
@@ -113,11 +123,15 @@ def cli() -> None:
                    "(their tokens per second), which becomes the throughput the verdict judges.")
 @click.option("--fail-on", multiple=True, type=click.Choice((OFF, TRADEOFF, INCONCLUSIVE)),
               help="Exit 1 when the overall verdict is this (repeatable), for CI.")
-def compare(baseline: Path, candidate: Path, fmt: str, outputs: tuple[Path, ...],
+def compare(baseline: Path, candidate: Path | None, fmt: str, outputs: tuple[Path, ...],
             serving_concurrency: int | None, slo_text: str | None, fail_on: tuple[str, ...], force: bool,
             **thresholds: float) -> int:
-    """Compare BASELINE (speculation off) with CANDIDATE (speculation on) and print the verdict."""
+    """Compare BASELINE (speculation off) with CANDIDATE (speculation on) and print the verdict; given one
+    folder, spec-ab's --out, compare its baseline/ and candidate/."""
     from .api import format_for, render, verdict_for, write_outputs
+
+    if candidate is None:
+        baseline, candidate = ab_arms(baseline)
 
     for path in outputs:
         format_for(path)

@@ -42,6 +42,16 @@ def proposal_length(
     )
 
 
+def arms_swapped(level: LevelInput) -> str | None:
+    """The baseline's draft counters moved and the candidate's did not: the line that says so, else None."""
+    base, cand = level.baseline_spec, level.spec
+    if base is None or base.draft_tokens <= 0 or (cand is not None and cand.draft_tokens > 0):
+        return None
+    return (f"arms swapped? the baseline's draft counters moved ({base.draft_tokens:.0f} draft tokens) and "
+            "the candidate's did not: give the run without speculation first (spec-verdict BASELINE "
+            "CANDIDATE)")
+
+
 def speculation_inactive(level: LevelInput, speculating_levels: Sequence[int] = ()) -> Diagnosis | None:
     """The candidate completed requests but the draft counters did not move: say the likely cause, and
     name every known one when the evidence does not single one out."""
@@ -60,7 +70,10 @@ def speculation_inactive(level: LevelInput, speculating_levels: Sequence[int] = 
     has_spec_family = any("spec" in f or "draft" in f for f in spec.families_seen)
     wrong_url = f"the candidate's metrics URL points at another server ({CANDIDATE_METRICS_OPTIONS})"
     base_tpc = level.baseline.tokens_per_chunk
-    if spec.generation_tokens <= 0:
+    swapped = arms_swapped(level)
+    if swapped is not None:
+        cause = swapped
+    elif spec.generation_tokens <= 0:
         cause = ("the scraped server counted no generated tokens while the client received "
                  f"{cand.output_tokens}: {wrong_url}")
     elif level.rows_show_speculation:

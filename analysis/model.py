@@ -233,6 +233,9 @@ class LevelInput:
     answers: AnswerCheck | None = None
     baseline_arrivals: Arrivals | None = None
     candidate_arrivals: Arrivals | None = None
+    baseline_spec: SpecStats | None = None
+    """The baseline server's speculation counters: moving ones mean the arms were given the wrong way
+    round."""
 
 
 @dataclass(frozen=True)

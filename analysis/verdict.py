@@ -176,7 +176,10 @@ def _evidence_gaps(level: LevelInput, th: Thresholds) -> list[str]:
                         f"level (max {lag.max_lag_ms:.0f} ms): its numbers measure the client, not the "
                         "server; add --processes or workers")
     gaps += _schedule_gaps(level, th)
-    if level.spec is None:
+    swapped = diagnoses.arms_swapped(level)
+    if swapped is not None:
+        gaps.append(swapped)
+    elif level.spec is None:
         gaps.append("no server counters on the candidate at this level (the warnings say why)")
     elif (not_speculation := diagnoses.not_speculation(level.spec)) is not None:
         gaps.append(not_speculation)

@@ -17,6 +17,7 @@ import gevent
 from locust import events
 from locust.runners import STATE_RUNNING, STATE_SPAWNING, LocalRunner, MasterRunner, WorkerRunner
 from locust.stats import CSV_STATS_INTERVAL_SEC
+from locust.stats import console_logger as STATS_LOG
 
 from locust_spec.core.level import MESSAGE as LEVEL_MESSAGE
 from locust_spec.core.level import Level
@@ -85,7 +86,7 @@ def _on_init(environment, web_ui=None, **_kw) -> None:
     if not isinstance(runner, WorkerRunner):
         run.levels.listeners.append(lambda level: _rate_level_started(run, level))
         # `quit` comes after every `quitting` listener: the rows are closed, the workers' last batches are in.
-        environment.events.quit.add_listener(lambda **_: run.write_summary())
+        environment.events.quit.add_listener(lambda **_: _at_quit(run))
         if web_ui is not None:
             run.timeline = live.install(run, web_ui)
             view = webui.install(run, web_ui)
@@ -98,6 +99,15 @@ def _watch_workers(environment, run: SpecRun) -> None:
     environment.events.heartbeat_sent.add_listener(lambda client_id, **_: watch.heard_from(client_id))
     environment.events.worker_report.add_listener(lambda client_id, data, **_: watch.report(client_id, data))
     gevent.spawn(distributed.watch_workers, environment, run.collector, watch)
+
+
+def _at_quit(run: SpecRun) -> None:
+    """The summary file; headless, the level table below Locust's own (where Locust prints its tables, and
+    not when its stdout is JSON)."""
+    run.write_summary()
+    options = run.environment.parsed_options
+    if options.headless and not getattr(options, "json", False) and not run.gave_up:
+        STATS_LOG.info(run.level_table())
 
 
 def _interrupt_main() -> None:
@@ -169,7 +179,10 @@ def _on_test_start(environment, **_kw) -> None:
             run.give_up(str(e))
         else:
             run.start()
+    if run.tally is not None:
+        run.tally.clear()  # a new test in the web UI
     if run.collector is not None:
+        run.check_model(environment.host)
         run.collector.start_test()
         run.workers.start_test()
         run.readiness.reset()  # a worker says it is ready only after this test's spawn
@@ -210,7 +223,7 @@ def _on_test_stop(environment, **_kw) -> None:
     if run.measuring:
         run.stop()
         run.flush()
-        if isinstance(environment.runner, LocalRunner) and run.files is not None:
+        if isinstance(environment.runner, LocalRunner) and run.files is not None and not run.gave_up:
             # Locust rewrites PREFIX_stats.csv only every CSV_STATS_INTERVAL_SEC and not at exit: let it
             # take the requests reported at stop (interrupted, drained), so its counts equal our rows.
             gevent.sleep(CSV_STATS_INTERVAL_SEC + 0.2)

@@ -174,6 +174,23 @@ def server_version(host: str, api_key: str, timeout: float) -> str | None:
     return version[:100] if isinstance(version, str) else None
 
 
+def check_model(host: str, api_key: str, model: str, timeout: float) -> None:
+    """RuntimeError with one line when the server lists its models (GET /v1/models) and `model` is not
+    among them: every request would be refused (vLLM: 404), thousands a second. A server that does not
+    list them, or does not answer yet, is not judged here: its requests say what is wrong."""
+    try:
+        listed = [entry["id"] for entry in get_json(host, "/models", api_key, timeout)["data"]]
+    except (CallError, KeyError, IndexError, TypeError):
+        return
+    if model in listed:
+        return
+    # a hostile list stays one short line
+    shown = ", ".join(repr(" ".join(str(m).split())[:80]) for m in listed[:5]) or "no model"
+    more = f" and {len(listed) - 5} more" if len(listed) > 5 else ""
+    raise RuntimeError(f"{host} does not serve the model {model!r} (GET /v1/models lists {shown}{more}); "
+                       "pass --model with one of them, or leave it out for the first")
+
+
 def prime_body(prompt: Prompt, model: str) -> bytes:
     """One token per prompt: the server prefills (and caches) the prompt and decodes almost nothing."""
     return orjson.dumps({"model": model, "messages": list(prompt.messages), "max_tokens": 1,

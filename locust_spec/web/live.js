@@ -155,11 +155,10 @@
              '"/><text class="levellabel" x="' + (+px + 3) + '" y="' + (M.t - 8) + '">' +
              esc(levelText(mark[1])) + '</text>');
     });
-    (chart.rules || []).forEach(function (r) {
-      if (r.y > top) return;
+    var rules = (chart.rules || []).filter(function (r) { return r.y <= top; });
+    rules.forEach(function (r) {
       s.push('<line class="rule" stroke="' + r.color + '" x1="' + M.l + '" x2="' + (W - M.r) + '" y1="' +
-             y(r.y).toFixed(1) + '" y2="' + y(r.y).toFixed(1) + '"/><text x="' + (W - M.r - 2) + '" y="' +
-             (y(r.y) - 3).toFixed(1) + '" text-anchor="end" fill="' + r.color + '">' + esc(r.label) + '</text>');
+             y(r.y).toFixed(1) + '" y2="' + y(r.y).toFixed(1) + '"/>');
     });
     var drawn = 0;
     lines.slice().reverse().forEach(function (l) {
@@ -169,6 +168,11 @@
       s.push('<path data-line="' + esc(l.label) + '" fill="none" stroke="' + l.color + '" stroke-width="' +
              (l.width || 1.5) + '"' + (l.dash ? ' stroke-dasharray="5 3"' : '') +
              ' stroke-linejoin="round" d="' + d + '"/>');
+    });
+    // The rules' labels come after the data, on a halo of the background: a line never crosses them out.
+    rules.forEach(function (r) {
+      s.push('<text class="rulelabel" x="' + (W - M.r - 2) + '" y="' + (y(r.y) - 3).toFixed(1) +
+             '" text-anchor="end" fill="' + r.color + '">' + esc(r.label) + '</text>');
     });
     s.push('<line class="grid" x1="' + M.l + '" x2="' + M.l + '" y1="' + M.t + '" y2="' + (M.t + ih) + '"/>');
     if (!drawn) {

@@ -32,10 +32,11 @@ from locust_spec.metrics import crosscheck
 from locust_spec.recording import provenance, summary
 from locust_spec.recording.budget import ClientBudget
 from locust_spec.recording.ledger import ArrivalLedger
+from locust_spec.recording.level_table import LevelTally, table
 from locust_spec.recording.memtrace import MemTrace
 from locust_spec.recording.processor import Processor
 from locust_spec.recording.records import FileSink, RecordSink
-from locust_spec.recording.scraper import Scraper, scraper_from_options
+from locust_spec.recording.scraper import Scraper, scraper_from_options, url_option
 from locust_spec.recording.timeline import Timeline
 from locust_spec.recording.trace import Trace
 from locust_spec.recording.writes import WriteFailed
@@ -82,6 +83,8 @@ class SpecRun:
     """Open loop: whether every process's users are ready for the first arrivals."""
     planning: bool = False
     """Open loop without the ladder: the first plan waits for every process to be ready."""
+    tally: LevelTally | None = None
+    """Every request row per level, for the table a headless run prints at its end (local or master)."""
     gave_up: bool = False
     write_failure: str | None = None
     """Why the requests CSV stopped (a full disk), for the summary once the sink is closed."""
@@ -129,6 +132,9 @@ class SpecRun:
             run.workers = WorkerWatch(level=lambda: run.levels.current().users)
         if run.ledger is not None:
             (run.collector or run.processor).row_listeners.append(run.ledger.add)
+        if not worker:
+            run.tally = LevelTally()
+            (run.collector or run.processor).row_listeners.append(run.tally.add)
         return run
 
     def use_run_options(self, worker_index: int) -> None:
@@ -156,10 +162,22 @@ class SpecRun:
             if host not in self.servers:
                 options = self.environment.parsed_options
                 model = options.model or server_api.first_model(host, self.api_key, options.connect_timeout)
+                if options.model:
+                    server_api.check_model(host, self.api_key, model, options.connect_timeout)
                 settings = settings_from(options, model)
                 sdk = openai_sdk(host, self.api_key, settings) if settings.client == "openai" else None
                 self.servers[host] = Server(host, settings, self.api_key, sdk=sdk)
             return self.servers[host]
+
+    def check_model(self, host: str | None) -> None:
+        """On a master, which sends nothing itself: give up at start when the server does not list --model.
+        Its workers find it too, each in its own process; without this the master would exit 0."""
+        options = self.environment.parsed_options
+        if host and options.model:
+            try:
+                server_api.check_model(host, self.api_key, options.model, options.connect_timeout)
+            except RuntimeError as e:
+                self.give_up(str(e))
 
     def next_prompt(self, server: Server) -> Prompt:
         """The next of the run's prompts for `server`. The first time for a host, the prompts that cannot
@@ -205,6 +223,8 @@ class SpecRun:
 
     def client(self, host: str) -> ChatClient:
         """A new user's client for `host`: the fast reader, or the SDK with `--client openai`."""
+        if self.gave_up:  # e.g. at test start, before the users were spawned: they send nothing
+            raise RuntimeError("the run has given up")
         server = self.server(host)
         kind = OpenAIChatClient if server.sdk is not None else FastChatClient
         return kind(server, self.levels, self.processor.submit)
@@ -216,11 +236,13 @@ class SpecRun:
             runner.send_message(READY, {})
 
     def give_up(self, message: str) -> None:
-        """The run cannot go on (no model to ask for, its files cannot be written): one error line, exit
-        code 2, quit now."""
+        """The run cannot go on (no model to ask for, a model the server does not list, a /metrics URL that
+        answers 404, its files cannot be written): one error line, exit code 2, quit now."""
         if self.gave_up:
             return
         self.gave_up = True
+        if self.scraper is not None:
+            self.scraper.abandon()
         log.error("locust-spec: %s", message)
         self.environment.process_exit_code = 2
         if self.environment.runner is not None:
@@ -280,6 +302,10 @@ class SpecRun:
             if self.scraper is not None:
                 self.scraper.on_write_failure = self.recording_failed
         if self.scraper is not None:
+            # A URL the user gave that answers 404 at start is a mistake: stop. The default HOST/metrics of a
+            # server without one (not vLLM, or spec-ab's baseline) stays a gap and a warning.
+            if url_option(self.environment.parsed_options, os.environ):
+                self.scraper.on_refused = self.give_up
             self.scraper.start()
 
     def start_record(self) -> None:
@@ -386,13 +412,20 @@ class SpecRun:
         built = self.summary()
         if built is None:
             return None
-        for line in built["warnings"]:
+        for line in [] if self.gave_up else built["warnings"]:  # a run that gave up said why in one line
             log.warning("locust-spec: %s", line)
         try:
             summary.write(self.files.summary, built)
         except WriteFailed as e:
             log.log(logging.WARNING if self.gave_up else logging.ERROR, "locust-spec: no summary: %s", e)
         return built
+
+
+    def level_table(self) -> str:
+        """The table of the run so far, per level (level_table.py)."""
+        windows = self.scraper.level_windows() if self.scraper is not None else []
+        lag = summary.combine_levels([c.get("by_level") or {} for c in self.client_summaries().values()])
+        return table(self.tally.lines(windows, lag), self.tally.left_out)
 
 
 def attach(environment, run: SpecRun) -> SpecRun:

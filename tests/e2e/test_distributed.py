@@ -11,6 +11,7 @@ from pathlib import Path
 
 from locust_spec.core.prompts import PromptSampler, stream_seed
 from locust_spec.recording.histograms import new_histogram, percentiles_us, record_ms
+from tests.e2e.chat_runs import assert_level_table
 from tests.support import BIN, CLIENT_CPU, REPO, free_port, pinned
 
 NGRAM = '{"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_max": 4}'
@@ -116,6 +117,9 @@ def test_master_with_two_workers_writes_each_request_once_with_exact_merged_perc
     # have made three times as many
     assert 3 <= len(scrapes) <= RUN_S / INTERVAL_S + 5
     assert summary["server"]["acceptance_rate"] > 0
+    # the master prints the table of every worker's requests at the end
+    (level,) = assert_level_table(result.stderr, rows).values()
+    assert 0 < float(level["acceptance"]) <= 1 and level["behind"].endswith("%")
     assert summary["crosscheck"]["finished requests"]["warning"] is None
     assert summary["crosscheck"]["output tokens"]["warning"] is None
 
