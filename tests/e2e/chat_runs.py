@@ -148,7 +148,7 @@ def post(url: str) -> None:
     urllib.request.urlopen(urllib.request.Request(url, method="POST"), timeout=10).read()
 
 
-TABLE_KEYS = ("users", "requests", "failed", "acceptance", "ttft50", "ttft99", "tpot50", "tpot99", "tok_s",
+TABLE_KEYS = ("level", "requests", "failed", "acceptance", "ttft50", "ttft99", "tpot50", "tpot99", "tok_s",
               "behind")
 
 

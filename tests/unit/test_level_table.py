@@ -42,8 +42,19 @@ def test_the_table_shows_a_dash_for_what_was_not_measured_and_says_what_it_left_
     tally.add(row(8, 2.0))
     text = table(tally.lines([], {}), tally.left_out)
     title, header, line, *rest = text.splitlines()
-    assert header.split() == ["users", "requests", "failed", "acceptance", "TTFT", "p50", "TTFT", "p99",
+    assert header.split() == ["level", "requests", "failed", "acceptance", "TTFT", "p50", "TTFT", "p99",
                               "TPOT", "p50", "TPOT", "p99", "tok/s", "behind"]
     assert line.split() == ["2", "1", "1", "-", "-", "-", "-", "-", "-", "-"]
     assert rest[-1] == "1 requests at levels past the first 1 are not in this table"
     assert table([], 0).splitlines()[2] == "  no request was measured outside warm-up"
+
+
+def test_a_rate_level_is_its_own_row_named_by_its_rate():
+    tally = LevelTally()
+    for i in range(10):
+        tally.add(RequestRow(100.0 + i, None, "code", "p", output_tokens=50, ttft_ms=10.0, tpot_ms=2.0,
+                             e2e_ms=110.0,
+                             level_rate=4.0))
+    (line,) = tally.lines([], {})
+    assert (line.users, line.requests) == ("4/s", 10)
+    assert table([line]).splitlines()[2].split()[0] == "4/s"

@@ -8,10 +8,12 @@ from pathlib import Path
 
 import click
 import orjson
+import pytest
 from locust.argument_parser import get_parser
 from locust_spec.analysis import api, diagnoses
 from locust_spec.analysis.cli import cli, run
 from locust_spec.analysis.model import LevelInput
+from locust_spec.analysis.runs import InputError
 
 from locust_spec.ab.cli import main as spec_ab
 from locust_spec.ab.prime_cli import main as spec_prime
@@ -130,7 +132,10 @@ def test_counters_of_another_server_are_not_blamed_on_the_load_generator():
 
 def test_arms_given_the_wrong_way_round_are_called_swapped_not_inactive(tmp_path):
     write_pair(tmp_path)
-    verdict = api.verdict_for([tmp_path / "ngram"], [tmp_path / "off"])
+    # without --force the swap is one line and exit 2 (test_provenance); forced, every level says it
+    with pytest.raises(InputError, match="the arms look swapped"):
+        api.verdict_for([tmp_path / "ngram"], [tmp_path / "off"])
+    verdict = api.verdict_for([tmp_path / "ngram"], [tmp_path / "off"], force=True)
     assert verdict.verdict == "inconclusive" and "arms swapped?" in verdict.summary
     for level in verdict.levels:
         assert level.reasons[0].startswith("arms swapped? the baseline's draft counters moved (")
