@@ -342,10 +342,11 @@ def read_arrivals(path: Path, data: dict) -> dict[Rate, dict]:
     return out
 
 
-def _strings(path: Path, data: dict, key: str) -> tuple[str, ...] | None:
-    value = data.get(key)
-    if value is None:
+def _strings(path: Path, data: dict, key: str, nullable: bool = False) -> tuple[str, ...] | None:
+    """A list of strings under `key`; None when absent (or null, where the contract allows it)."""
+    if key not in data or (nullable and data[key] is None):
         return None
+    value = data[key]
     if not isinstance(value, list) or not all(isinstance(w, str) for w in value):
         raise InputError(f"{path}: '{key}' is not a list of strings")
     return tuple(value)
@@ -364,7 +365,7 @@ def read_summary(path: Path) -> Summary:
     client = data.get("client")
     rows = _count(f"{path}: client.requests", client.get("requests")) if isinstance(client, dict) else None
     return Summary(_strings(path, data, "warnings") or (), disagreements, read_client_lag(path, data), rows,
-                   _strings(path, data, "models") or None, read_lost_workers(path, data),
+                   _strings(path, data, "models", nullable=True) or None, read_lost_workers(path, data),
                    read_arrivals(path, data))
 
 
