@@ -135,21 +135,41 @@ def draft_cost(level: LevelInput, band_pct: float) -> Diagnosis | None:
 
 
 def ttft_change(level: LevelInput, word: str) -> Diagnosis | None:
-    """A TTFT p50 change whose interval clears the noise band (speculation can raise TTFT)."""
+    """A TTFT p50 rise whose interval clears the noise band: the draft's cost on the first token. (A fall
+    is no cost of speculation to diagnose; the table shows it.)"""
     base, cand = level.baseline, level.candidate
     change = change_pct(base.ttft_p50_ms, cand.ttft_p50_ms)
-    if change is None or word not in (BETTER, WORSE):
+    if change is None or word != WORSE:
         return None
     ci = level.changes.get("ttft_p50_ms")
     shown = f"{change:+.1f}%" + (f" [{ci.lo:+.1f}, {ci.hi:+.1f}]" if ci is not None and ci.measured else "")
-    rose = word == WORSE
-    why = ": the draft adds work to the first step" if rose else ""
     return Diagnosis(
         "ttft_change",
-        f"TTFT p50 {'rose' if rose else 'fell'} {shown} ({base.ttft_p50_ms:.1f} -> {cand.ttft_p50_ms:.1f} "
-        f"ms){why}",
+        f"TTFT p50 rose {shown} ({base.ttft_p50_ms:.1f} -> {cand.ttft_p50_ms:.1f} ms): the draft adds work "
+        "to the first step",
         {"ttft_p50_ms": [base.ttft_p50_ms, cand.ttft_p50_ms], "change_pct": change,
          "ci95_pct": ci.as_list() if ci is not None else None},
+    )
+
+
+BASELINE_SPECULATING = "baseline_speculating"
+
+
+def baseline_speculating(level: LevelInput) -> Diagnosis | None:
+    """The baseline's own counters (or its requests' speculative stats) show drafted tokens: the A/B then
+    compares two speculating servers, and says nothing about switching speculation on."""
+    spec = level.baseline_spec
+    drafted = spec.draft_tokens if spec is not None else 0.0
+    if drafted <= 0:
+        return None
+    tpc = level.baseline.tokens_per_chunk
+    shown = f", {tpc:.2f} tokens per chunk" if tpc is not None else ""
+    return Diagnosis(
+        BASELINE_SPECULATING,
+        f"the baseline speculated at {level.users} users: its counters show {drafted:.0f} draft tokens"
+        f"{shown}; serve the baseline without --speculative-config (or point --metrics-url-baseline at "
+        "it) to measure speculation against none",
+        {"draft_tokens": drafted, "acceptance": spec.acceptance, "tokens_per_chunk": tpc},
     )
 
 

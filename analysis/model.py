@@ -149,6 +149,10 @@ class LevelInput:
     acceptance_ci: Interval | None = None
     baseline_batch: Batch | None = None
     candidate_batch: Batch | None = None
+    baseline_spec: SpecStats | None = None
+    """The baseline's own speculative-decoding counters at this level (it should have none)."""
+    design: str = "sequential"
+    """How the arms shared time here: sequential, interleaved, simultaneous, or mixed (runs differ)."""
 
 
 @dataclass(frozen=True)
@@ -177,6 +181,13 @@ class LevelVerdict:
     acceptance_ci: Interval | None = None
     baseline_batch: Batch | None = None
     candidate_batch: Batch | None = None
+    directions: dict[str, str] = field(default_factory=dict)
+    """Per judged metric: better / worse / same / inconclusive / unknown (its interval against the band)."""
+    mde_pct: dict[str, float | None] = field(default_factory=dict)
+    """Per deciding metric: the smallest change this level could have detected (stats.Interval.mde_pct)."""
+    power_note: str | None = None
+    """Why the level is under-powered, when it is."""
+    design: str = "sequential"
 
     @property
     def change_pct(self) -> dict[str, float | None]:
@@ -208,6 +219,22 @@ class CrossPoint:
 
 
 @dataclass(frozen=True)
+class DesignInfo:
+    """How the verdict's runs shared time (core/design.py), as verdict.json reports it."""
+
+    kind: str
+    block_s: float | None = None
+    blocks_per_level: int | None = None
+    arms: int | None = None
+    repeats: int = 1
+    warmup_s: float | None = None
+
+    def as_dict(self) -> dict:
+        return {"kind": self.kind, "block_s": self.block_s, "blocks_per_level": self.blocks_per_level,
+                "arms": self.arms, "repeats": self.repeats, "warmup_s": self.warmup_s}
+
+
+@dataclass(frozen=True)
 class Verdict:
     verdict: str
     summary: str
@@ -218,3 +245,4 @@ class Verdict:
     plots: PlotData = field(default_factory=PlotData)
     crossover: tuple[CrossPoint, ...] = ()
     slo: Slo | None = None
+    design: DesignInfo = field(default_factory=lambda: DesignInfo("sequential"))

@@ -11,6 +11,7 @@ import orjson
 import pandas as pd
 
 from locust_spec.core import runfiles
+from locust_spec.core.design import Design
 from locust_spec.core.runfiles import REQUESTS, RunFiles
 from locust_spec.metrics import counters
 
@@ -24,7 +25,7 @@ NUMERIC = {
     "chunk_gap_p50_ms": "float64", "spec_accepted_tokens": "float64", "spec_draft_tokens": "float64",
     "warmup": "float64",
 }
-TEXT = {"prompt_class": "category", "error": "category"}
+TEXT = {"prompt_class": "category", "prompt_id": "category", "error": "category"}
 # What a value can be in a run; outside, it is no measurement (a corrupted or hand-edited file) and would
 # move the verdict silently: an `inf` start time empties a level, a negative token count turns a rate.
 _MS = (0.0, 1e9)  # 11.6 days
@@ -50,6 +51,8 @@ class RunData:
     warnings: tuple[str, ...]
     crosscheck: tuple[str, ...] = ()
     client_lag: dict[int, ClientLag] = field(default_factory=dict)
+    design: Design | None = None
+    """How the run shared time with its other arms (PREFIX_design.json); None: sequential."""
 
 
 def discover(path: Path) -> list[Path]:
@@ -235,6 +238,18 @@ def read_summary(path: Path) -> tuple[tuple[str, ...], tuple[str, ...], dict[int
     return tuple(warnings), disagreements, read_client_lag(path, data)
 
 
+def read_design(path: Path) -> Design | None:
+    """PREFIX_design.json (spec-ab writes it); None when absent: the run is read as sequential."""
+    if not path.is_file():
+        return None
+    try:
+        return Design.from_dict(orjson.loads(path.read_bytes()))
+    except orjson.JSONDecodeError as exc:
+        raise InputError(f"{path}: not valid JSON (truncated?): {exc}") from None
+    except ValueError as exc:
+        raise InputError(f"{path}: {exc}") from None
+
+
 def read_run(prefix: Path) -> RunData:
     files = RunFiles(str(prefix))
     warnings, crosscheck, client_lag = read_summary(files.summary)
@@ -246,4 +261,5 @@ def read_run(prefix: Path) -> RunData:
         warnings=warnings,
         crosscheck=crosscheck,
         client_lag=client_lag,
+        design=read_design(files.design),
     )

@@ -11,8 +11,9 @@ from ..report.table import (
     HEADER,
     acceptance_line,
     crossover_lines,
+    design_line,
+    evidence_line,
     rows,
-    runs_line,
     users_label,
 )
 
@@ -54,12 +55,13 @@ def _class_table(verdict: Verdict) -> str:
 def render(verdict: Verdict) -> str:
     v = escape(verdict.verdict)
     parts = [f"<h1>Speculative decoding: <span class='v {v}'>{v}</span></h1>",
-             f"<p>{escape(verdict.summary)}</p>", _class_table(verdict)]
+             f"<p>{escape(verdict.summary)}</p>", f"<p>{escape(design_line(verdict.design))}</p>",
+             _class_table(verdict)]
     for lv in verdict.levels:
         lvv = escape(lv.verdict)
         parts.append(f"<h2>{users_label(lv.users)}: <span class='v {lvv}'>{lvv}</span></h2>")
         parts.append(f"<p>{escape(acceptance_line(lv))}</p>")
-        extra = runs_line(lv)
+        extra = evidence_line(lv)
         if extra:
             parts.append(f"<p>{escape(extra)}</p>")
         head = "".join(f"<th>{escape(h)}</th>" for h in HEADER)

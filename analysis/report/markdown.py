@@ -9,8 +9,9 @@ from ..report.table import (
     HEADER,
     acceptance_line,
     crossover_lines,
+    design_line,
+    evidence_line,
     rows,
-    runs_line,
     users_label,
 )
 
@@ -33,10 +34,11 @@ def _escape(text: str) -> str:
 
 
 def render(verdict: Verdict) -> str:
-    out = [f"## Speculative decoding verdict: **{verdict.verdict}**", "", _escape(verdict.summary), ""]
+    out = [f"## Speculative decoding verdict: **{verdict.verdict}**", "", _escape(verdict.summary), "",
+           _escape(design_line(verdict.design)), ""]
     for lv in verdict.levels:
         out += [f"### {users_label(lv.users)}: **{lv.verdict}**", "", _escape(acceptance_line(lv)), ""]
-        extra = runs_line(lv)
+        extra = evidence_line(lv)
         if extra:
             out += [extra, ""]
         out.append("| " + " | ".join(HEADER) + " |")

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from ..model import ArmMetrics, Batch, CrossPoint, LevelVerdict
-from ..verdict import fmt_change
+from ..model import ArmMetrics, Batch, CrossPoint, DesignInfo, LevelVerdict
+from ..verdict import LABELS, fmt_change
 
 # The deciding metrics first (TPOT per request, throughput), then context: token-weighted ITL and the
 # chunk gaps describe the stream's rhythm, not the time a reader waits per token.
@@ -95,8 +95,33 @@ def acceptance_line(lv: LevelVerdict) -> str:
     return ", ".join(parts)
 
 
-def runs_line(lv: LevelVerdict) -> str | None:
-    if lv.baseline.runs == 1 and lv.candidate.runs == 1:
-        return None
-    return (f"repeats: {lv.baseline.runs} baseline, {lv.candidate.runs} candidate runs "
-            "(median, spread min-max)")
+def evidence_line(lv: LevelVerdict) -> str | None:
+    """Repeats, the units the intervals resampled, the smallest change each deciding metric could show,
+    and whether the level is under-powered."""
+    parts = []
+    if lv.baseline.runs > 1 or lv.candidate.runs > 1:
+        parts.append(f"repeats: {lv.baseline.runs} baseline, {lv.candidate.runs} candidate runs "
+                     "(median, spread min-max)")
+    units = next((c for k, c in lv.changes.items() if k in lv.mde_pct and c.measured and c.units), None)
+    if units is not None:
+        parts.append(f"intervals over {units.units} {units.unit} ({lv.design})")
+    mde = [f"{LABELS[k][0]} +-{v:.1f}%" for k, v in lv.mde_pct.items() if v is not None]
+    if mde:
+        parts.append("smallest detectable change " + ", ".join(mde))
+    if lv.power_note:
+        parts.append(lv.power_note)
+    return "; ".join(parts) or None
+
+
+def design_line(design: DesignInfo) -> str:
+    """How the arms shared time, for the top of a report."""
+    repeats = f", {design.repeats} repeats" if design.repeats > 1 else ""
+    if design.kind in ("interleaved", "simultaneous") and design.block_s:
+        how = ("arms taking turns in blocks (ABBA)" if design.kind == "interleaved" else
+               "arms at the same time")
+        return (f"design: {design.kind}, {how}, {design.blocks_per_level} blocks of {design.block_s:g}s per "
+                f"level{repeats}")
+    if design.kind == "mixed":
+        return f"design: mixed (the runs were measured differently; intervals unpaired){repeats}"
+    return (f"design: sequential, one arm's ladder after the other's{repeats}: drift between the arms is "
+            "not in the intervals")

@@ -9,8 +9,9 @@ from ..report.table import (
     HEADER,
     acceptance_line,
     crossover_lines,
+    design_line,
+    evidence_line,
     rows,
-    runs_line,
     users_label,
 )
 
@@ -31,10 +32,10 @@ def _plain(text: str) -> str:
 
 
 def render(verdict: Verdict) -> str:
-    out = [f"VERDICT: {verdict.verdict.upper()}", _plain(verdict.summary), ""]
+    out = [f"VERDICT: {verdict.verdict.upper()}", _plain(verdict.summary), design_line(verdict.design), ""]
     for lv in verdict.levels:
         out.append(f"{users_label(lv.users)}: {lv.verdict.upper()}  ({acceptance_line(lv)})")
-        extra = runs_line(lv)
+        extra = evidence_line(lv)
         if extra:
             out.append(f"  {extra}")
         out.extend(_table([HEADER, *rows(lv)]))

@@ -118,15 +118,23 @@ class PromptSampler:
     """Draws prompts: a set chosen by weight, then that set's prompts in a seeded shuffled cycle."""
 
     def __init__(self, specs: list[str], seed: int = 0) -> None:
-        self._rng = random.Random(seed)
-        self._sets: list[list[Prompt]] = []
+        self._loaded: list[list[Prompt]] = []
         self._weights: list[float] = []
         for spec in specs or ["all"]:
             name, weight = parse_weighted(spec)
-            prompts = load_prompt_set(name)
-            self._rng.shuffle(prompts)
-            self._sets.append(prompts)
+            self._loaded.append(load_prompt_set(name))
             self._weights.append(weight)
+        self.reseed(seed)
+
+    def reseed(self, seed: int) -> None:
+        """Start over: the order `seed` names, from the sets as loaded (whatever was drawn before), so two
+        samplers given the same seed draw the same prompts from here on."""
+        self._rng = random.Random(seed)
+        self._sets = []
+        for prompts in self._loaded:
+            shuffled = list(prompts)
+            self._rng.shuffle(shuffled)
+            self._sets.append(shuffled)
         self._positions = [0] * len(self._sets)
 
     @property
@@ -140,11 +148,12 @@ class PromptSampler:
     def leave_out(self, prompts: list[Prompt]) -> None:
         """Never draw these again; a set left empty goes with its weight. PromptError when none is left."""
         gone = {id(p) for p in prompts}
-        pairs = zip(self._sets, self._weights, strict=True)
-        kept = [(left, w) for s, w in pairs if (left := [p for p in s if id(p) not in gone])]
+        kept = [(left, [p for p in s if id(p) not in gone], w)
+                for loaded, s, w in zip(self._loaded, self._sets, self._weights, strict=True)
+                if (left := [p for p in loaded if id(p) not in gone])]
         if not kept:
             raise PromptError("no prompt is left to send")
-        self._sets, self._weights = [s for s, _ in kept], [w for _, w in kept]
+        self._loaded, self._sets, self._weights = ([k[i] for k in kept] for i in range(3))
         self._positions = [0] * len(self._sets)
 
     def next(self) -> Prompt:

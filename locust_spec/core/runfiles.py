@@ -12,7 +12,9 @@ REQUESTS = "_requests.csv"
 LATENCY = "_latency.json"
 SERVER_METRICS = "_server_metrics.csv"
 SUMMARY = "_summary.json"
-SUFFIXES = (REQUESTS, LATENCY, SERVER_METRICS, SUMMARY)
+DESIGN = "_design.json"
+"""Written by spec-ab (not Locust): how the run shared time with its other arms (core/design.py)."""
+SUFFIXES = (REQUESTS, LATENCY, SERVER_METRICS, SUMMARY, DESIGN)
 """What follows the Locust `--csv` PREFIX in each of locust-spec's files, in the order they are listed."""
 
 LATENCY_SCHEMA = 1
@@ -45,6 +47,10 @@ class RunFiles:
     @property
     def summary(self) -> Path:
         return self.path(SUMMARY)
+
+    @property
+    def design(self) -> Path:
+        return self.path(DESIGN)
 
 
 def prefix_of(path: Path) -> Path:

@@ -22,6 +22,7 @@ from locust.runners import STATE_RUNNING, MasterRunner, WorkerRunner
 from locust_spec.client import context, server_api
 from locust_spec.client.client import ChatClient, FastChatClient, OpenAIChatClient, Server, openai_sdk
 from locust_spec.client.settings import RequestSettings
+from locust_spec.core.design import parse_blocks
 from locust_spec.core.level import MESSAGE as LEVEL_MESSAGE
 from locust_spec.core.level import LevelBoard, runner_users
 from locust_spec.core.prompts import Prompt, PromptError, PromptSampler, prompt_specs, stream_seed
@@ -38,6 +39,7 @@ from locust_spec.recording.trace import Trace
 from locust_spec.wiring.distributed import BATCH, Collector, WorkerSink
 from locust_spec.wiring.lag import LagMonitor
 from locust_spec.wiring.options import settings_from
+from locust_spec.wiring.turns import Turns
 
 log = logging.getLogger(__name__)
 
@@ -63,6 +65,8 @@ class SpecRun:
     timeline: Timeline | None = None
     """The live page's (a local or master runner with the web UI)."""
     memtrace: MemTrace | None = None
+    turns: Turns | None = None
+    """Under spec-ab's interleaved or simultaneous design: when this arm may send (wiring/turns.py)."""
     gave_up: bool = False
     servers: dict[str, Server] = field(default_factory=dict)
     _servers_lock: gevent.lock.Semaphore = field(default_factory=gevent.lock.Semaphore)
@@ -108,6 +112,10 @@ class SpecRun:
         have changed them. The prompt stream is seeded per worker (prompts.stream_seed)."""
         options = self.environment.parsed_options
         self.sampler = PromptSampler(prompt_specs(options.prompts), stream_seed(options.seed, worker_index))
+        design = parse_blocks(getattr(options, "blocks", "") or "")
+        sampler = self.sampler
+        self.turns = None if design is None or not design.blocked else Turns(
+            design, options.seed, lambda seed: sampler.reseed(stream_seed(seed, worker_index)))
         self.api_key = getattr(options, "api_key", "") or self.api_key  # else this process's own
         with self._servers_lock:
             self.servers.clear()
@@ -129,6 +137,11 @@ class SpecRun:
                 sdk = openai_sdk(host, self.api_key, settings) if settings.client == "openai" else None
                 self.servers[host] = Server(host, settings, self.api_key, sdk=sdk)
             return self.servers[host]
+
+    def wait_turn(self) -> bool:
+        """Under a blocked design, until this arm's block is open (False once the design is over); at
+        once otherwise."""
+        return self.turns is None or self.turns.wait()
 
     def next_prompt(self, server: Server) -> Prompt:
         """The next of the run's prompts for `server`. The first time for a host, the prompts that cannot

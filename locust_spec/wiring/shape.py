@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from locust import LoadTestShape, events
 
+from locust_spec.core.design import Design, parse_blocks
 from locust_spec.core.level import Level
 from locust_spec.wiring.run import run_of
 
@@ -88,16 +89,28 @@ def spawn_rate(previous_users: int, users: int) -> float:
 
 @dataclass(frozen=True)
 class LadderSettings:
-    """The ladder's options, parsed."""
+    """The ladder's options, parsed; `design`: the arms' shared clock and blocks (spec-ab), if any."""
 
     levels: tuple[int, ...]
     stage_s: float
     warmup_s: float
+    design: Design | None = None
 
     @classmethod
     def from_options(cls, options) -> LadderSettings:
         return cls(parse_levels(options.levels), parse_stage_time(options.stage_time),
-                   parse_duration(options.warmup))
+                   parse_duration(options.warmup), parse_blocks(getattr(options, "blocks", "") or ""))
+
+    def elapsed(self, run_time_s: float) -> float:
+        """Seconds into the ladder: on the design's shared clock (0 until its zero), else the run's own."""
+        if self.design is None or self.design.clock_unix_s is None:
+            return run_time_s
+        return max(0.0, time.time() - self.design.clock_unix_s)
+
+    def warmup_until(self, stage: Stage) -> float:
+        if self.design is not None and self.design.clock_unix_s is not None:
+            return self.design.warmup_until(stage.index)
+        return time.time() + (stage.warmup_end_s - stage.start_s)
 
 
 class ConcurrencyLadder(LoadTestShape):
@@ -123,14 +136,14 @@ class ConcurrencyLadder(LoadTestShape):
         settings = self._load_settings()
         if settings is None:
             return None
-        stage = stage_at(self.get_run_time(), settings.levels, settings.stage_s, settings.warmup_s)
+        stage = stage_at(settings.elapsed(self.get_run_time()), settings.levels, settings.stage_s,
+                         settings.warmup_s)
         if stage is None:
             return None
         if self._stage is None or stage.index != self._stage.index:
             previous_users = self._stage.users if self._stage else 0
             # The level starts when the ladder asks for it, not at the nominal boundary: ticks are ~1 s apart.
-            run_of(self.runner.environment).levels.publish(
-                Level(stage.users, time.time() + (stage.warmup_end_s - stage.start_s)))
+            run_of(self.runner.environment).levels.publish(Level(stage.users, settings.warmup_until(stage)))
             logger.info("Ladder level %d/%d: %d users for %gs (warm-up %gs)", stage.index + 1,
                         len(settings.levels), stage.users, settings.stage_s, settings.warmup_s)
             self._rate = spawn_rate(previous_users, stage.users)
@@ -170,3 +183,6 @@ def _add_options(parser, **_kw) -> None:
     parser.add_argument("--warmup", type=_validated(parse_duration), default=DEFAULT_WARMUP,
                         help="Start of each level left out of its statistics, e.g. 5s; should cover the "
                              f"{RAMP_S:g}s ramp (default {DEFAULT_WARMUP})")
+    parser.add_argument("--blocks", type=_validated(parse_blocks), default="", include_in_web_ui=False,
+                        help="Set by spec-ab: the arms' shared clock and blocks, as JSON "
+                             "(docs/verdict-method.md)")
