@@ -40,6 +40,8 @@ class LevelBlocks:
     tokens: np.ndarray
     good_tokens: np.ndarray | None
     designed: bool
+    starts: np.ndarray
+    """Each block's window start (unix s); it ends `window_s` later."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -61,6 +63,11 @@ def arrived_by(times: np.ndarray, first: np.ndarray, end: np.ndarray, tokens: np
     """Tokens arrived by each of `times`: each request's tokens spread evenly from its first token to its
     end (all at the end when those coincide). One sort, O((rows + times) log rows)."""
     tokens = np.nan_to_num(tokens)
+    if not len(first):
+        return np.zeros(len(times))
+    # Relative to the first arrival: unix seconds times a rate would cancel away the sum's precision.
+    ref = float(first.min())
+    first, end, times = first - ref, end - ref, np.asarray(times) - ref
     span = end - first
     rate = np.where(span > 0, tokens / np.where(span > 0, span, 1.0), 0.0)
     point = np.where(span > 0, 0.0, tokens)
@@ -122,7 +129,7 @@ def _designed(frame: pd.DataFrame, design: Design, good: np.ndarray | None) -> R
         level_key[rows] = users
         tokens, good_tokens = _window_tokens(frame, at_level, b_start, b_end, good)
         parts.setdefault(users, []).append((rows, block, tuple((li, b.group) for b in own), b_end - b_start,
-                                            tokens, good_tokens))
+                                            tokens, good_tokens, b_start))
     return RunBlocks(level_key, {users: _merged(users, p, True) for users, p in parts.items()})
 
 
@@ -135,7 +142,8 @@ def _merged(users: int, parts: list, designed: bool) -> LevelBlocks:
         np.concatenate([p[1] + off for p, off in zip(parts, offsets, strict=False)]),
         tuple(g for p in parts for g in p[2]), np.concatenate([p[3] for p in parts]),
         np.concatenate([p[4] for p in parts]),
-        None if any(g is None for g in goods) else np.concatenate(goods), designed)
+        None if any(g is None for g in goods) else np.concatenate(goods), designed,
+        np.concatenate([p[6] for p in parts]))
 
 
 def _timed(frame: pd.DataFrame, good: np.ndarray | None) -> RunBlocks:
@@ -155,7 +163,7 @@ def _timed(frame: pd.DataFrame, good: np.ndarray | None) -> RunBlocks:
         tokens, good_tokens = _window_tokens(frame, np.flatnonzero(users_col == users), edges[:-1], edges[1:],
                                              good)
         levels[int(users)] = LevelBlocks(int(users), rows, block, tuple((0, j) for j in range(n)),
-                                         np.diff(edges), tokens, good_tokens, False)
+                                         np.diff(edges), tokens, good_tokens, False, edges[:-1])
     return RunBlocks(level_key, levels)
 
 

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 from hdrh.histogram import HdrHistogram
 
-from locust_spec.core.design import SIMULTANEOUS, Design
+from locust_spec.core.design import INTERLEAVED, SIMULTANEOUS, Design
 from locust_spec.metrics import counters
 from locust_spec.metrics.batch import mean_running
 from locust_spec.metrics.exposition import Snapshot
@@ -507,9 +507,20 @@ def _weighted_quantile(values: np.ndarray, weights: np.ndarray, q: float) -> flo
     return float(values[order][min(int(np.searchsorted(cumulative, q * cumulative[-1])), len(values) - 1)])
 
 
-def server_batch(snapshots: Sequence[Snapshot]) -> Batch | None:
+def _overlap(starts: np.ndarray, ends: np.ndarray, windows: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
+    """Per interval [start, end), its seconds inside the windows (non-overlapping)."""
+    ws, we = windows
+    return np.clip(np.minimum(ends[:, None], we[None, :]) - np.maximum(starts[:, None], ws[None, :]), 0.0,
+                   None).sum(axis=1)
+
+
+def server_batch(snapshots: Sequence[Snapshot],
+                 windows: tuple[np.ndarray, np.ndarray] | None = None) -> Batch | None:
     """Time-weighted running and waiting requests over the scrapes given (summed over URLs and engines):
-    each scrape's value holds until the next scrape. None when the server exposes neither gauge."""
+    each scrape's value holds until the next scrape. None when the server exposes neither gauge.
+
+    `windows` (starts, ends): only the time inside them counts (an arm's own blocks under the interleaved
+    design; its server idles in the others'), the mean running included."""
     current: dict[str, tuple[float, float]] = {}
     times, running, waiting = [], [], []
     seen = False
@@ -527,19 +538,33 @@ def server_batch(snapshots: Sequence[Snapshot]) -> Batch | None:
         waiting.append(sum(w for _, w in current.values()))
     if not seen or len(times) < 2:
         return None
-    weights = np.diff(np.array(times))
+    t = np.array(times)
+    weights = np.diff(t) if windows is None else _overlap(t[:-1], t[1:], windows)
     run_v, wait_v = np.array(running[:-1]), np.array(waiting[:-1])
     if weights.sum() <= 0:
         return None
-    return Batch(running_p50=_weighted_quantile(run_v, weights, 0.5), running_max=float(max(running)),
-                 waiting_p50=_weighted_quantile(wait_v, weights, 0.5), waiting_max=float(max(waiting)),
-                 samples=len(times), running_mean=mean_running(snapshots, times[0], times[-1]))
+    # Interleaved, the running-time counter also counts the requests that ran on after their block (it
+    # grows as requests finish): the gauge over the arm's own windows is the batch it ran at.
+    mean = (mean_running(snapshots, times[0], times[-1]) if windows is None else
+            float(np.dot(run_v, weights) / weights.sum()))
+    inside = weights > 0
+    return Batch(running_p50=_weighted_quantile(run_v, weights, 0.5),
+                 running_max=float(run_v[inside].max()), waiting_p50=_weighted_quantile(wait_v, weights, 0.5),
+                 waiting_max=float(wait_v[inside].max()), samples=len(times), running_mean=mean)
+
+
+def own_windows(level: RunLevel) -> tuple[np.ndarray, np.ndarray] | None:
+    """The arm's own block windows under the interleaved design (None otherwise: the whole bracket)."""
+    blocks = level.samples.blocks if level.samples is not None else None
+    if blocks is None or level.design is None or level.design.kind != INTERLEAVED:
+        return None
+    return blocks.starts, blocks.starts + blocks.window_s
 
 
 def arm_batch(pairs: Sequence[tuple[RunData, RunLevel]]) -> Batch | None:
     """One arm's batch at a level over its runs: the median of the runs' means and p50s, the largest max."""
     present = [b for run, level in pairs if run.snapshots
-               if (b := server_batch(bracket(run.snapshots, level))) is not None]
+               if (b := server_batch(bracket(run.snapshots, level), own_windows(level))) is not None]
     if not present:
         return None
     means = [b.running_mean for b in present if b.running_mean is not None]

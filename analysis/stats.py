@@ -43,6 +43,8 @@ RESAMPLES = 2000
 SEED = 0
 MAX_UNITS_PER_RUN = 100
 MAX_BINS = 1024
+MIN_UNITS = 3
+"""Fewer independent units give no interval: with two, Student's t widens it thirteen-fold."""
 POINT = "point"
 
 __all__ = [
@@ -284,9 +286,9 @@ def _change_interval(pb: float, pc: float, rb: np.ndarray, rc: np.ndarray, point
     own = math.log(pc / pb) if pb > 0 and pc > 0 else None
     point = (math.log1p(point_change / 100) if point_change is not None and point_change > -100 else own)
     estimate = point_change if point_change is not None else (None if own is None else math.expm1(own) * 100)
-    if own is None or point is None or df < 1:
-        return Interval(estimate, None, None, confidence, "too few units" if df < 1 else "baseline is zero",
-                        units, name, None)
+    if own is None or point is None or df < MIN_UNITS - 1:
+        return Interval(estimate, None, None, confidence,
+                        "too few units" if df < MIN_UNITS - 1 else "baseline is zero", units, name, None)
     with np.errstate(divide="ignore", invalid="ignore"):
         logs = np.log(rc / rb)
     logs[~np.isfinite(logs)] = np.nan
@@ -362,8 +364,8 @@ def _method(units: Units, paired: bool) -> str:
 def _one_arm(point: float, own: float, reps: np.ndarray, units: Units, confidence: float,
              clip: tuple[float, float] | None = None) -> Interval:
     df = units.count - 1
-    if df < 1:
-        return Interval(point, None, None, confidence, "one unit", units.count, units.name, None)
+    if df < MIN_UNITS - 1:
+        return Interval(point, None, None, confidence, "too few units", units.count, units.name, None)
     bounds = _bounds(reps, confidence)
     if bounds is None:
         return Interval(point, None, None, confidence, "unstable", units.count, units.name, df)

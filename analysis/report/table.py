@@ -108,7 +108,7 @@ def evidence_line(lv: LevelVerdict) -> str | None:
     mde = [f"{LABELS[k][0]} +-{v:.1f}%" for k, v in lv.mde_pct.items() if v is not None]
     if mde:
         parts.append("smallest detectable change " + ", ".join(mde))
-    if lv.power_note:
+    if lv.power_note and lv.power_note not in lv.reasons:
         parts.append(lv.power_note)
     return "; ".join(parts) or None
 
