@@ -11,6 +11,7 @@ import signal
 import sys
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -72,18 +73,22 @@ class Ladder:
                               parse_duration(self.warmup))
 
     def design(self, kind: str, arms: int, block_time: str) -> Design:
-        """The design of `arms` runs on this ladder; ValueError when its blocks cannot be cut."""
-        return Design.planned(kind, parse_levels(self.levels), parse_stage_time(self.stage_time),
-                              parse_duration(self.warmup), arms, parse_stage_time(block_time))
+        """The design of `arms` runs on this ladder; ValueError when its blocks cannot be cut.
+
+        `stage_time` is each arm's time per level, whatever the design, so a command line costs what it
+        did sequentially: interleaved, a level lasts stage_time x arms, shared in blocks."""
+        stage_s = parse_stage_time(self.stage_time)
+        level_s = stage_s * arms if kind == designs.INTERLEAVED else stage_s
+        return Design.planned(kind, parse_levels(self.levels), level_s, parse_duration(self.warmup), arms,
+                              parse_stage_time(block_time))
 
 
-REAL_LADDER = Ladder("1,4,16,64", "120s", "5s")
-"""Interleaved, a level holds both arms: 120 s is each arm's 60 s of the sequential sweep."""
+REAL_LADDER = Ladder("1,4,16,64", "60s", "5s")
 REAL_BLOCK_TIME = "10s"
 """Real servers at 64 users stream for seconds per request: a block holds a few of them."""
-DEMO_LADDER = Ladder("1,64", "60s", "3s")
-"""On the built-in simulators: both arms interleaved in two minutes on two cores, six block pairs per
-level (12 blocks of 5 s), each arm's first block at a level warming up for 3 s."""
+DEMO_LADDER = Ladder("1,64", "30s", "3s")
+"""On the built-in simulators: both arms interleaved in two minutes on two cores (60 s a level), six
+block pairs per level (12 blocks of 5 s), each arm's first block at a level warming up for 3 s."""
 DEMO_BLOCK_TIME = "5s"
 DEMO_PROMPTS = ("quote:2", "code:2", "boilerplate:2", "chat:1", "creative:1")
 """Mostly workloads that copy their input (n-gram acceptance around 0.6) with some open chat and creative
@@ -116,11 +121,13 @@ def locust_command(run: Run, host: str, ladder: Ladder, load: Load,
                    design: Design | None = None) -> list[str]:
     """The headless Locust command line of one run (the scraper reads HOST/metrics unless told by
     `child_env`); under a blocked design it gets the run's slot and the shared clock (`--blocks`)."""
+    blocked = design is not None and design.blocked
+    stage_time = f"{design.stage_s:g}s" if blocked else ladder.stage_time
     cmd = [sys.executable, "-m", "locust", "-f", str(SWEEP_LOCUSTFILE), "--headless",
            "--host", host, "--csv", str(run.prefix), "--metrics-interval", f"{ladder.metrics_interval_s:g}",
-           "--levels", ladder.levels, "--stage-time", ladder.stage_time, "--warmup", ladder.warmup,
+           "--levels", ladder.levels, "--stage-time", stage_time, "--warmup", ladder.warmup,
            "--seed", str(load.seed)]
-    if design is not None and design.blocked:
+    if blocked:
         cmd += ["--blocks", json.dumps(design.to_dict(), separators=(",", ":"))]
     if load.max_tokens:
         cmd += ["--max-tokens", str(load.max_tokens)]
@@ -207,6 +214,14 @@ def prime_arm(arm: str, host: str, load: Load, display: progress.Display) -> Non
     display.say(line)
 
 
+def prime_arms(hosts: dict[str, str], load: Load, display: progress.Display) -> None:
+    """Prime every given arm's server ({arm: host}) at the same time: the arms of a session start together,
+    and a server waiting for its turn to be primed is time lost."""
+    with ThreadPoolExecutor(max_workers=max(1, len(hosts))) as pool:
+        for done in [pool.submit(prime_arm, arm, host, load, display) for arm, host in hosts.items()]:
+            done.result()
+
+
 def clear_previous(out: Path) -> None:
     """Remove what an earlier spec-ab wrote into `out` (only its own files), so runs never mix."""
     for arm in ARMS:
@@ -285,8 +300,9 @@ def auto_processes(levels: str, simulated: bool) -> tuple[int, str]:
 @click.option("--candidate", metavar="URL", help="Server with speculative decoding.")
 @click.option("--levels", help=f"Users per ladder level (default {REAL_LADDER.levels}; "
               f"{DEMO_LADDER.levels} on the simulators).")
-@click.option("--stage-time", help=f"Time per level, e.g. 60s, 2m; interleaved, both arms share it "
-              f"(default {REAL_LADDER.stage_time}; {DEMO_LADDER.stage_time} on the simulators).")
+@click.option("--stage-time", help="Each arm's time per level, e.g. 60s, 2m; interleaved, a level lasts "
+              f"twice this, shared in blocks (default {REAL_LADDER.stage_time}; {DEMO_LADDER.stage_time} on "
+              "the simulators).")
 @click.option("--warmup", help="Start of each arm's first block at a level (sequential: of each level) "
               f"left out of its statistics (default {REAL_LADDER.warmup}; {DEMO_LADDER.warmup} on the "
               "simulators).")
@@ -390,7 +406,7 @@ def main(baseline: str | None, candidate: str | None, levels: str | None, stage_
                      f"{urls['baseline']} vs {urls['candidate']}")
             display.say(f"spec-ab: {'A/A self-test, ' if self_test else ''}{design_text(plan)}; "
                         f"{len(plans)} session(s) of {plan.seconds:g}s "
-                        f"(levels {ladder.levels}, {ladder.stage_time} each) on {where} -> {out}")
+                        f"(levels {ladder.levels}, {plan.stage_s:g}s each) on {where} -> {out}")
             if not skip_preflight:
                 run_preflight(urls, metrics, load, display)
 
@@ -399,10 +415,10 @@ def main(baseline: str | None, candidate: str | None, levels: str | None, stage_
                 return (children.pinned(cmd, CLIENT_CPU) if simulated else cmd), child_env(metrics[run.arm])
 
             for session in plans:
-                for arm in session.arms:
-                    if prime and urls[arm] not in primed:
-                        prime_arm(arm, base_url(urls[arm]), load, display)
-                        primed.add(urls[arm])
+                if prime:
+                    todo = {urls[arm]: arm for arm in session.arms if urls[arm] not in primed}
+                    prime_arms({arm: base_url(url) for url, arm in todo.items()}, load, display)
+                    primed.update(todo)
                 sessions.run(session, command, display)
                 done.extend(session.runs)
         verdict = write_verdict(out, runs, display)
