@@ -123,8 +123,11 @@ def locust_command(run: Run, host: str, ladder: Ladder, load: Load,
     `child_env`); under a blocked design it gets the run's slot and the shared clock (`--blocks`)."""
     blocked = design is not None and design.blocked
     stage_time = f"{design.stage_s:g}s" if blocked else ladder.stage_time
+    # Several scrapes inside every block too: the batch an arm ran at is read from its own blocks.
+    interval = min(ladder.metrics_interval_s, max(0.5, round(design.block_s / 8, 1))) if blocked else \
+        ladder.metrics_interval_s
     cmd = [sys.executable, "-m", "locust", "-f", str(SWEEP_LOCUSTFILE), "--headless",
-           "--host", host, "--csv", str(run.prefix), "--metrics-interval", f"{ladder.metrics_interval_s:g}",
+           "--host", host, "--csv", str(run.prefix), "--metrics-interval", f"{interval:g}",
            "--levels", ladder.levels, "--stage-time", stage_time, "--warmup", ladder.warmup,
            "--seed", str(load.seed)]
     if blocked:

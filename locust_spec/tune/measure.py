@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
-from locust_spec.analysis.levels import RunLevel, run_levels
+from locust_spec.analysis.levels import RunLevel, bracket, own_windows, run_levels, server_batch
 from locust_spec.analysis.runs import RunData, read_run
 from locust_spec.metrics import batch
 from locust_spec.tune import choose
@@ -69,12 +69,17 @@ def pooled(k: int, users: int, objective: str, slo: Slo | None,
 
 
 def _running(run: RunData, level: RunLevel) -> float | None:
-    """The batch while the level's requests were being sent: from its first start to its last one. (The last
-    requests' ends run into the next level, whose load would count.)"""
+    """The batch while the level's requests were being sent: from its first start to its last one (the
+    last requests' ends run into the next level, whose load would count); interleaved, only over the arm's
+    own blocks, as spec-verdict measures it (its server idles in the other arms')."""
     starts = run.requests["start_unix_s"].to_numpy()[level.samples.blocks.rows]
-    if not len(starts):
+    if not len(starts) or not run.snapshots:
         return None
-    return batch.mean_running(run.snapshots or [], float(starts.min()), float(starts.max()))
+    windows = own_windows(level)
+    if windows is not None:
+        found = server_batch(bracket(run.snapshots, level), windows)
+        return None if found is None else found.size
+    return batch.mean_running(run.snapshots, float(starts.min()), float(starts.max()))
 
 
 def level_samples(prefixes: Sequence[Path], k: int, objective: str, slo: Slo | None) -> dict[int, Sample]:

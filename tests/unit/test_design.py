@@ -1,0 +1,92 @@
+"""The design of an A/B in time: blocks forward and back (ABBA, ABC CBA), one clock, each arm's warm-up
+at its first block, a user's turn, and the same prompts for every arm of a block group."""
+
+from __future__ import annotations
+
+import pytest
+
+from locust_spec.core.design import INTERLEAVED, SEQUENTIAL, SIMULTANEOUS, Design, block_seed, parse_blocks
+from locust_spec.core.prompts import PromptSampler
+from locust_spec.wiring.turns import Turns
+
+CLOCK = 1_000.0
+
+
+def test_two_arms_alternate_abba_in_whole_cycles_and_three_go_forward_then_back():
+    two = Design.planned(INTERLEAVED, (1, 64), 60.0, 3.0, 2, 5.0)
+    assert (two.n_blocks, two.block_s) == (12, 5.0)
+    assert [two.slot_of(j) for j in range(8)] == [0, 1, 1, 0, 0, 1, 1, 0]
+    assert [two.group_of(j) for j in range(4)] == [0, 0, 1, 1]  # AB, BA: each group holds both arms
+    three = Design.planned(INTERLEAVED, (1,), 60.0, 2.0, 3, 5.0)
+    assert [three.slot_of(j) for j in range(6)] == [0, 1, 2, 2, 1, 0]
+    assert three.n_blocks % 6 == 0
+    # 50 s of 5 s blocks is no whole number of ABBA cycles: 8 longer blocks instead
+    assert Design.planned(INTERLEAVED, (1,), 50.0, 2.0, 2, 5.0).n_blocks == 8
+    sim = Design.planned(SIMULTANEOUS, (1,), 30.0, 2.0, 2, 5.0)
+    assert sim.n_blocks == 6 and {sim.slot_of(j) for j in range(6)} == {0}
+    assert not Design.planned(SEQUENTIAL, (1,), 30.0, 2.0, 2).blocked
+    with pytest.raises(ValueError, match="shorter than a block"):
+        Design.planned(INTERLEAVED, (1,), 20.0, 6.0, 2, 5.0)
+
+
+def test_each_arm_finds_its_blocks_on_the_shared_clock_and_warms_up_in_its_first_one():
+    plan = Design.planned(INTERLEAVED, (1, 64), 20.0, 2.0, 2, 5.0)
+    a, b = plan.for_slot(0, CLOCK), plan.for_slot(1, CLOCK)
+    assert a.block_at(CLOCK - 1) is None and a.block_at(CLOCK + 40) is None
+    block = b.block_at(CLOCK + 27.0)  # level 2, block 2 of ABBA: B's
+    assert (block.level_index, block.users, block.index, block.slot, block.group) == (1, 64, 1, 1, 0)
+    assert [blk.index for blk in b.own_blocks(0)] == [1, 2]
+    assert a.next_own_start(CLOCK - 3) == CLOCK and b.next_own_start(CLOCK - 3) == CLOCK + 5
+    assert a.next_own_start(CLOCK + 6) == CLOCK + 15 and b.next_own_start(CLOCK + 6) == CLOCK + 6
+    assert a.next_own_start(CLOCK + 39) == CLOCK + 39 and b.next_own_start(CLOCK + 39) is None
+    assert (a.warmup_until(0), b.warmup_until(0), b.warmup_until(1)) == (CLOCK + 2, CLOCK + 7, CLOCK + 27)
+
+
+def test_a_design_travels_as_json_and_a_bad_one_is_one_clear_error():
+    design = Design.planned(INTERLEAVED, (1, 64), 20.0, 2.0, 2, 5.0).for_slot(1, CLOCK)
+    assert Design.from_dict(design.to_dict()) == design
+    assert parse_blocks("") is None
+    for bad, words in [({**design.to_dict(), "schema": 2}, "schema"), ({**design.to_dict(), "slot": 2}, "slot"),
+                       ({**design.to_dict(), "block_s": 7.0}, "whole blocks"),
+                       ({**design.to_dict(), "levels": [0]}, "levels"),
+                       ({**design.to_dict(), "clock_unix_s": None}, "clock_unix_s"),
+                       ({**design.to_dict(), "stage_s": float("nan")}, "stage_s"), ([], "object")]:
+        with pytest.raises(ValueError, match=words):
+            Design.from_dict(bad)
+    with pytest.raises(ValueError, match="not JSON"):
+        parse_blocks("{")
+
+
+class FakeTime:
+    def __init__(self, now: float) -> None:
+        self.now = now
+        self.slept: list[float] = []
+
+    def sleep(self, seconds: float) -> None:
+        self.slept.append(seconds)
+        self.now += seconds
+
+
+def test_a_user_waits_for_its_arms_block_and_each_group_starts_on_its_own_prompt_order():
+    design = Design.planned(INTERLEAVED, (1,), 20.0, 2.0, 2, 5.0).for_slot(1, CLOCK)
+    t = FakeTime(CLOCK + 1.0)
+    seeds: list[int] = []
+    turns = Turns(design, 7, seeds.append, clock=lambda: t.now, sleep=t.sleep)
+    assert turns.wait() and t.now == pytest.approx(CLOCK + 5.0)  # B's first block
+    assert max(t.slept) <= 1.0, "a waiting user looks at the clock every second"
+    assert turns.wait() and len(seeds) == 1, "the same block: no new order"
+    t.now = CLOCK + 12.0  # block 3 (B again, group 1)
+    assert turns.wait() and seeds == [block_seed(7, 0, 0), block_seed(7, 0, 1)]
+    t.now = CLOCK + 16.0  # A's last block, then the design is over for B
+    assert not turns.wait()
+
+
+def test_every_arm_of_a_group_draws_the_same_prompts_whatever_it_drew_before():
+    a, b = PromptSampler(["quote", "code:3"], seed=1), PromptSampler(["quote", "code:3"], seed=1)
+    for _ in range(17):
+        a.next()  # the faster arm got further in the previous block
+    seed = block_seed(1, 0, 3)
+    a.reseed(seed)
+    b.reseed(seed)
+    assert [a.next().id for _ in range(30)] == [b.next().id for _ in range(30)]
+    assert block_seed(1, 0, 3) != block_seed(1, 0, 4) != block_seed(1, 1, 3)
