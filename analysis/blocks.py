@@ -42,6 +42,9 @@ class LevelBlocks:
     designed: bool
     starts: np.ndarray
     """Each block's window start (unix s); it ends `window_s` later."""
+    in_flight_s: np.ndarray | None = None
+    """Designed runs: per block the request-seconds the arm had in flight inside its window (all its
+    requests), so in_flight_s / window_s is the concurrency its server saw there."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -107,6 +110,7 @@ def _window_tokens(frame: pd.DataFrame, rows: np.ndarray, starts: np.ndarray, en
 
 def _designed(frame: pd.DataFrame, design: Design, good: np.ndarray | None) -> RunBlocks:
     start = frame["start_unix_s"].to_numpy(dtype=np.float64)
+    ends = start + np.nan_to_num(frame["e2e_ms"].to_numpy(dtype=np.float64)) / 1000.0
     elapsed = start - design.clock_unix_s
     index = np.floor(elapsed / design.stage_s)
     inside = (elapsed >= 0) & (index < len(design.levels))
@@ -128,8 +132,9 @@ def _designed(frame: pd.DataFrame, design: Design, good: np.ndarray | None) -> R
         rows, block = rows[keep], block[keep]
         level_key[rows] = users
         tokens, good_tokens = _window_tokens(frame, at_level, b_start, b_end, good)
+        by = arrived_by(np.concatenate([b_start, b_end]), start, ends, ends - start)
         parts.setdefault(users, []).append((rows, block, tuple((li, b.group) for b in own), b_end - b_start,
-                                            tokens, good_tokens, b_start))
+                                            tokens, good_tokens, b_start, by[len(own):] - by[:len(own)]))
     return RunBlocks(level_key, {users: _merged(users, p, True) for users, p in parts.items()})
 
 
@@ -143,7 +148,7 @@ def _merged(users: int, parts: list, designed: bool) -> LevelBlocks:
         tuple(g for p in parts for g in p[2]), np.concatenate([p[3] for p in parts]),
         np.concatenate([p[4] for p in parts]),
         None if any(g is None for g in goods) else np.concatenate(goods), designed,
-        np.concatenate([p[6] for p in parts]))
+        np.concatenate([p[6] for p in parts]), np.concatenate([p[7] for p in parts]))
 
 
 def _timed(frame: pd.DataFrame, good: np.ndarray | None) -> RunBlocks:

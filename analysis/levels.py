@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
@@ -520,7 +520,7 @@ def server_batch(snapshots: Sequence[Snapshot],
     each scrape's value holds until the next scrape. None when the server exposes neither gauge.
 
     `windows` (starts, ends): only the time inside them counts (an arm's own blocks under the interleaved
-    design; its server idles in the others'), the mean running included."""
+    design; its server idles in the others'); the mean running is then the caller's to say."""
     current: dict[str, tuple[float, float]] = {}
     times, running, waiting = [], [], []
     seen = False
@@ -543,10 +543,7 @@ def server_batch(snapshots: Sequence[Snapshot],
     run_v, wait_v = np.array(running[:-1]), np.array(waiting[:-1])
     if weights.sum() <= 0:
         return None
-    # Interleaved, the running-time counter also counts the requests that ran on after their block (it
-    # grows as requests finish): the gauge over the arm's own windows is the batch it ran at.
-    mean = (mean_running(snapshots, times[0], times[-1]) if windows is None else
-            float(np.dot(run_v, weights) / weights.sum()))
+    mean = mean_running(snapshots, times[0], times[-1]) if windows is None else None
     inside = weights > 0
     return Batch(running_p50=_weighted_quantile(run_v, weights, 0.5),
                  running_max=float(run_v[inside].max()), waiting_p50=_weighted_quantile(wait_v, weights, 0.5),
@@ -561,10 +558,24 @@ def own_windows(level: RunLevel) -> tuple[np.ndarray, np.ndarray] | None:
     return blocks.starts, blocks.starts + blocks.window_s
 
 
+def level_batch(run: RunData, level: RunLevel) -> Batch | None:
+    """The batch one run's level ran at. Interleaved, over the arm's own blocks, its mean from the arm's
+    own requests in flight there: the running-time counter grows as requests finish, so it would count the
+    ones that ran on after their block, and the gauge aliases when synchronized requests finish together
+    (a scrape read 0 running at 64 users). The gauges' p50 and max are still read over those blocks."""
+    windows = own_windows(level)
+    found = server_batch(bracket(run.snapshots, level), windows) if run.snapshots else None
+    blocks = level.samples.blocks if level.samples is not None else None
+    if found is None or windows is None or blocks is None or blocks.in_flight_s is None:
+        return found
+    seconds = float(blocks.window_s.sum())
+    return replace(found, running_mean=float(blocks.in_flight_s.sum()) / seconds if seconds > 0 else None)
+
+
 def arm_batch(pairs: Sequence[tuple[RunData, RunLevel]]) -> Batch | None:
     """One arm's batch at a level over its runs: the median of the runs' means and p50s, the largest max."""
     present = [b for run, level in pairs if run.snapshots
-               if (b := server_batch(bracket(run.snapshots, level), own_windows(level))) is not None]
+               if (b := level_batch(run, level)) is not None]
     if not present:
         return None
     means = [b.running_mean for b in present if b.running_mean is not None]

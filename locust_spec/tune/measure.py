@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
-from locust_spec.analysis.levels import RunLevel, bracket, own_windows, run_levels, server_batch
+from locust_spec.analysis.levels import RunLevel, level_batch, own_windows, run_levels
 from locust_spec.analysis.runs import RunData, read_run
 from locust_spec.metrics import batch
 from locust_spec.tune import choose
@@ -75,9 +75,8 @@ def _running(run: RunData, level: RunLevel) -> float | None:
     starts = run.requests["start_unix_s"].to_numpy()[level.samples.blocks.rows]
     if not len(starts) or not run.snapshots:
         return None
-    windows = own_windows(level)
-    if windows is not None:
-        found = server_batch(bracket(run.snapshots, level), windows)
+    if own_windows(level) is not None:
+        found = level_batch(run, level)
         return None if found is None else found.size
     return batch.mean_running(run.snapshots, float(starts.min()), float(starts.max()))
 

@@ -9,10 +9,10 @@ import json
 from pathlib import Path
 
 import numpy as np
-
 from locust_spec.analysis import api
 from locust_spec.analysis.cli import run as spec_verdict
 from locust_spec.analysis.verdict import VERDICTS
+
 from locust_spec.core.design import INTERLEAVED, Design
 from locust_spec.metrics.exposition import Sample, Snapshot, rows_from_snapshot
 from locust_spec.recording.records import COLUMNS
@@ -73,8 +73,8 @@ def _drifting_arm(design: Design, start: float, speculative: bool, rng: np.rando
             while t < block.end_unix_s:
                 tpot = 10.0 * (1 + 0.02 * (t - start)) * rng.lognormal(0, 0.05)
                 prompt = f"p{rng.integers(40)}"
-                rows.append(_row(t, users, tpot, prompt, 70 if speculative else None, 100 if speculative else None,
-                                 warmup=int(t < design.warmup_until(li))))
+                rows.append(_row(t, users, tpot, prompt, 70 if speculative else None,
+                                 100 if speculative else None, warmup=int(t < design.warmup_until(li))))
                 t += (20.0 + tpot * (TOKENS - 1)) / 1000.0 + 0.001
     return rows
 
@@ -85,7 +85,8 @@ def test_drift_that_slows_the_machine_is_no_difference_under_the_interleaved_des
     arms = {}
     for slot, arm in enumerate(("baseline", "candidate")):
         design = plan.for_slot(slot, CLOCK)
-        arms[arm] = _write(tmp_path / arm / "r0", _drifting_arm(design, CLOCK, arm == "candidate", rng), design,
+        rows = _drifting_arm(design, CLOCK, arm == "candidate", rng)
+        arms[arm] = _write(tmp_path / arm / "r0", rows, design,
                            [CLOCK + s for s in range(81)] if arm == "candidate" else None)
     level = api.verdict_for([arms["baseline"]], [arms["candidate"]]).levels[0]
     assert level.design == INTERLEAVED
@@ -111,7 +112,7 @@ def test_the_same_drift_between_sequential_arms_is_taken_for_a_difference(tmp_pa
 
 
 def test_acceptance_whose_interval_is_decisive_decides_with_four_requests(tmp_path):
-    # A replay of real vLLM captures at one user: 4 requests in 6 s, nothing of 18,336 drafted tokens accepted.
+    # A replay of real vLLM captures at one user: 4 requests in 6 s, none of 18,336 drafted tokens accepted.
     def arm(name: str, speculative: bool) -> Path:
         rows = [_row(CLOCK + 1.5 * i, 1, 10.0, f"p{i}", 0 if speculative else None,
                      4584 if speculative else None) for i in range(4)]

@@ -84,7 +84,8 @@ def test_million_rows_are_cheap_enough_to_run_here_and_many_units_are_merged():
 def test_too_few_units_give_no_interval():
     one = stats.Units.single(1)
     assert not stats.quantile_changes([1.0, 2.0], [0, 0], [2.0, 3.0], [0, 0], (0.5,), one)[0].measured
-    assert not stats.quantile_changes([1.0], [0], [2.0, 3.0], [0, 0], (0.5,), stats.Units.single(2))[0].measured
+    two = stats.Units.single(2)
+    assert not stats.quantile_changes([1.0], [0], [2.0, 3.0], [0, 0], (0.5,), two)[0].measured
     assert not stats.quantile_interval([1.0, 2.0], [0, 0], 0.5, one).measured
     assert stats.ratio_interval([3], [4], one).estimate == 0.75
     assert not stats.ratio_interval([3], [4], one).measured
@@ -108,7 +109,7 @@ def test_thousands_of_units_moving_in_lockstep_need_no_matrix_to_be_positive_def
     # proportional; the old normal approximation of the resampled sums failed on their singular covariance.
     drafted = np.full(2560, 256.0)
     ci = stats.ratio_interval(drafted * 0.75, drafted, stats.Units.single(2560, "prompts"))
-    assert ci.estimate == pytest.approx(0.75) and ci.lo == pytest.approx(0.75) and ci.hi == pytest.approx(0.75)
+    assert (ci.estimate, ci.lo, ci.hi) == pytest.approx((0.75, 0.75, 0.75))
 
 
 def test_ratio_interval_is_moved_onto_the_callers_point():
