@@ -3,6 +3,7 @@ at its first block, a user's turn, and the same prompts for every arm of a block
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from locust_spec.core.design import INTERLEAVED, SEQUENTIAL, SIMULTANEOUS, Design, block_seed, parse_blocks
@@ -12,38 +13,49 @@ from locust_spec.wiring.turns import Turns
 CLOCK = 1_000.0
 
 
-def test_two_arms_alternate_abba_in_whole_cycles_and_three_go_forward_then_back():
+def _continuations(design: Design, arm: int) -> int:
+    """How often the arm's block follows its own (starting with its request still in flight)."""
+    return sum(design.slot_of(j) == design.slot_of(j - 1) == arm for j in range(1, design.n_blocks))
+
+
+def test_two_arms_alternate_abba_and_end_the_level_on_baab_so_both_are_treated_alike():
     two = Design.planned(INTERLEAVED, (1, 64), 60.0, 3.0, 2, 5.0)
     assert (two.n_blocks, two.block_s) == (12, 5.0)
-    assert [two.slot_of(j) for j in range(8)] == [0, 1, 1, 0, 0, 1, 1, 0]
+    assert "".join("AB"[two.slot_of(j)] for j in range(12)) == "ABBAABBABAAB"
     assert [two.group_of(j) for j in range(4)] == [0, 0, 1, 1]  # AB, BA: each group holds both arms
-    three = Design.planned(INTERLEAVED, (1,), 60.0, 2.0, 3, 5.0)
-    assert [three.slot_of(j) for j in range(6)] == [0, 1, 2, 2, 1, 0]
-    assert three.n_blocks % 6 == 0
-    # 50 s of 5 s blocks is no whole number of ABBA cycles: 8 longer blocks instead
+    for design in (two, Design.planned(INTERLEAVED, (1,), 40.0, 2.0, 2, 5.0)):
+        mean = [np.mean([j for j in range(design.n_blocks) if design.slot_of(j) == arm]) for arm in (0, 1)]
+        assert mean[0] == mean[1], "a linear drift cancels"
+        assert _continuations(design, 0) == _continuations(design, 1)
+        assert design.slot_of(design.n_blocks - 1) == 1, "the next level starts on the other arm"
+    three = Design.planned(INTERLEAVED, (1,), 90.0, 2.0, 3, 5.0)
+    assert "".join("ABC"[three.slot_of(j)] for j in range(18)) == "ABCCBABCAACBCABBAC"
+    assert {_continuations(three, arm) for arm in range(3)} == {1}
+    # 50 s of 5 s blocks is no whole number of cycles: 8 longer blocks; never fewer than two cycles
     assert Design.planned(INTERLEAVED, (1,), 50.0, 2.0, 2, 5.0).n_blocks == 8
+    assert Design.planned(INTERLEAVED, (1,), 20.0, 2.0, 2, 5.0).block_s == 2.5
     sim = Design.planned(SIMULTANEOUS, (1,), 30.0, 2.0, 2, 5.0)
     assert sim.n_blocks == 6 and {sim.slot_of(j) for j in range(6)} == {0}
     assert not Design.planned(SEQUENTIAL, (1,), 30.0, 2.0, 2).blocked
     with pytest.raises(ValueError, match="shorter than a block"):
-        Design.planned(INTERLEAVED, (1,), 20.0, 6.0, 2, 5.0)
+        Design.planned(INTERLEAVED, (1,), 40.0, 6.0, 2, 5.0)
 
 
 def test_each_arm_finds_its_blocks_on_the_shared_clock_and_warms_up_in_its_first_one():
-    plan = Design.planned(INTERLEAVED, (1, 64), 20.0, 2.0, 2, 5.0)
+    plan = Design.planned(INTERLEAVED, (1, 64), 40.0, 2.0, 2, 5.0)  # ABBABAAB, 5 s blocks
     a, b = plan.for_slot(0, CLOCK), plan.for_slot(1, CLOCK)
-    assert a.block_at(CLOCK - 1) is None and a.block_at(CLOCK + 40) is None
-    block = b.block_at(CLOCK + 27.0)  # level 2, block 2 of ABBA: B's
+    assert a.block_at(CLOCK - 1) is None and a.block_at(CLOCK + 80) is None
+    block = b.block_at(CLOCK + 47.0)  # level 2, block 2 of ABBABAAB: B's
     assert (block.level_index, block.users, block.index, block.slot, block.group) == (1, 64, 1, 1, 0)
-    assert [blk.index for blk in b.own_blocks(0)] == [1, 2]
+    assert [blk.index for blk in b.own_blocks(0)] == [1, 2, 4, 7]
     assert a.next_own_start(CLOCK - 3) == CLOCK and b.next_own_start(CLOCK - 3) == CLOCK + 5
     assert a.next_own_start(CLOCK + 6) == CLOCK + 15 and b.next_own_start(CLOCK + 6) == CLOCK + 6
-    assert a.next_own_start(CLOCK + 39) == CLOCK + 39 and b.next_own_start(CLOCK + 39) is None
-    assert (a.warmup_until(0), b.warmup_until(0), b.warmup_until(1)) == (CLOCK + 2, CLOCK + 7, CLOCK + 27)
+    assert b.next_own_start(CLOCK + 79) == CLOCK + 79 and a.next_own_start(CLOCK + 79) is None
+    assert (a.warmup_until(0), b.warmup_until(0), b.warmup_until(1)) == (CLOCK + 2, CLOCK + 7, CLOCK + 47)
 
 
 def test_a_design_travels_as_json_and_a_bad_one_is_one_clear_error():
-    design = Design.planned(INTERLEAVED, (1, 64), 20.0, 2.0, 2, 5.0).for_slot(1, CLOCK)
+    design = Design.planned(INTERLEAVED, (1, 64), 40.0, 2.0, 2, 5.0).for_slot(1, CLOCK)
     assert Design.from_dict(design.to_dict()) == design
     assert parse_blocks("") is None
     good = design.to_dict()
@@ -69,7 +81,7 @@ class FakeTime:
 
 
 def test_a_user_waits_for_its_arms_block_and_each_group_starts_on_its_own_prompt_order():
-    design = Design.planned(INTERLEAVED, (1,), 20.0, 2.0, 2, 5.0).for_slot(1, CLOCK)
+    design = Design.planned(INTERLEAVED, (1,), 40.0, 2.0, 2, 5.0).for_slot(1, CLOCK)  # ABBABAAB
     t = FakeTime(CLOCK + 1.0)
     seeds: list[int] = []
     turns = Turns(design, 7, seeds.append, clock=lambda: t.now, sleep=t.sleep)
@@ -78,7 +90,7 @@ def test_a_user_waits_for_its_arms_block_and_each_group_starts_on_its_own_prompt
     assert turns.wait() and len(seeds) == 1, "the same block: no new order"
     t.now = CLOCK + 12.0  # block 3 (B again, group 1)
     assert turns.wait() and seeds == [block_seed(7, 0, 0), block_seed(7, 0, 1)]
-    t.now = CLOCK + 16.0  # A's last block, then the design is over for B
+    t.now = CLOCK + 40.0  # the ladder is over
     assert not turns.wait()
 
 
