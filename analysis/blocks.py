@@ -45,6 +45,16 @@ class LevelBlocks:
     in_flight_s: np.ndarray | None = None
     """Designed runs: per block the request-seconds the arm had in flight inside its window (all its
     requests), so in_flight_s / window_s is the concurrency its server saw there."""
+    request_s: float | None = None
+    """Designed runs: the request-seconds of all the level's requests, inside its windows or not."""
+
+    @property
+    def spill_share(self) -> float | None:
+        """The share of the level's request time outside the arm's own windows: requests that ran on
+        after their block ended, at a falling concurrency (and the warm-up)."""
+        if self.in_flight_s is None or not self.request_s:
+            return None
+        return max(0.0, 1.0 - float(self.in_flight_s.sum()) / self.request_s)
 
 
 @dataclass(frozen=True, eq=False)
@@ -132,9 +142,11 @@ def _designed(frame: pd.DataFrame, design: Design, good: np.ndarray | None) -> R
         rows, block = rows[keep], block[keep]
         level_key[rows] = users
         tokens, good_tokens = _window_tokens(frame, at_level, b_start, b_end, good)
-        by = arrived_by(np.concatenate([b_start, b_end]), start, ends, ends - start)
+        by = arrived_by(np.concatenate([b_start, b_end]), start[at_level], ends[at_level],
+                        ends[at_level] - start[at_level])
         parts.setdefault(users, []).append((rows, block, tuple((li, b.group) for b in own), b_end - b_start,
-                                            tokens, good_tokens, b_start, by[len(own):] - by[:len(own)]))
+                                            tokens, good_tokens, b_start, by[len(own):] - by[:len(own)],
+                                            float((ends[at_level] - start[at_level]).sum())))
     return RunBlocks(level_key, {users: _merged(users, p, True) for users, p in parts.items()})
 
 
@@ -148,7 +160,8 @@ def _merged(users: int, parts: list, designed: bool) -> LevelBlocks:
         tuple(g for p in parts for g in p[2]), np.concatenate([p[3] for p in parts]),
         np.concatenate([p[4] for p in parts]),
         None if any(g is None for g in goods) else np.concatenate(goods), designed,
-        np.concatenate([p[6] for p in parts]), np.concatenate([p[7] for p in parts]))
+        np.concatenate([p[6] for p in parts]), np.concatenate([p[7] for p in parts]),
+        sum(p[8] for p in parts))
 
 
 def _timed(frame: pd.DataFrame, good: np.ndarray | None) -> RunBlocks:

@@ -58,6 +58,31 @@ def blocks_per_level(kind: str, stage_s: float, target_block_s: float, arms: int
     return max(2, round(stage_s / target_block_s))
 
 
+def balanced_order(blocks: int, arms: int) -> tuple[int, ...]:
+    """The slot of each of a level's blocks: cycles forward then backward (ABBA, ABC CBA), the level's
+    last cycle backward then forward for two arms (ABBA ... BAAB).
+
+    A block that follows its own arm's block starts with that arm's request still in flight, more often
+    a long one (the inspection paradox: long requests are the ones a boundary cuts), while one after
+    another arm's starts afresh. ABBA cycles alone give the second arm one such block more per level (two
+    arms, ABBA ABBA ABBA: B follows B three times, A follows A twice), a bias seen in A/A runs (the second
+    arm's throughput 3 to 14% lower in six runs out of six); ending on BAAB gives both arms as many, keeps
+    each arm's mean position in the level equal (a linear drift still cancels), and ends the level on
+    the arm that does not start the next one. With three or more arms each cycle starts one arm further
+    (ABC CBA, BCA ACB, CAB BAC): every arm follows itself once per N cycles."""
+    cycle = 2 * arms
+    out = []
+    for index in range(blocks):
+        c, p = divmod(index, cycle)
+        forward = p if p < arms else cycle - 1 - p
+        if arms == 2:
+            last = c == blocks // cycle - 1 and blocks >= 2 * cycle
+            out.append(arms - 1 - forward if last else forward)
+        else:
+            out.append((forward + c) % arms)
+    return tuple(out)
+
+
 @dataclass(frozen=True)
 class Design:
     """One run's place in its design. `block_s` is None when sequential; `clock_unix_s` is the shared
@@ -71,6 +96,8 @@ class Design:
     arms: int = 1
     slot: int = 0
     clock_unix_s: float | None = None
+    order: tuple[int, ...] | None = None
+    """Interleaved: the slot of each block of a level (`balanced_order`), as the run was measured."""
 
     @classmethod
     def planned(cls, kind: str, levels: Sequence[int], stage_s: float, warmup_s: float, arms: int,
@@ -87,7 +114,8 @@ class Design:
         if warmup_s >= block_s:
             raise ValueError(f"the warm-up ({warmup_s:g}s) must be shorter than a block ({block_s:g}s: "
                              f"{n} blocks per {stage_s:g}s level); lengthen --stage-time or --block-time")
-        return cls(kind, tuple(levels), stage_s, warmup_s, block_s, arms)
+        order = balanced_order(n, arms) if kind == INTERLEAVED else None
+        return cls(kind, tuple(levels), stage_s, warmup_s, block_s, arms, order=order)
 
     def for_slot(self, slot: int, clock_unix_s: float) -> Design:
         return replace(self, slot=slot, clock_unix_s=clock_unix_s)
@@ -110,26 +138,10 @@ class Design:
         return len(self.levels) * self.stage_s
 
     def slot_of(self, index: int) -> int:
-        """The arm of block `index` within a level: cycles forward then backward (ABBA, ABC CBA), the
-        level's last cycle backward then forward (BAAB).
-
-        A block that follows its own arm's block starts with that arm's request still in flight, more
-        often a long one (the inspection paradox: long requests are the ones a boundary cuts), while one
-        after another arm's starts afresh. ABBA cycles alone give the second arm one such block more per
-        level (two arms: ABBA ABBA ABBA, B follows B three times, A follows A twice), a bias seen in A/A
-        runs (the second arm's throughput 3 to 14% lower, six runs out of six); ending on BAAB gives both
-        arms as many, keeps each arm's mean position in the level equal (a linear drift still cancels),
-        and ends the level on the arm that does not start the next one. With three or more arms each cycle
-        starts one arm further (ABC CBA, BCA ACB, CAB BAC): every arm repeats itself once per N cycles."""
-        if self.kind == SIMULTANEOUS:
+        """The arm of block `index` within a level (every block is this run's when simultaneous)."""
+        if self.kind == SIMULTANEOUS or self.order is None:
             return self.slot
-        n, cycle = self.arms, 2 * self.arms
-        c, p = divmod(index, cycle)
-        forward = p if p < n else cycle - 1 - p
-        if n == 2:
-            last = c == self.n_blocks // cycle - 1 and self.n_blocks >= 2 * cycle
-            return n - 1 - forward if last else forward
-        return (forward + c) % n
+        return self.order[index]
 
     def group_of(self, index: int) -> int:
         return index // self.arms if self.kind == INTERLEAVED else index
@@ -179,6 +191,7 @@ class Design:
     def to_dict(self) -> dict:
         out = asdict(self)
         out["levels"] = list(self.levels)
+        out["order"] = None if self.order is None else list(self.order)
         return {"schema": SCHEMA, **out}
 
     @classmethod
@@ -210,9 +223,17 @@ class Design:
             n = stage_s / block_s
             if abs(n - round(n)) > 1e-6 or round(n) > 100_000:
                 raise ValueError("design block_s must divide stage_s into whole blocks")
+        order = data.get("order")
+        if kind == INTERLEAVED:
+            n = round(numbers["stage_s"] / numbers["block_s"])
+            if not (isinstance(order, list) and len(order) == n and all(_count(x) and x < arms for x in order)
+                    and all(sorted(order[g:g + arms]) == list(range(arms)) for g in range(0, n, arms))):
+                raise ValueError(f"an interleaved design needs order: each of its {n} blocks' slot, every "
+                                 f"{arms} blocks holding each arm once")
         return cls(kind, tuple(levels), float(numbers["stage_s"]), float(numbers["warmup_s"]),
                    None if numbers["block_s"] is None else float(numbers["block_s"]), arms, slot,
-                   None if numbers["clock_unix_s"] is None else float(numbers["clock_unix_s"]))
+                   None if numbers["clock_unix_s"] is None else float(numbers["clock_unix_s"]),
+                   tuple(order) if kind == INTERLEAVED else None)
 
 
 def _count(value: object) -> bool:

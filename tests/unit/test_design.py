@@ -63,7 +63,9 @@ def test_a_design_travels_as_json_and_a_bad_one_is_one_clear_error():
                        ({**good, "block_s": 7.0}, "whole blocks"),
                        ({**good, "levels": [0]}, "levels"),
                        ({**good, "clock_unix_s": None}, "clock_unix_s"),
-                       ({**good, "stage_s": float("nan")}, "stage_s"), ([], "object")]:
+                       ({**good, "stage_s": float("nan")}, "stage_s"), ([], "object"),
+                       ({**good, "order": [0, 0, 1, 1, 0, 1, 1, 0]}, "each arm once"),
+                       ({**good, "order": None}, "order")]:
         with pytest.raises(ValueError, match=words):
             Design.from_dict(bad)
     with pytest.raises(ValueError, match="not JSON"):
