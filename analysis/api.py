@@ -77,6 +77,11 @@ def verdict_for(
             baseline_spec=lv.combine_spec([s for run, level in base_pairs
                                            if (s := lv.spec_stats(run, level)) is not None]),
             design=design,
+            spill={arm: max(shares) for arm, at in (("baseline", base_at), ("candidate", cand_at))
+                   if (shares := [lv.samples.blocks.spill_share for lv in at
+                                  if lv.samples is not None and lv.samples.blocks.spill_share is not None])},
+            block_s=next((lv.design.block_s for lv in cand_at if lv.design is not None and lv.design.blocked),
+                         None),
         ))
         cdf[users] = {"baseline": lv.merged_itl_cdf(base_runs, users),
                       "candidate": lv.merged_itl_cdf(cand_runs, users)}

@@ -153,6 +153,30 @@ def ttft_change(level: LevelInput, word: str) -> Diagnosis | None:
 
 
 BASELINE_SPECULATING = "baseline_speculating"
+SPILL_SHARE = 0.3
+"""More of an arm's request time than this outside its own blocks: its blocks are short for its requests."""
+
+
+def block_spill(level: LevelInput) -> Diagnosis | None:
+    """Under the interleaved design a user stops sending when its arm's block ends, and the requests
+    still running finish at a falling concurrency. When that is a large share of an arm's request time,
+    the measured difference is pulled towards zero (the slower arm's longer requests spend more of their
+    time in that tail)."""
+    if not level.spill or max(level.spill.values()) <= SPILL_SHARE:
+        return None
+    arm = max(level.spill, key=level.spill.get)
+    others = ", ".join(f"{name} {share:.0%}" for name, share in level.spill.items() if name != arm)
+    block = f" (blocks of {level.block_s:g}s)" if level.block_s else ""
+    return Diagnosis(
+        "block_spill",
+        f"requests outlast their blocks{block}: {level.spill[arm]:.0%} of the {arm}'s request time at "
+        f"{level.users} users ran outside its own blocks ({others}), mostly after a block ended at a falling "
+        "concurrency, which pulls the measured difference towards zero; use a --block-time several times "
+        "the longest requests at this level",
+        {"spill_share": dict(level.spill), "block_s": level.block_s, "threshold": SPILL_SHARE},
+    )
+
+
 
 
 def baseline_speculating(level: LevelInput) -> Diagnosis | None:

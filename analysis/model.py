@@ -153,6 +153,9 @@ class LevelInput:
     """The baseline's own speculative-decoding counters at this level (it should have none)."""
     design: str = "sequential"
     """How the arms shared time here: sequential, interleaved, simultaneous, or mixed (runs differ)."""
+    spill: dict[str, float] = field(default_factory=dict)
+    """Interleaved: per arm, the largest share of its request time at this level outside its own blocks."""
+    block_s: float | None = None
 
 
 @dataclass(frozen=True)

@@ -278,6 +278,7 @@ def judge_level(level: LevelInput, th: Thresholds, *, throughput_key: str = "out
         diagnoses.draft_cost(level, th.noise_pct),
         diagnoses.ttft_change(level, words["ttft_p50_ms"]),
         diagnoses.baseline_speculating(level),
+        diagnoses.block_spill(level),
     ]
     gaps = _evidence_gaps(level, th, floors=not decisive_off(level, th))
     mde = {k: changes[k].mde_pct(band_for(level, k, th.noise_pct)) for k in deciding}

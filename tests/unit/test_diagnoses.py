@@ -155,3 +155,13 @@ def test_level_verdict_collects_its_diagnoses():
                     changes=_changes((50, 40, 60), (125, 110, 140), (50, 40, 60), (40, 35, 45)))
     kinds = {d.kind for d in judge_level(lv, Thresholds()).diagnoses}
     assert kinds == {"draft_disagrees", "proposal_length", "draft_cost", "ttft_change"}
+
+
+def test_requests_that_outlast_their_blocks_are_said_to_pull_the_difference_towards_zero():
+    long = LevelInput(64, arm(), arm(), spec(0.65), spill={"baseline": 0.22, "candidate": 0.41}, block_s=5.0)
+    found = diagnoses.block_spill(long)
+    assert found is not None and "41% of the candidate's request time at 64 users" in found.message
+    assert "(blocks of 5s)" in found.message and "baseline 22%" in found.message
+    assert diagnoses.block_spill(LevelInput(1, arm(), arm(), spec(0.65),
+                                            spill={"baseline": 0.12, "candidate": 0.18})) is None
+    assert diagnoses.block_spill(LevelInput(1, arm(), arm(), spec(0.65))) is None  # sequential: no blocks
