@@ -96,8 +96,8 @@ def acceptance_line(lv: LevelVerdict) -> str:
 
 
 def evidence_line(lv: LevelVerdict) -> str | None:
-    """Repeats, the units the intervals resampled, the smallest change each deciding metric could show,
-    and whether the level is under-powered."""
+    """Repeats, the units the intervals resampled and the smallest change each deciding metric could show
+    (an inconclusive level's reasons say when it was under-powered)."""
     parts = []
     if lv.baseline.runs > 1 or lv.candidate.runs > 1:
         parts.append(f"repeats: {lv.baseline.runs} baseline, {lv.candidate.runs} candidate runs "
@@ -108,8 +108,6 @@ def evidence_line(lv: LevelVerdict) -> str | None:
     mde = [f"{LABELS[k][0]} +-{v:.1f}%" for k, v in lv.mde_pct.items() if v is not None]
     if mde:
         parts.append("smallest detectable change " + ", ".join(mde))
-    if lv.power_note and lv.power_note not in lv.reasons:
-        parts.append(lv.power_note)
     return "; ".join(parts) or None
 
 
