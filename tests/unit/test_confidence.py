@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 
 import numpy as np
-from locust_spec.analysis import api
+from locust_spec.analysis import aa, api
 from locust_spec.analysis.cli import run as spec_verdict
 from locust_spec.analysis.verdict import VERDICTS
 
@@ -94,6 +94,24 @@ def test_drift_that_slows_the_machine_is_no_difference_under_the_interleaved_des
         change = level.changes[key]
         assert change.unit == "block pairs" and change.units == 8
         assert level.directions[key] not in ("better", "worse"), (key, change)
+
+
+def test_the_self_test_counts_false_claims_and_reports_each_levels_noise_floor(tmp_path):
+    plan = Design.planned(INTERLEAVED, (1,), 80.0, 1.0, 2, 5.0)
+    rng = np.random.default_rng(5)
+    arms = []
+    for slot, arm in enumerate(("baseline", "candidate")):
+        design = plan.for_slot(slot, CLOCK)
+        arms.append(_write(tmp_path / arm / "r0", _drifting_arm(design, CLOCK, False, rng), design, None))
+    found = aa.self_test(api.verdict_for([arms[0]], [arms[1]]))
+    assert [q.metric for q in found.quantities] == ["tpot_p50_ms", "tpot_p90_ms", "output_tok_s"]
+    assert found.claims == 0 and found.rate == 0.0 and found.shipped == ()
+    doc = json.loads(aa.render_json(found))
+    assert doc["compared"] == 3 and set(doc["noise_floor_pct"]["1"]) == {"tpot_p50_ms", "tpot_p90_ms",
+                                                                          "output_tok_s"}
+    text = aa.render_text(found)
+    assert text.startswith("A/A self-test: 0 of 3 compared quantities claimed better or worse")
+    assert "1 user: TPOT p50 +-" in text and "False claims" not in text
 
 
 def test_the_same_drift_between_sequential_arms_is_taken_for_a_difference(tmp_path):
