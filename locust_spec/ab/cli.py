@@ -169,13 +169,14 @@ def load_prompts(load: Load) -> list[Prompt]:
 
 
 def run_preflight(urls: dict[str, str], metrics: dict[str, str | None], load: Load,
-                  display: progress.Display) -> None:
-    """Check both arms before the first sweep; AbError when any check failed (each said in one line)."""
+                  display: progress.Display, names: tuple[str, ...] = ARMS) -> None:
+    """Check both arms (an A/A: the baseline alone) before the first sweep; AbError when any check
+    failed (each said in one line)."""
     started = time.monotonic()
     arms = [preflight.Arm(arm, base_url(urls[arm]), metrics[arm], arm == "candidate", f"--{arm}",
-                          f"--metrics-url-{arm}") for arm in ARMS]
+                          f"--metrics-url-{arm}") for arm in names]
     credentials = preflight.Credentials(os.environ.get("OPENAI_API_KEY", ""), os.environ.get(TOKEN_ENV))
-    with progress.phase(display, lambda s: f"preflight: checking both arms ({s:.0f}s)"):
+    with progress.phase(display, lambda s: f"preflight: checking {' and '.join(names)} ({s:.0f}s)"):
         problems = preflight.check(arms, load.model, load_prompts(load), load.max_tokens, credentials)
     for problem in problems:
         display.say(problem.line())
@@ -183,8 +184,8 @@ def run_preflight(urls: dict[str, str], metrics: dict[str, str | None], load: Lo
     if fatal:
         raise AbError(f"preflight: {fatal} problem(s), no sweep started ({time.monotonic() - started:.1f}s); "
                       "--skip-preflight runs anyway")
-    display.say(f"preflight: both arms answer, stream and expose their counters "
-                f"({time.monotonic() - started:.1f}s)")
+    who = "both arms answer" if len(arms) > 1 else "the baseline answers"
+    display.say(f"preflight: {who}, stream and expose their counters ({time.monotonic() - started:.1f}s)")
 
 
 PRIME_CHUNK = 32
@@ -411,7 +412,7 @@ def main(baseline: str | None, candidate: str | None, levels: str | None, stage_
                         f"{len(plans)} session(s) of {plan.seconds:g}s "
                         f"(levels {ladder.levels}, {plan.stage_s:g}s each) on {where} -> {out}")
             if not skip_preflight:
-                run_preflight(urls, metrics, load, display)
+                run_preflight(urls, metrics, load, display, ARMS[:1] if self_test else ARMS)
 
             def command(run: Run, run_design: Design) -> tuple[list[str], dict[str, str]]:
                 cmd = locust_command(run, base_url(urls[run.arm]), ladder, load, run_design)

@@ -122,3 +122,17 @@ def test_sigint_during_the_second_repeat_stops_everything_and_keeps_the_first(tm
         assert {n: d for n, d in _digest(out / arm).items() if n.startswith("r0")} == kept
         assert not list((out / arm).glob("r1_*")), "the unfinished repeat's files are discarded"
     assert not (out / "verdict.json").exists()
+
+
+def test_the_aa_self_test_runs_the_baseline_against_itself_and_reports_its_noise_floor(tmp_path):
+    out = tmp_path / "aa"
+    cmd = [SPEC_AB, "--aa", "--out", str(out), "--levels", "1", "--stage-time", "5s", "--warmup", "0.5s",
+           "--block-time", "1.25s", "--no-prime", *_fast(tmp_path)]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=180, cwd=REPO)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "one spec-sim server" in done.stdout and "the baseline answers" in done.stdout
+    report = json.loads((out / "aa.json").read_text())
+    assert report["compared"] == 3 and report["levels_shipped"] == []
+    assert set(report["noise_floor_pct"]["1"]) == {"tpot_p50_ms", "tpot_p90_ms", "output_tok_s"}
+    assert f"A/A self-test: {report['claimed']} of 3 compared quantities" in done.stdout
+    assert not (out / "sim-candidate.log").exists(), "one server serves both arms"
