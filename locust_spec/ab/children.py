@@ -121,18 +121,22 @@ def start_sim(log: Path, time_scale: float, gpu: str, speculative_config: dict |
 
 
 @contextmanager
-def simulators(out: Path, time_scale: float, gpu: str, speculative_config: dict) -> Iterator[dict[str, str]]:
-    """Two spec-sim servers on free loopback ports, speculation off and on: {arm: url}; stopped on exit."""
+def simulators(out: Path, time_scale: float, gpu: str, speculative_config: dict,
+               self_test: bool = False) -> Iterator[dict[str, str]]:
+    """Two spec-sim servers on free loopback ports, speculation off and on: {arm: url}; stopped on exit.
+    `self_test` (an A/A): only the baseline's, for both arms."""
     procs: list[subprocess.Popen] = []
     try:
         urls = {}
-        for arm in ARMS:
+        for arm in ARMS[:1] if self_test else ARMS:
             # Per-request acceptance (as vLLM's option of that name) gives the verdict its per-class
             # diagnosis: which prompts the speculation pays on.
             config, extra = ((speculative_config, ("--per-request-spec-decode-metrics", "detailed"))
                              if arm == "candidate" else (None, ()))
             proc, urls[arm] = start_sim(out / f"sim-{arm}.log", time_scale, gpu, config, extra)
             procs.append(proc)
+        if self_test:
+            urls["candidate"] = urls["baseline"]
         yield urls
     finally:
         for proc in procs:
