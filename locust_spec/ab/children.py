@@ -13,6 +13,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections import deque
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -80,10 +81,21 @@ def reason(log: Path) -> str:
     return log_reason(log.read_text(errors="replace")) if log.exists() else "no log"
 
 
+_GIVEN: deque[int] = deque(maxlen=64)
+"""Ports handed out lately: a port is free once its socket closes, so the next call could get it again
+before the first taker has bound it (the arms of a session are spawned one after the other)."""
+
+
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A loopback port nothing listens on, none of the last few handed out."""
+    for _ in range(100):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        if port not in _GIVEN:
+            break
+    _GIVEN.append(port)
+    return port
 
 
 def wait_ready(url: str, proc: subprocess.Popen, log: Path, timeout: float = 60.0,

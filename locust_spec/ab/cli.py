@@ -190,8 +190,13 @@ def locust_command(run: Run, host: str, ladder: Ladder, load: Load,
     if load.model:
         cmd += ["--model", load.model]
     if load.processes != 1:
-        # the master's port has no authentication: loopback, whatever $LOCUST_MASTER_BIND_HOST says
-        cmd += ["--processes", str(load.processes), "--master-bind-host", "127.0.0.1"]
+        # The master's port has no authentication: loopback, whatever $LOCUST_MASTER_BIND_HOST says. And a
+        # free port, not Locust's 5557: two runs at once (a session's arms, another spec-ab or spec-tune on
+        # the machine) would bind the same one and exchange workers. Locust's --processes forks its workers
+        # with these options, so they connect to --master-host and --master-port.
+        port = str(children.free_port())
+        cmd += ["--processes", str(load.processes), "--master-bind-host", "127.0.0.1",
+                "--master-bind-port", port, "--master-host", "127.0.0.1", "--master-port", port]
     return cmd
 
 
