@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import orjson
 
-from .model import Verdict
+from .model import Level, Verdict, level_label
 from .stats import BETTER, WORSE
 from .verdict import LABELS, LATENCY_KEYS, SHIP, fmt_change
 
@@ -23,7 +23,8 @@ EXPECTED_RATE = 0.05
 class Quantity:
     """One compared quantity at one level: its change, interval, direction and smallest detectable change."""
 
-    users: int
+    users: Level
+    """The level: its users, or its rate (open loop)."""
     metric: str
     change: str
     direction: str
@@ -37,7 +38,7 @@ class Quantity:
 @dataclass(frozen=True)
 class SelfTest:
     quantities: tuple[Quantity, ...]
-    shipped: tuple[int, ...]
+    shipped: tuple[Level, ...]
     """Levels judged ship (the candidate speculating like the baseline): each one a false verdict."""
 
     @property
@@ -48,8 +49,8 @@ class SelfTest:
     def rate(self) -> float | None:
         return self.claims / len(self.quantities) if self.quantities else None
 
-    def floor(self) -> dict[int, dict[str, float | None]]:
-        out: dict[int, dict[str, float | None]] = {}
+    def floor(self) -> dict[Level, dict[str, float | None]]:
+        out: dict[Level, dict[str, float | None]] = {}
         for q in self.quantities:
             out.setdefault(q.users, {})[q.metric] = q.mde_pct
         return out
@@ -75,10 +76,15 @@ def self_test(verdict: Verdict) -> SelfTest:
 def as_dict(found: SelfTest) -> dict:
     return {"schema": SCHEMA, "compared": len(found.quantities), "claimed": found.claims,
             "false_claim_rate": found.rate, "expected_at_most": EXPECTED_RATE,
-            "levels_shipped": list(found.shipped),
+            "levels_shipped": [_number(u) for u in found.shipped],
             "noise_floor_pct": {str(u): v for u, v in found.floor().items()},
-            "quantities": [{"users": q.users, "metric": q.metric, "change": q.change,
+            "quantities": [{"users": _number(q.users), "metric": q.metric, "change": q.change,
                             "direction": q.direction, "mde_pct": q.mde_pct} for q in found.quantities]}
+
+
+def _number(level: Level) -> int | float:
+    """A level as JSON holds it: users, or a rate's requests per second (a Rate is a float of its own)."""
+    return level if isinstance(level, int) else float(level)
 
 
 def render_json(found: SelfTest) -> str:
@@ -95,14 +101,14 @@ def render_text(found: SelfTest) -> str:
     lines = [f"A/A self-test: {found.claims} of {len(found.quantities)} compared quantities claimed better "
              f"or worse (identical arms: about {EXPECTED_RATE:.0%} at most is expected)"]
     if found.shipped:
-        lines.append(f"  ! judged ship at {', '.join(map(str, found.shipped))} users: a false verdict")
+        lines.append(f"  ! judged ship at {', '.join(map(level_label, found.shipped))}: a false verdict")
     lines.append("Noise floor (smallest change each level could detect, 80% power):")
-    lines += [f"  {users} user{'s' if users > 1 else ''}: {_floor_text(floor)}"
-              for users, floor in found.floor().items()]
+    lines += [f"  {level_label(users)}: {_floor_text(floor)}" for users, floor in found.floor().items()]
     claimed: Sequence[Quantity] = [q for q in found.quantities if q.claimed]
     if claimed:
         lines.append("False claims:")
-        lines += [f"  {q.users} users, {LABELS[q.metric][0]}: {q.change} ({q.direction})" for q in claimed]
+        lines += [f"  {level_label(q.users)}, {LABELS[q.metric][0]}: {q.change} ({q.direction})"
+                  for q in claimed]
     if found.claims > max(1, round(EXPECTED_RATE * len(found.quantities))):
         lines.append("More claims than noise explains: the setup drifts or the arms differ; do not trust an "
                      "A/B on it before finding out why (see docs/verdict-method.md)")

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 import psutil
+import pytest
 
 from locust_spec.ab.cli import DEMO_PROMPTS
 from tests.support import BIN, REPO
@@ -127,15 +128,32 @@ def test_sigint_during_the_second_repeat_stops_everything_and_keeps_the_first(tm
     assert not (out / "verdict.json").exists()
 
 
-def test_the_aa_self_test_runs_the_baseline_against_itself_and_reports_its_noise_floor(tmp_path):
+def test_the_aa_self_test_on_a_rate_ladder_interleaves_the_arrivals_and_reports_the_noise_floor(tmp_path):
+    # One run covers the A/A self-test and open loop under the interleaved design: each arm's arrivals
+    # fall in its own blocks only, and its ledger owes it only those.
     out = tmp_path / "aa"
-    cmd = [SPEC_AB, "--aa", "--out", str(out), "--levels", "1", "--stage-time", "5s", "--warmup", "0.5s",
-           "--block-time", "1.25s", "--no-prime", *_fast(tmp_path)]
+    cmd = [SPEC_AB, "--aa", "--out", str(out), "--rates", "4", "--max-concurrency", "16",
+           "--stage-time", "5s", "--warmup", "0.5s", "--block-time", "1.25s", "--no-prime", *_fast(tmp_path)]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=180, cwd=REPO)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert "one spec-sim server" in done.stdout and "the baseline answers" in done.stdout
     report = json.loads((out / "aa.json").read_text())
     assert report["compared"] == 3 and report["levels_shipped"] == []
-    assert set(report["noise_floor_pct"]["1"]) == {"tpot_p50_ms", "tpot_p90_ms", "output_tok_s"}
+    assert set(report["noise_floor_pct"]["4/s"]) == {"tpot_p50_ms", "tpot_p90_ms", "output_tok_s"}
     assert f"A/A self-test: {report['claimed']} of 3 compared quantities" in done.stdout
     assert not (out / "sim-candidate.log").exists(), "one server serves both arms"
+
+    verdict = json.loads((out / "verdict.json").read_text())
+    assert verdict["axis"] == "rate" and verdict["design"]["kind"] == "interleaved"
+    (level,) = verdict["levels"]
+    assert level["rate"] == 4.0 and level["metrics"]["tpot_p50_ms"]["units"]["unit"] == "block pairs"
+    for arm in ("baseline", "candidate"):
+        design = json.loads((out / arm / "r0_design.json").read_text())
+        assert design["rates"] == [4.0] and design["kind"] == "interleaved"
+        clock, block_s = design["clock_unix_s"], design["block_s"]
+        rows = pd.read_csv(out / arm / "r0_requests.csv")
+        block = ((rows["intended_unix_s"] - clock) // block_s).astype(int)
+        assert len(rows) and all(design["order"][j] == design["slot"] for j in block), "only in its blocks"
+        account = json.loads((out / arm / "r0_summary.json").read_text())["arrivals"]["4/s"]
+        assert account["window_s"] == pytest.approx(4 * block_s - design["warmup_s"], abs=0.01)
+        assert account["missed"] == 0 and level["arrivals"][arm]["missed"] == 0
