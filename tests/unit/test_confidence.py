@@ -161,3 +161,23 @@ def test_thousands_of_requests_in_lockstep_get_a_verdict(tmp_path, capsys):
     level = json.loads(capsys.readouterr().out)["levels"][0]
     assert level["acceptance_ci95"] == [0.75, 0.75] and level["verdict"] in VERDICTS
     assert level["metrics"]["tpot_p50_ms"]["units"]["unit"] == "blocks"
+
+
+def test_a_tasks_intervals_are_over_the_block_pairs_that_hold_its_requests(tmp_path):
+    # "rare" is sent in the level's first three block groups only, "code" in the other five: a task's
+    # interval counts the pairs that hold its requests (an empty pair is no evidence) and pairs the arms.
+    plan = Design.planned(INTERLEAVED, (1,), 80.0, 1.0, 2, 5.0)  # 16 blocks: 8 block pairs
+    rng = np.random.default_rng(5)
+    arms = {}
+    for slot, arm in enumerate(("baseline", "candidate")):
+        design = plan.for_slot(slot, CLOCK)
+        rows = _drifting_arm(design, CLOCK, arm == "candidate", rng)
+        for r in rows:
+            r["prompt_class"] = "rare" if float(r["start_unix_s"]) < CLOCK + 30 else "code"
+        arms[arm] = _write(tmp_path / arm / "r0", rows, design,
+                           [CLOCK + s for s in range(81)] if arm == "candidate" else None)
+    verdict = api.verdict_for([arms["baseline"]], [arms["candidate"]])
+    pairs = {t.task: t.levels[0].changes for t in verdict.tasks}
+    for task, held in (("rare", 3), ("code", 5)):
+        for key in ("tpot_p50_ms", "output_tok_s"):
+            assert (pairs[task][key].unit, pairs[task][key].units) == ("block pairs", held), (task, key)
