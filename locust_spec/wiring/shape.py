@@ -26,6 +26,8 @@ DEFAULT_STAGE_TIME = "60s"
 DEFAULT_WARMUP = "5s"
 RAMP_S = 1.0
 """Each level's users are started (or stopped) within this many seconds: the warm-up should cover it."""
+PLAN_AHEAD_S = 1.5
+"""A rate level on spec-ab's shared clock is planned this long before it starts (ticks are ~1 s apart)."""
 
 _DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
 
@@ -187,6 +189,12 @@ class ConcurrencyLadder(LoadTestShape):
         stage = stage_at(elapsed, settings.steps, settings.stage_s, settings.warmup_s)
         if stage is None:
             return None
+        if settings.rates and settings.clocked:
+            # A level on the shared clock starts at its nominal time, which a tick (about a second apart)
+            # reaches late: its plan goes out a little ahead, so its first arrivals are not sent late (the
+            # queue keeps to the current plan until the next one starts).
+            ahead = stage_at(elapsed + PLAN_AHEAD_S, settings.steps, settings.stage_s, settings.warmup_s)
+            stage = ahead or stage
         if self._stage is None or stage.index != self._stage.index:
             if not self._listening:
                 self.runner.environment.events.test_stop.add_listener(self._test_stopped)

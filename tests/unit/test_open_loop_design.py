@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import time
 from argparse import Namespace
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -113,3 +114,12 @@ def test_the_rate_ladder_on_the_shared_clock_plans_each_arms_level_from_the_cloc
     own = design.own_blocks(0)
     assert [w[:2] for w in level.plan.windows] == [(b.start_unix_s, b.end_unix_s) for b in own]
     assert level.warmup_until_unix_s == design.warmup_until(0)
+    ladder.start_time = time.perf_counter() - 100  # the run's own clock does not count: the shared one does
+    assert ladder.tick() == (8, 8.0) and run.levels.current() is level
+    design = PLAN.for_slot(1, time.time() - 39)  # a second before the level's end: the next one planned now
+    options.blocks = json.dumps(replace(design, rates=(10.0, 20.0), levels=(1, 1)).to_dict())
+    options.rates = "10,20"
+    ladder.reset_time()
+    assert ladder.tick() == (8, 8.0)
+    level = run.levels.current()
+    assert level.key == "20/s" and level.plan.start_unix_s == design.level_start(1) > time.time()
