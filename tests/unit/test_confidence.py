@@ -79,15 +79,24 @@ def _drifting_arm(design: Design, start: float, speculative: bool, rng: np.rando
     return rows
 
 
-def test_drift_that_slows_the_machine_is_no_difference_under_the_interleaved_design(tmp_path):
-    plan = Design.planned(INTERLEAVED, (1,), 80.0, 1.0, 2, 5.0)  # 16 blocks: 8 block pairs
+def _drifting_pair(tmp_path: Path, task_of=None) -> dict[str, Path]:
+    """Both arms of one level, interleaved in 16 blocks of 5 s (8 block pairs), the candidate speculating;
+    `task_of(start)` names each request's prompt class."""
+    plan = Design.planned(INTERLEAVED, (1,), 80.0, 1.0, 2, 5.0)
     rng = np.random.default_rng(5)
     arms = {}
     for slot, arm in enumerate(("baseline", "candidate")):
         design = plan.for_slot(slot, CLOCK)
         rows = _drifting_arm(design, CLOCK, arm == "candidate", rng)
+        for r in rows if task_of is not None else ():
+            r["prompt_class"] = task_of(float(r["start_unix_s"]))
         arms[arm] = _write(tmp_path / arm / "r0", rows, design,
                            [CLOCK + s for s in range(81)] if arm == "candidate" else None)
+    return arms
+
+
+def test_drift_that_slows_the_machine_is_no_difference_under_the_interleaved_design(tmp_path):
+    arms = _drifting_pair(tmp_path)
     level = api.verdict_for([arms["baseline"]], [arms["candidate"]]).levels[0]
     assert level.design == INTERLEAVED
     for key in ("tpot_p50_ms", "tpot_p90_ms", "output_tok_s"):
@@ -166,16 +175,7 @@ def test_thousands_of_requests_in_lockstep_get_a_verdict(tmp_path, capsys):
 def test_a_tasks_intervals_are_over_the_block_pairs_that_hold_its_requests(tmp_path):
     # "rare" is sent in the level's first three block groups only, "code" in the other five: a task's
     # interval counts the pairs that hold its requests (an empty pair is no evidence) and pairs the arms.
-    plan = Design.planned(INTERLEAVED, (1,), 80.0, 1.0, 2, 5.0)  # 16 blocks: 8 block pairs
-    rng = np.random.default_rng(5)
-    arms = {}
-    for slot, arm in enumerate(("baseline", "candidate")):
-        design = plan.for_slot(slot, CLOCK)
-        rows = _drifting_arm(design, CLOCK, arm == "candidate", rng)
-        for r in rows:
-            r["prompt_class"] = "rare" if float(r["start_unix_s"]) < CLOCK + 30 else "code"
-        arms[arm] = _write(tmp_path / arm / "r0", rows, design,
-                           [CLOCK + s for s in range(81)] if arm == "candidate" else None)
+    arms = _drifting_pair(tmp_path, lambda start: "rare" if start < CLOCK + 30 else "code")
     verdict = api.verdict_for([arms["baseline"]], [arms["candidate"]])
     pairs = {t.task: t.levels[0].changes for t in verdict.tasks}
     for task, held in (("rare", 3), ("code", 5)):
