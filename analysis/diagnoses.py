@@ -212,9 +212,9 @@ def block_spill(level: LevelInput) -> Diagnosis | None:
     return Diagnosis(
         "block_spill",
         f"requests outlast their blocks{block}: {level.spill[arm]:.0%} of the {arm}'s request time at "
-        f"{level.users} users ran outside its own blocks ({others}), mostly after a block ended at a falling "
-        "concurrency, which pulls the measured difference towards zero; use a --block-time several times "
-        "the longest requests at this level",
+        f"{level_label(level.users)} ran outside its own blocks ({others}), mostly after a block ended at a "
+        "falling concurrency, which pulls the measured difference towards zero; use a --block-time several "
+        "times the longest requests at this level",
         {"spill_share": dict(level.spill), "block_s": level.block_s, "threshold": SPILL_SHARE},
     )
 
@@ -232,7 +232,7 @@ def baseline_speculating(level: LevelInput) -> Diagnosis | None:
     shown = f", {tpc:.2f} tokens per chunk" if tpc is not None else ""
     return Diagnosis(
         BASELINE_SPECULATING,
-        f"the baseline speculated at {level.users} users: its counters show {drafted:.0f} draft tokens"
+        f"the baseline speculated at {level_label(level.users)}: its counters show {drafted:.0f} draft tokens"
         f"{shown}; serve the baseline without --speculative-config (or point --metrics-url-baseline at "
         "it) to measure speculation against none",
         {"draft_tokens": drafted, "acceptance": spec.acceptance, "tokens_per_chunk": tpc},
