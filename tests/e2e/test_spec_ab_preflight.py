@@ -132,7 +132,7 @@ def test_a_run_whose_candidate_failed_most_requests_exits_3_with_the_reason(tmp_
                     "--skip-preflight", "--no-prime", timeout=180)
     assert done.returncode == 3, done.stdout[-3000:] + done.stderr[-3000:]
     last = done.stdout.strip().splitlines()[-1]
-    assert re.match(r"spec-ab: the run is bad: candidate failed \d+ of \d+ requests at 1 users", last), last
+    assert re.match(r"spec-ab: the run is bad: candidate failed \d+ of \d+ requests at 1 user ", last), last
     assert (out / "verdict.json").is_file(), "the verdict is still written, for the diagnosis"
 
 
