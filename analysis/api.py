@@ -6,11 +6,12 @@ from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from pathlib import Path
 
+from locust_spec.core.design import SEQUENTIAL
 from locust_spec.metrics.crosscheck import CANDIDATE_METRICS_OPTIONS
 
 from . import answers, provenance, tasks
 from . import levels as lv
-from .model import LevelInput, PlotData, Slo, Verdict, worst_arrivals, worst_lag
+from .model import DesignInfo, LevelInput, PlotData, Slo, Verdict, worst_arrivals, worst_lag
 from .runs import InputError, RunData, discover, read_run
 from .verdict import Thresholds, build_verdict
 
@@ -74,6 +75,7 @@ def verdict_for(
         base_drafted += sum(s.draft_tokens for run, level in base_pairs
                             if (s := lv.spec_stats(run, level)) is not None)
         base_m, cand_m = lv.combine(base_at), lv.combine(cand_at)
+        changes, design = lv.change_intervals(base_at, cand_at, base_m, cand_m)
         inputs.append(LevelInput(
             users=users,
             baseline=base_m,
@@ -82,7 +84,7 @@ def verdict_for(
             rows_show_speculation=any(level.rows_show_speculation for level in cand_at),
             baseline_lag=worst_lag([run.client_lag[users] for run in base_runs if users in run.client_lag]),
             candidate_lag=worst_lag([run.client_lag[users] for run in cand_runs if users in run.client_lag]),
-            changes=lv.change_intervals(base_at, cand_at, base_m, cand_m),
+            changes=changes,
             acceptance_ci=(lv.acceptance_ci([r for r, _ in cand_pairs], cand_at, spec.acceptance)
                            if spec is not None and spec.acceptance is not None else None),
             baseline_batch=lv.arm_batch(base_pairs),
@@ -93,6 +95,12 @@ def verdict_for(
             candidate_arrivals=worst_arrivals([level.arrivals for level in cand_at if level.arrivals]),
             baseline_spec=lv.combine_spec([s for run, level in base_pairs
                                            if (s := lv.spec_stats(run, level)) is not None]),
+            design=design,
+            spill={arm: max(shares) for arm, at in (("baseline", base_at), ("candidate", cand_at))
+                   if (shares := [lv.samples.blocks.spill_share for lv in at
+                                  if lv.samples is not None and lv.samples.blocks.spill_share is not None])},
+            block_s=next((lv.design.block_s for lv in cand_at if lv.design is not None and lv.design.blocked),
+                         None),
         ))
         cdf[users] = {"baseline": lv.merged_itl_cdf(base_runs, users),
                       "candidate": lv.merged_itl_cdf(cand_runs, users)}
@@ -109,7 +117,7 @@ def verdict_for(
     verdict = build_verdict(inputs, th, serving=serving_concurrency,
                             class_stats=lv.class_stats(base_runs, cand_runs),
                             run_warnings=warnings, crosscheck=disagreements, notes=notes,
-                            plots=PlotData(itl_cdf=cdf), slo=slo)
+                            plots=PlotData(itl_cdf=cdf), slo=slo, design=design_info(base_runs, cand_runs))
     verdict = replace(verdict, provenance=records)
     by_task = tasks.task_verdicts(base_runs, cand_runs, inputs, th, slo)
     if not by_task:
@@ -125,6 +133,19 @@ def check_one_axis(runs: Sequence[RunData]) -> None:
         users = [str(run.prefix) for run in runs if not run.rate_run]
         raise InputError(f"the runs mix rate levels ({', '.join(rated)}) and users levels "
                          f"({', '.join(users)}): compare open-loop runs with open-loop runs")
+
+
+def design_info(base_runs: Sequence[RunData], cand_runs: Sequence[RunData]) -> DesignInfo:
+    """The design of the verdict's runs: one kind when all agree (else mixed), with its blocks."""
+    designs = [run.design for run in (*base_runs, *cand_runs)]
+    kinds = {d.kind if d is not None else SEQUENTIAL for d in designs}
+    repeats = max(len(base_runs), len(cand_runs))
+    if len(kinds) > 1:
+        return DesignInfo("mixed", repeats=repeats)
+    first = designs[0]
+    if first is None or not first.blocked:
+        return DesignInfo(SEQUENTIAL, repeats=repeats, warmup_s=first.warmup_s if first else None)
+    return DesignInfo(first.kind, first.block_s, first.n_blocks, first.arms, repeats, first.warmup_s)
 
 
 def latency_notes(base_runs: Sequence[RunData], cand_runs: Sequence[RunData],

@@ -190,21 +190,65 @@ def draft_cost(level: LevelInput, band_pct: float) -> Diagnosis | None:
 
 
 def ttft_change(level: LevelInput, word: str) -> Diagnosis | None:
-    """A TTFT p50 change whose interval clears the noise band (speculation can raise TTFT)."""
+    """A TTFT p50 rise whose interval clears the noise band: the draft's cost on the first token. (A fall
+    is no cost of speculation to diagnose; the table shows it.)"""
     base, cand = level.baseline, level.candidate
     change = change_pct(base.ttft_p50_ms, cand.ttft_p50_ms)
-    if change is None or word not in (BETTER, WORSE):
+    if change is None or word != WORSE:
         return None
     ci = level.changes.get("ttft_p50_ms")
     shown = f"{change:+.1f}%" + (f" [{ci.lo:+.1f}, {ci.hi:+.1f}]" if ci is not None and ci.measured else "")
-    rose = word == WORSE
-    why = ": the draft adds work to the first step" if rose else ""
     return Diagnosis(
         "ttft_change",
-        f"TTFT p50 {'rose' if rose else 'fell'} {shown} ({base.ttft_p50_ms:.1f} -> {cand.ttft_p50_ms:.1f} "
-        f"ms){why}",
+        f"TTFT p50 rose {shown} ({base.ttft_p50_ms:.1f} -> {cand.ttft_p50_ms:.1f} ms): the draft adds work "
+        "to the first step",
         {"ttft_p50_ms": [base.ttft_p50_ms, cand.ttft_p50_ms], "change_pct": change,
          "ci95_pct": ci.as_list() if ci is not None else None},
+    )
+
+
+BASELINE_SPECULATING = "baseline_speculating"
+SPILL_SHARE = 0.3
+"""More of an arm's request time than this outside its own blocks: its blocks are short for its requests."""
+
+
+def block_spill(level: LevelInput) -> Diagnosis | None:
+    """Under the interleaved design a user stops sending when its arm's block ends, and the requests
+    still running finish at a falling concurrency. When that is a large share of an arm's request time,
+    the measured difference is pulled towards zero (the slower arm's longer requests spend more of their
+    time in that tail)."""
+    if not level.spill or max(level.spill.values()) <= SPILL_SHARE:
+        return None
+    arm = max(level.spill, key=level.spill.get)
+    others = ", ".join(f"{name} {share:.0%}" for name, share in level.spill.items() if name != arm)
+    block = f" (blocks of {level.block_s:g}s)" if level.block_s else ""
+    return Diagnosis(
+        "block_spill",
+        f"requests outlast their blocks{block}: {level.spill[arm]:.0%} of the {arm}'s request time at "
+        f"{level_label(level.users)} ran outside its own blocks ({others}), mostly after a block ended at a "
+        "falling concurrency, which pulls the measured difference towards zero; use a --block-time several "
+        "times the longest requests at this level",
+        {"spill_share": dict(level.spill), "block_s": level.block_s, "threshold": SPILL_SHARE},
+    )
+
+
+
+
+def baseline_speculating(level: LevelInput) -> Diagnosis | None:
+    """The baseline's own counters (or its requests' speculative stats) show drafted tokens: the A/B then
+    compares two speculating servers, and says nothing about switching speculation on."""
+    spec = level.baseline_spec
+    drafted = spec.draft_tokens if spec is not None else 0.0
+    if drafted <= 0:
+        return None
+    tpc = level.baseline.tokens_per_chunk
+    shown = f", {tpc:.2f} tokens per chunk" if tpc is not None else ""
+    return Diagnosis(
+        BASELINE_SPECULATING,
+        f"the baseline speculated at {level_label(level.users)}: its counters show {drafted:.0f} draft tokens"
+        f"{shown}; serve the baseline without --speculative-config (or point --metrics-url-baseline at "
+        "it) to measure speculation against none",
+        {"draft_tokens": drafted, "acceptance": spec.acceptance, "tokens_per_chunk": tpc},
     )
 
 

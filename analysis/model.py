@@ -236,6 +236,11 @@ class LevelInput:
     baseline_spec: SpecStats | None = None
     """The baseline server's speculation counters: moving ones mean the arms were given the wrong way
     round."""
+    design: str = "sequential"
+    """How the arms shared time here: sequential, interleaved, simultaneous, or mixed (runs differ)."""
+    spill: dict[str, float] = field(default_factory=dict)
+    """Interleaved: per arm, the largest share of its request time at this level outside its own blocks."""
+    block_s: float | None = None
 
 
 @dataclass(frozen=True)
@@ -267,6 +272,13 @@ class LevelVerdict:
     answers: AnswerCheck | None = None
     baseline_arrivals: Arrivals | None = None
     candidate_arrivals: Arrivals | None = None
+    directions: dict[str, str] = field(default_factory=dict)
+    """Per judged metric: better / worse / same / inconclusive / unknown (its interval against the band)."""
+    mde_pct: dict[str, float | None] = field(default_factory=dict)
+    """Per deciding metric: the smallest change this level could have detected (stats.Interval.mde_pct)."""
+    power_note: str | None = None
+    """Why the level is under-powered, when it is."""
+    design: str = "sequential"
 
     @property
     def change_pct(self) -> dict[str, float | None]:
@@ -320,6 +332,22 @@ class TaskVerdict:
 
 
 @dataclass(frozen=True)
+class DesignInfo:
+    """How the verdict's runs shared time (core/design.py), as verdict.json reports it."""
+
+    kind: str
+    block_s: float | None = None
+    blocks_per_level: int | None = None
+    arms: int | None = None
+    repeats: int = 1
+    warmup_s: float | None = None
+
+    def as_dict(self) -> dict:
+        return {"kind": self.kind, "block_s": self.block_s, "blocks_per_level": self.blocks_per_level,
+                "arms": self.arms, "repeats": self.repeats, "warmup_s": self.warmup_s}
+
+
+@dataclass(frozen=True)
 class Verdict:
     verdict: str
     summary: str
@@ -339,3 +367,4 @@ class Verdict:
     def axis(self) -> str:
         """What the levels are: "users" (a concurrency ladder) or "rate" (open-loop arrivals, req/s)."""
         return "rate" if self.levels and isinstance(self.levels[0].users, Rate) else "users"
+    design: DesignInfo = field(default_factory=lambda: DesignInfo("sequential"))

@@ -13,6 +13,7 @@ import orjson
 import pandas as pd
 
 from locust_spec.core import runfiles
+from locust_spec.core.design import Design
 from locust_spec.core.level import parse_key
 from locust_spec.core.runfiles import REQUESTS, RunFiles
 from locust_spec.metrics import counters
@@ -28,9 +29,10 @@ NUMERIC = {
     "chunk_gap_p50_ms": "float64", "spec_accepted_tokens": "float64", "spec_draft_tokens": "float64",
     "warmup": "float64", "level_rate": "float64", "lateness_ms": "float64",
 }
-TEXT = {"prompt_class": "category", "error": "category"}
+# prompt_id stays with the requests: acceptance's interval resamples prompts (levels.acceptance_ci).
+TEXT = {"prompt_class": "category", "prompt_id": "category", "error": "category"}
 # The answer's fingerprint (added columns: runs without them have no answers to compare).
-ANSWER_TEXT = {"prompt_id": "category", "output_hash": "category", "output_marks": "category"}
+ANSWER_TEXT = {"output_hash": "category", "output_marks": "category"}
 # What a value can be in a run; outside, it is no measurement (a corrupted or hand-edited file) and would
 # move the verdict silently: an `inf` start time empties a level, a negative token count turns a rate.
 _MS = (0.0, 1e9)  # 11.6 days
@@ -57,6 +59,8 @@ class RunData:
     warnings: tuple[str, ...]
     crosscheck: tuple[str, ...] = ()
     client_lag: dict[Level, ClientLag] = field(default_factory=dict)
+    design: Design | None = None
+    """How the run shared time with its other arms (PREFIX_design.json); None: sequential."""
     models: tuple[str, ...] | None = None
     """The models under test, whose server counters are counted (None: the run does not say)."""
     answers: pd.DataFrame | None = None
@@ -450,6 +454,18 @@ def split_answers(frame: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame | Non
     return frame.drop(columns=[c for c in ANSWER_TEXT if c in frame]), answers
 
 
+def read_design(path: Path) -> Design | None:
+    """PREFIX_design.json (spec-ab writes it); None when absent: the run is read as sequential."""
+    if not path.is_file():
+        return None
+    try:
+        return Design.from_dict(orjson.loads(path.read_bytes()))
+    except orjson.JSONDecodeError as exc:
+        raise InputError(f"{path}: not valid JSON (truncated?): {exc}") from None
+    except ValueError as exc:
+        raise InputError(f"{path}: {exc}") from None
+
+
 def read_run(prefix: Path) -> RunData:
     files = RunFiles(str(prefix))
     summary = read_summary(files.summary)
@@ -467,6 +483,7 @@ def read_run(prefix: Path) -> RunData:
         warnings=summary.warnings + left_out,
         crosscheck=summary.crosscheck,
         client_lag=summary.client_lag,
+        design=read_design(files.design),
         models=summary.models,
         arrivals=summary.arrivals,
     )

@@ -6,11 +6,14 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from locust_spec.core.design import SEQUENTIAL
+
 from . import answers, diagnoses
 from .model import (
     ArmMetrics,
     ClassStats,
     CrossPoint,
+    DesignInfo,
     Diagnosis,
     LevelInput,
     LevelVerdict,
@@ -66,6 +69,9 @@ class Thresholds:
     """Open loop: a rate level whose requests went out later than this (p99) did not get its rate."""
     max_missed_share: float = 0.01
     """Open loop: nor did one that never sent more than this share of its arrivals."""
+    mde_target_pct: float = 10.0
+    """A level that could not have detected a change this large (its minimum detectable effect on a
+    deciding metric is above it) is said to be under-powered."""
 
 
 def noise_band(key: str, base: ArmMetrics, cand: ArmMetrics, noise_pct: float) -> float:
@@ -151,8 +157,10 @@ def _brief(level: LevelInput, keys: Sequence[str]) -> str:
                      if interval(level, k).estimate is not None)
 
 
-def _evidence_gaps(level: LevelInput, th: Thresholds) -> list[str]:
-    """Reasons the level cannot be judged: failures, too little evidence, a lagging client, no counters."""
+def _evidence_gaps(level: LevelInput, th: Thresholds, floors: bool = True) -> list[str]:
+    """Reasons the level cannot be judged: failures, too little evidence, a lagging client, no counters.
+    Without `floors` (the acceptance interval decides by itself) the request and token floors do not
+    apply."""
     gaps = []
     for name, arm in (("baseline", level.baseline), ("candidate", level.candidate)):
         if arm.requests <= 0:
@@ -162,9 +170,9 @@ def _evidence_gaps(level: LevelInput, th: Thresholds) -> list[str]:
         if rate > th.max_failure_rate + _EPS:
             gaps.append(f"{name} failed {arm.failures} of {arm.requests} requests ({rate:.0%}, "
                         f"above {th.max_failure_rate:.0%})")
-        if arm.requests < th.min_requests:
+        if floors and arm.requests < th.min_requests:
             gaps.append(f"{name} has only {arm.requests} requests (needs {th.min_requests})")
-        if arm.output_tokens < th.min_output_tokens:
+        if floors and arm.output_tokens < th.min_output_tokens:
             gaps.append(f"{name} has only {arm.output_tokens} output tokens (needs {th.min_output_tokens})")
         if arm.tpot_p50_ms is None or arm.output_tok_s is None:
             gaps.append(f"{name} has no completed streams to measure TPOT and throughput")
@@ -204,6 +212,14 @@ def _schedule_gaps(level: LevelInput, th: Thresholds) -> list[str]:
             gaps.append(f"{name}: {arr.missed} of {arr.scheduled} arrivals were never sent{achieved} "
                         "(a worker lost, or a backlog at the end): this level was not measured at its rate")
     return gaps
+
+
+def decisive_off(level: LevelInput, th: Thresholds) -> bool:
+    """Acceptance whose whole interval (over two or more units) lies below the off threshold: the rule
+    says off whatever the timings, so no floor on requests or tokens stands in its way."""
+    spec, ci = level.spec, level.acceptance_ci
+    return (spec is not None and spec.acceptance is not None and spec.draft_tokens > 0 and ci is not None
+            and ci.measured and ci.units >= 2 and ci.hi < th.off_acceptance)
 
 
 def acceptance_band(acceptance: float | None, ci: Interval | None, th: Thresholds) -> str:
@@ -308,8 +324,12 @@ def judge_level(level: LevelInput, th: Thresholds, *, throughput_key: str = "out
          if spec and diagnoses.not_speculation(spec) is None else None),
         diagnoses.draft_cost(level, th.noise_pct),
         diagnoses.ttft_change(level, words["ttft_p50_ms"]),
+        diagnoses.baseline_speculating(level),
+        diagnoses.block_spill(level),
     ]
-    gaps = _evidence_gaps(level, th)
+    gaps = _evidence_gaps(level, th, floors=not decisive_off(level, th))
+    mde = {k: changes[k].mde_pct(band_for(level, k, th.noise_pct)) for k in deciding}
+    power = power_note(level, mde, deciding, th)
     if gaps:
         verdict, reasons, brief = INCONCLUSIVE, gaps, gaps[0]
     else:
@@ -322,6 +342,8 @@ def judge_level(level: LevelInput, th: Thresholds, *, throughput_key: str = "out
             reasons.append("at a rate level both arms serve the same arrivals, so throughput is the offered "
                            "load and per-token latency decides (with --slo, goodput decides too)")
         brief = _brief(level, deciding)
+    if power is not None and verdict == INCONCLUSIVE and not gaps:
+        reasons.append(power)
     lossy = answers.lossy_reason(level.answers, th.allow_lossy)
     if lossy is not None:
         if not th.allow_lossy and verdict in (SHIP, TRADEOFF):
@@ -337,7 +359,27 @@ def judge_level(level: LevelInput, th: Thresholds, *, throughput_key: str = "out
         acceptance_ci=level.acceptance_ci, baseline_batch=level.baseline_batch,
         candidate_batch=level.candidate_batch, answers=level.answers,
         baseline_arrivals=level.baseline_arrivals, candidate_arrivals=level.candidate_arrivals,
+        directions=words, mde_pct=mde, power_note=power, design=level.design,
     )
+
+
+def power_note(level: LevelInput, mde: dict[str, float | None], deciding: Sequence[str],
+               th: Thresholds) -> str | None:
+    """'under-powered: ...' when a deciding metric had no interval over units or could only have shown a
+    change larger than `mde_target_pct`; None when the level could see changes that size."""
+    missing = [LABELS[k][0] for k in deciding if not interval(level, k).measured
+               and getattr(level.baseline, k) is not None and getattr(level.candidate, k) is not None]
+    units = min((level.changes[k].units for k in deciding if k in level.changes and level.changes[k].units),
+                default=0)
+    if missing:
+        return (f"under-powered: no interval for {', '.join(missing)} ({units} independent unit(s)); "
+                "measure longer (more blocks) or repeat")
+    large = [(k, v) for k, v in mde.items() if v is not None and v > th.mde_target_pct]
+    if not large:
+        return None
+    shown = ", ".join(f"{LABELS[k][0]} +-{v:.0f}%" for k, v in large)
+    return (f"under-powered: the smallest changes this level could detect are {shown} (over {units} "
+            f"independent units), above the {th.mde_target_pct:g}% worth detecting; measure longer or repeat")
 
 
 def _users(n: float) -> str:
@@ -438,10 +480,24 @@ def _batch_at(levels: Sequence[LevelVerdict], users: float | None) -> float | No
     return None
 
 
+def _status_text(ordered: Sequence[LevelVerdict], key: str) -> str:
+    """'better at 1; inconclusive at 16, 64': each level's direction on `key`, runs of equal ones joined."""
+    runs: list[tuple[str, list[int]]] = []
+    for lv in ordered:
+        word = lv.directions.get(key, UNKNOWN_DIRECTION)
+        if runs and runs[-1][0] == word:
+            runs[-1][1].append(lv.users)
+        else:
+            runs.append((word, [lv.users]))
+    return "; ".join(f"{word} at {', '.join(map(str, users))}" for word, users in runs)
+
+
 def crossover(levels: Sequence[LevelVerdict], throughput_key: str) -> tuple[CrossPoint, ...]:
-    """Where speculation stops paying along the ladder, on TPOT p50 and on throughput: the concurrency
-    where the gain crosses zero, interpolated in log users between the two levels around it, with the
-    range where its interval's bounds cross (None: beyond the measured levels on that side)."""
+    """Where speculation stops paying along the ladder, on TPOT p50 and on throughput, claimed only as far
+    as the levels' intervals go: a crossing needs a level that is better (its interval beyond the noise
+    band) before one that is worse; it is then interpolated in log users where the estimates cross zero,
+    with the range where the intervals' bounds do (None: beyond the measured levels on that side).
+    Otherwise the note says what each level's interval allows."""
     ordered = sorted(levels, key=lambda lv: lv.users)
     if len(ordered) < 2:
         return ()
@@ -450,30 +506,29 @@ def crossover(levels: Sequence[LevelVerdict], throughput_key: str) -> tuple[Cros
     keys = (("tpot_p50_ms", True),) if offered(ordered[0].users, throughput_key) else (
         ("tpot_p50_ms", True), (throughput_key, False))
     for key, lower in keys:
+        words = [lv.directions.get(key, UNKNOWN_DIRECTION) for lv in ordered]
         gains = [_gain(lv.changes.get(key, Interval.point(None)), lower) for lv in ordered]
         found = crossing(users, gains, 0.0)
-        x = same_kind(users[0], found.x)
-        batch = _batch_at(ordered, found.x)
-        if found.x is not None:
-            unit = "req/s" if isinstance(x, Rate) else "concurrent users"
-            note = (f"{LABELS[key][0]}: speculation stops paying at about {found.x:.1f} {unit}, "
+        label = LABELS[key][0]
+        supported = (found.x is not None and BETTER in words[:users.index(found.between[0]) + 1]
+                     and WORSE in words[users.index(found.between[1]):])
+        if supported:
+            unit = "req/s" if isinstance(users[0], Rate) else "concurrent users"
+            note = (f"{label}: speculation stops paying at about {found.x:.1f} {unit}, "
                     f"between {found.between[0]:g} and {found.between[1]:g}")
-        elif all(g.estimate is not None and g.estimate >= 0 for g in gains):
-            last = gains[-1]
-            if last.measured and last.lo < 0:
-                # never worse by the estimates, but the top level's gain is not clear of zero
-                change = fmt_change(ordered[-1].changes[key])
-                note = (f"{LABELS[key][0]}: no level is worse, but at {_users(users[-1])} the gain "
-                        f"is not clear of zero ({change})")
-            else:
-                note = f"{LABELS[key][0]}: speculation pays at every measured level"
-        elif gains[0].estimate is not None and gains[0].estimate < 0:
-            note = f"{LABELS[key][0]}: speculation does not pay even at the lowest level"
+            kind = users[0]
+            out.append(CrossPoint(key, same_kind(kind, found.x),
+                                  (same_kind(kind, found.lo), same_kind(kind, found.hi)),
+                                  tuple(same_kind(kind, b) for b in found.between),
+                                  _batch_at(ordered, found.x), note))
+            continue
+        if all(w == BETTER for w in words):
+            note = f"{label}: speculation pays at every measured level"
+        elif words[0] == WORSE:
+            note = f"{label}: speculation does not pay even at the lowest level"
         else:
-            note = f"{LABELS[key][0]}: no single crossing along the ladder"
-        between = tuple(same_kind(users[0], b) for b in found.between) if found.between else None
-        out.append(CrossPoint(key, x, (same_kind(users[0], found.lo), same_kind(users[0], found.hi)), between,
-                              batch, note))
+            note = f"{label}: no crossing the intervals support ({_status_text(ordered, key)})"
+        out.append(CrossPoint(key, None, (None, None), None, None, note))
     return tuple(out)
 
 
@@ -488,6 +543,7 @@ def build_verdict(
     notes: Sequence[str] = (),
     plots: PlotData | None = None,
     slo: Slo | None = None,
+    design: DesignInfo | None = None,
 ) -> Verdict:
     """Judge every common level, then summarise; run-level diagnoses and warnings ride along.
 
@@ -505,7 +561,14 @@ def build_verdict(
     if by_class:
         top.append(by_class)
     top.extend(diagnoses.cross_check(crosscheck))
+    speculating_base = [lv.users for lv in judged if any(d.kind == diagnoses.BASELINE_SPECULATING
+                                                         for d in lv.diagnoses)]
+    if speculating_base:
+        notes = (*notes, f"the baseline itself speculated at {', '.join(map(level_label, speculating_base))} "
+                         "(baseline_speculating): this compares two speculating servers, not speculation "
+                         "against none")
     warnings = tuple(f"{arm}: {text}" for arm, text in run_warnings) + tuple(notes)
     return Verdict(verdict=verdict, summary=summary, levels=judged, diagnoses=tuple(top), warnings=warnings,
                    serving_concurrency=serving, plots=plots or PlotData(),
-                   crossover=crossover(judged, throughput_key), slo=slo)
+                   crossover=crossover(judged, throughput_key), slo=slo,
+                   design=design or DesignInfo(SEQUENTIAL))

@@ -13,9 +13,10 @@ from ..report.table import (
     acceptance_line,
     answers_line,
     crossover_lines,
+    design_line,
+    evidence_line,
     measured,
     rows,
-    runs_line,
     task_rows,
     users_label,
 )
@@ -81,13 +82,13 @@ def _measured(verdict: Verdict) -> str:
 def render(verdict: Verdict) -> str:
     v = escape(verdict.verdict)
     parts = [f"<h1>Speculative decoding: <span class='v {v}'>{v}</span></h1>",
-             f"<p>{escape(verdict.summary)}</p>", _measured(verdict),
-             _task_table(verdict) if verdict.tasks else _class_table(verdict)]
+             f"<p>{escape(verdict.summary)}</p>", f"<p>{escape(design_line(verdict.design))}</p>",
+             _measured(verdict), _task_table(verdict) if verdict.tasks else _class_table(verdict)]
     for lv in verdict.levels:
         lvv = escape(lv.verdict)
         parts.append(f"<h2>{users_label(lv.users)}: <span class='v {lvv}'>{lvv}</span></h2>")
         parts.append(f"<p>{escape(acceptance_line(lv))}</p>")
-        for extra in (runs_line(lv), answers_line(lv)):
+        for extra in (evidence_line(lv), answers_line(lv)):
             if extra:
                 parts.append(f"<p>{escape(extra)}</p>")
         head = "".join(f"<th>{escape(h)}</th>" for h in HEADER)

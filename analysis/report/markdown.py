@@ -11,9 +11,10 @@ from ..report.table import (
     acceptance_line,
     answers_line,
     crossover_lines,
+    design_line,
+    evidence_line,
     measured,
     rows,
-    runs_line,
     task_rows,
     users_label,
 )
@@ -37,7 +38,8 @@ def _escape(text: str) -> str:
 
 
 def render(verdict: Verdict) -> str:
-    out = [f"## Speculative decoding verdict: **{verdict.verdict}**", "", _escape(verdict.summary), ""]
+    out = [f"## Speculative decoding verdict: **{verdict.verdict}**", "", _escape(verdict.summary), "",
+           _escape(design_line(verdict.design)), ""]
     found = measured(verdict)
     if found is not None:
         header, facts = found
@@ -46,7 +48,7 @@ def render(verdict: Verdict) -> str:
         out += ["| " + " | ".join(_inline(c) for c in r) + " |" for r in facts] + [""]
     for lv in verdict.levels:
         out += [f"### {users_label(lv.users)}: **{lv.verdict}**", "", _escape(acceptance_line(lv)), ""]
-        for extra in (runs_line(lv), answers_line(lv)):
+        for extra in (evidence_line(lv), answers_line(lv)):
             if extra:
                 out += [_escape(extra), ""]
         out.append("| " + " | ".join(HEADER) + " |")

@@ -3,8 +3,18 @@
 from __future__ import annotations
 
 from .. import provenance
-from ..model import ArmMetrics, Arrivals, Batch, CrossPoint, LevelVerdict, Rate, Verdict, level_label
-from ..verdict import fmt_change
+from ..model import (
+    ArmMetrics,
+    Arrivals,
+    Batch,
+    CrossPoint,
+    DesignInfo,
+    LevelVerdict,
+    Rate,
+    Verdict,
+    level_label,
+)
+from ..verdict import LABELS, fmt_change
 
 # The deciding metrics first (TPOT per request, throughput), then context: token-weighted ITL and the
 # chunk gaps describe the stream's rhythm, not the time a reader waits per token.
@@ -129,13 +139,6 @@ def answers_line(lv: LevelVerdict) -> str | None:
     return lv.answers.line() if lv.answers is not None else None
 
 
-def runs_line(lv: LevelVerdict) -> str | None:
-    if lv.baseline.runs == 1 and lv.candidate.runs == 1:
-        return None
-    return (f"repeats: {lv.baseline.runs} baseline, {lv.candidate.runs} candidate runs "
-            "(median, spread min-max)")
-
-
 TASK_HEADER = ("task", "users", "verdict", "acceptance [95% CI]", "TPOT p50 change", "TPOT p90 change",
                "tok/s per stream change")
 
@@ -158,3 +161,33 @@ def task_rows(verdict: Verdict) -> list[tuple[str, ...]]:
             out.append((task.task, str(lv.users), lv.verdict, _acceptance_cell(lv),
                         *("-" if c is None or c.estimate is None else fmt_change(c) for c in changes)))
     return out
+
+
+def evidence_line(lv: LevelVerdict) -> str | None:
+    """Repeats, the units the intervals resampled and the smallest change each deciding metric could show
+    (an inconclusive level's reasons say when it was under-powered)."""
+    parts = []
+    if lv.baseline.runs > 1 or lv.candidate.runs > 1:
+        parts.append(f"repeats: {lv.baseline.runs} baseline, {lv.candidate.runs} candidate runs "
+                     "(median, spread min-max)")
+    units = next((c for k, c in lv.changes.items() if k in lv.mde_pct and c.measured and c.units), None)
+    if units is not None:
+        parts.append(f"intervals over {units.units} {units.unit} ({lv.design})")
+    mde = [f"{LABELS[k][0]} +-{v:.1f}%" for k, v in lv.mde_pct.items() if v is not None]
+    if mde:
+        parts.append("smallest detectable change " + ", ".join(mde))
+    return "; ".join(parts) or None
+
+
+def design_line(design: DesignInfo) -> str:
+    """How the arms shared time, for the top of a report."""
+    repeats = f", {design.repeats} repeats" if design.repeats > 1 else ""
+    if design.kind in ("interleaved", "simultaneous") and design.block_s:
+        how = ("arms taking turns in blocks (ABBA)" if design.kind == "interleaved" else
+               "arms at the same time")
+        return (f"design: {design.kind}, {how}, {design.blocks_per_level} blocks of {design.block_s:g}s per "
+                f"level{repeats}")
+    if design.kind == "mixed":
+        return f"design: mixed (the runs were measured differently; intervals unpaired){repeats}"
+    return (f"design: sequential, one arm's ladder after the other's{repeats}: drift between the arms is "
+            "not in the intervals")

@@ -11,9 +11,10 @@ from ..report.table import (
     acceptance_line,
     answers_line,
     crossover_lines,
+    design_line,
+    evidence_line,
     measured,
     rows,
-    runs_line,
     task_rows,
     users_label,
 )
@@ -35,7 +36,7 @@ def _plain(text: str) -> str:
 
 
 def render(verdict: Verdict) -> str:
-    out = [f"VERDICT: {verdict.verdict.upper()}", _plain(verdict.summary), ""]
+    out = [f"VERDICT: {verdict.verdict.upper()}", _plain(verdict.summary), design_line(verdict.design), ""]
     found = measured(verdict)
     if found is not None:
         header, facts = found
@@ -44,7 +45,7 @@ def render(verdict: Verdict) -> str:
         out.append("")
     for lv in verdict.levels:
         out.append(f"{users_label(lv.users)}: {lv.verdict.upper()}  ({acceptance_line(lv)})")
-        for extra in (runs_line(lv), answers_line(lv)):
+        for extra in (evidence_line(lv), answers_line(lv)):
             if extra:
                 out.append(f"  {_plain(extra)}")
         out.extend(_table([HEADER, *rows(lv)]))

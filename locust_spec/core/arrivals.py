@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -36,6 +36,11 @@ class ArrivalPlan:
     start_unix_s: float = 0.0
     end_unix_s: float = math.inf
     slots: tuple[str, ...] = ("",)
+    windows: tuple[tuple[float, float, int], ...] = ()
+    """An arm's own blocks of the level under spec-ab's interleaved design (core/design.py), as (start,
+    end, group) in unix seconds, in order: arrivals fall only inside them, each window's drawn from the
+    seed and its group with times counted from its start, so every arm's block of a group gets the same
+    arrivals (as it gets the same prompts). Empty: the whole plan."""
 
     def __post_init__(self) -> None:
         check_rate(self.rate)
@@ -45,6 +50,20 @@ class ArrivalPlan:
             raise ValueError(f"burstiness must be a positive number, not {self.burstiness!r}")
         if not self.slots:
             raise ValueError("an arrival plan needs at least one slot")
+        pairs = zip(self.windows, self.windows[1:], strict=False)
+        if any(not end > start for start, end, _ in self.windows) or any(b[0] < a[1] for a, b in pairs):
+            raise ValueError("an arrival plan's windows must be non-empty and in order, without overlap")
+
+    def open_s(self, from_unix_s: float, until_unix_s: float) -> float:
+        """Seconds of [from, until) in which the plan sends: inside its windows, or all of them."""
+        if not self.windows:
+            return max(until_unix_s - from_unix_s, 0.0)
+        return sum(max(min(end, until_unix_s) - max(start, from_unix_s), 0.0)
+                   for start, end, _ in self.windows)
+
+    def window_end(self, unix_s: float) -> float:
+        """When the window holding `unix_s` closes (the plan's end when it has none, or none holds it)."""
+        return next((end for start, end, _ in self.windows if start <= unix_s < end), self.end_unix_s)
 
     def slot_of(self, name: str) -> int | None:
         """The slot of the process called `name`, None when it holds none (it joined after the plan)."""
@@ -54,14 +73,15 @@ class ArrivalPlan:
         return {"rate": self.rate, "arrival": self.arrival, "burstiness": self.burstiness, "seed": self.seed,
                 "start_unix_s": self.start_unix_s,
                 "end_unix_s": None if math.isinf(self.end_unix_s) else self.end_unix_s,
-                "slots": list(self.slots)}
+                "slots": list(self.slots), "windows": [list(w) for w in self.windows]}
 
     @classmethod
     def from_message(cls, data: dict) -> ArrivalPlan:
         end = data.get("end_unix_s")
         return cls(float(data["rate"]), str(data["arrival"]), float(data["burstiness"]), int(data["seed"]),
                    float(data["start_unix_s"]), math.inf if end is None else float(end),
-                   tuple(str(s) for s in data["slots"]))
+                   tuple(str(s) for s in data["slots"]),
+                   tuple((float(a), float(b), int(g)) for a, b, g in data.get("windows") or ()))
 
 
 def check_rate(rate: float) -> float:
@@ -83,10 +103,34 @@ def _gaps(rng: np.random.Generator, plan: ArrivalPlan, n: int) -> np.ndarray:
     return rng.gamma(plan.burstiness, mean / plan.burstiness, n)
 
 
+def window_seed(seed: int, group: int) -> int:
+    """The seed of one window's arrivals: a level's blocks of one group draw the same on every arm."""
+    return int(np.random.SeedSequence([abs(int(seed)), int(group), 1]).generate_state(1)[0])
+
+
+def _windowed(plan: ArrivalPlan, block: int) -> Iterator[np.ndarray]:
+    """`offsets` of a plan with windows: each window's own arrivals from its start to its end; after the
+    last, one at infinity, forever (an arrival that never comes: the schedule is over)."""
+    for start, end, group in plan.windows:
+        shift = start - plan.start_unix_s
+        for times in offsets(replace(plan, seed=window_seed(plan.seed, group), windows=()), block):
+            inside = times[times < end - start]
+            if len(inside):
+                yield shift + inside
+            if len(inside) < len(times):
+                break
+    while True:
+        yield np.array([np.inf])
+
+
 def offsets(plan: ArrivalPlan, block: int = BLOCK) -> Iterator[np.ndarray]:
     """Seconds from the plan's start to each arrival, in order, `block` at a time, without end.
 
-    The first arrival is at the start; constant gaps are exact multiples (no summed rounding)."""
+    The first arrival is at the start (of each window, with windows); constant gaps are exact multiples
+    (no summed rounding)."""
+    if plan.windows:
+        yield from _windowed(plan, block)
+        return
     if plan.arrival == CONSTANT:
         first = 0
         while True:

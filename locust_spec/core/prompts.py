@@ -120,8 +120,7 @@ class PromptSampler:
     """Draws prompts: a set chosen by weight, then that set's prompts in a seeded shuffled cycle."""
 
     def __init__(self, specs: list[str], seed: int = 0, selection: Selection = EVERYTHING) -> None:
-        self._rng = random.Random(seed)
-        self._sets: list[list[Prompt]] = []
+        self._loaded: list[list[Prompt]] = []
         self._weights: list[float] = []
         emptied = []
         for spec in specs or ["all"]:
@@ -130,15 +129,25 @@ class PromptSampler:
             if not prompts:
                 emptied.append(name)
                 continue
-            self._rng.shuffle(prompts)
-            self._sets.append(prompts)
+            self._loaded.append(prompts)
             self._weights.append(weight)
-        if not self._sets:
+        if not self._loaded:
             raise PromptError(f"no prompt of {', '.join(emptied)} passes the filters "
                               f"({selection.describe()})")
         if emptied:
             log.warning("locust-spec: no prompt of %s passes the filters (%s); the other sets are sent",
                         ", ".join(emptied), selection.describe())
+        self.reseed(seed)
+
+    def reseed(self, seed: int) -> None:
+        """Start over: the order `seed` names, from the sets as loaded (whatever was drawn before), so two
+        samplers given the same seed draw the same prompts from here on."""
+        self._rng = random.Random(seed)
+        self._sets = []
+        for prompts in self._loaded:
+            shuffled = list(prompts)
+            self._rng.shuffle(shuffled)
+            self._sets.append(shuffled)
         self._positions = [0] * len(self._sets)
 
     @property
@@ -152,11 +161,12 @@ class PromptSampler:
     def leave_out(self, prompts: list[Prompt]) -> None:
         """Never draw these again; a set left empty goes with its weight. PromptError when none is left."""
         gone = {id(p) for p in prompts}
-        pairs = zip(self._sets, self._weights, strict=True)
-        kept = [(left, w) for s, w in pairs if (left := [p for p in s if id(p) not in gone])]
+        kept = [(left, [p for p in s if id(p) not in gone], w)
+                for loaded, s, w in zip(self._loaded, self._sets, self._weights, strict=True)
+                if (left := [p for p in loaded if id(p) not in gone])]
         if not kept:
             raise PromptError("no prompt is left to send")
-        self._sets, self._weights = [s for s, _ in kept], [w for _, w in kept]
+        self._loaded, self._sets, self._weights = ([k[i] for k in kept] for i in range(3))
         self._positions = [0] * len(self._sets)
 
     def next(self) -> Prompt:

@@ -15,7 +15,9 @@ LATENCY = "_latency.json"
 SERVER_METRICS = "_server_metrics.csv"
 SUMMARY = "_summary.json"
 RUN = "_run.json"
-SUFFIXES = (REQUESTS, LATENCY, SERVER_METRICS, SUMMARY, RUN)
+DESIGN = "_design.json"
+"""Written by spec-ab (not Locust): how the run shared time with its other arms (core/design.py)."""
+SUFFIXES = (REQUESTS, LATENCY, SERVER_METRICS, SUMMARY, RUN, DESIGN)
 """What follows the Locust `--csv` PREFIX in each of locust-spec's files, in the order they are listed."""
 
 LATENCY_SCHEMA = 1
@@ -58,6 +60,10 @@ class RunFiles:
     @property
     def run(self) -> Path:
         return self.path(RUN)
+
+    @property
+    def design(self) -> Path:
+        return self.path(DESIGN)
 
 
 def prefix_of(path: Path) -> Path:

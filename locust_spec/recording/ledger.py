@@ -9,6 +9,11 @@ sends part of a window's arrivals after it, a backlog from the warm-up does not 
 histograms, how late each went out and TTFT and E2E from the intended start. A rate that comes back in a
 later level (spec-tune's swings) adds to its key's account. Memory: a few histograms and one counter per
 slot per level.
+
+Under spec-ab's interleaved design an arm's plan holds arrivals only in its own blocks (the plan's
+windows, core/arrivals.py): an arrival in the other arm's block is not this arm's, so it is never due here
+(neither missed nor late), the window's seconds are the arm's own blocks' after warm-up, and an arrival
+counts as sent in the window when it went out before its block ended.
 """
 
 from __future__ import annotations
@@ -54,7 +59,7 @@ class LevelAccount:
         if not start <= row.intended_unix_s < end:
             return
         self.started[row.arrival % len(self.started)] += 1
-        if row.start_unix_s < end:
+        if row.start_unix_s < min(end, self.level.plan.window_end(row.intended_unix_s)):
             self.sent_in_window += 1
         if row.start_unix_s >= cutoff_unix_s:
             return  # sent while the test was stopping: how late is the stop's doing, not the schedule's
@@ -153,7 +158,7 @@ def level_summary(accounts: list[LevelAccount], ends_unix_s: list[float]) -> dic
     got: dict[str, int] = {}
     for account, end in zip(accounts, ends_unix_s, strict=True):
         start = account.level.warmup_until_unix_s
-        span = max(end - start, 0.0)
+        span = account.level.plan.open_s(start, end)
         window_s += span
         slots = account.level.plan.slots
         scheduled = account.due.until(end) if span > 0 else [0] * len(slots)

@@ -22,6 +22,7 @@ import gevent.event
 from locust.runners import MasterRunner, WorkerRunner
 
 from locust_spec.core.arrivals import ARRIVALS, POISSON, ArrivalPlan, arrivals, check_rate, level_seed
+from locust_spec.core.design import INTERLEAVED, Design
 from locust_spec.core.level import Arrival, Level
 from locust_spec.wiring.options import validated
 
@@ -77,10 +78,10 @@ class OpenLoopSettings:
                    int(getattr(options, "seed", 0) or 0))
 
     def plan(self, rate: float, level_index: int, start_unix_s: float, end_unix_s: float,
-             slots: tuple[str, ...]) -> ArrivalPlan:
+             slots: tuple[str, ...], windows: tuple[tuple[float, float, int], ...] = ()) -> ArrivalPlan:
         """One level's plan, seeded from `--seed` and its place in the sweep: the same on every arm."""
         return ArrivalPlan(rate, self.arrival, self.burstiness, level_seed(self.seed, level_index),
-                           start_unix_s, end_unix_s, slots)
+                           start_unix_s, end_unix_s, slots, windows)
 
 
 def open_loop(options) -> bool:
@@ -109,6 +110,21 @@ def rate_level(runner, settings: OpenLoopSettings, rate: float, level_index: int
     start = time.time() + lead_s
     plan = settings.plan(rate, level_index, start, start + duration_s, slots(runner))
     return Level(users, start + warmup_s, plan)
+
+
+def designed_rate_level(runner, settings: OpenLoopSettings, design: Design, level_index: int,
+                        users: int) -> Level:
+    """A rate level on spec-ab's shared clock (core/design.py): every arm plans it alike from the clock.
+    Simultaneous, the arms' arrivals coincide. Interleaved, an arm's arrivals fall in its own blocks only,
+    at the level's rate, each block's drawn from its group, so the arms' blocks of a group get the same
+    arrivals (and prompts) from their starts: an arrival in another arm's block is not this arm's, never due
+    here, so neither missed nor late. The warm-up is the design's (the start of the arm's first block)."""
+    start = design.level_start(level_index)
+    windows = tuple((b.start_unix_s, b.end_unix_s, b.group) for b in design.own_blocks(level_index)) \
+        if design.kind == INTERLEAVED else ()
+    plan = settings.plan(design.steps[level_index], level_index, start, start + design.stage_s, slots(runner),
+                         windows)
+    return Level(users, design.warmup_until(level_index), plan)
 
 
 class Readiness:

@@ -24,6 +24,7 @@ from locust.runners import STATE_RUNNING, MasterRunner, WorkerRunner
 from locust_spec.client import context, server_api
 from locust_spec.client.client import ChatClient, FastChatClient, OpenAIChatClient, Server, openai_sdk
 from locust_spec.client.settings import RequestSettings
+from locust_spec.core.design import parse_blocks
 from locust_spec.core.level import MESSAGE as LEVEL_MESSAGE
 from locust_spec.core.level import LevelBoard, runner_users
 from locust_spec.core.prompts import Prompt, PromptError, PromptSampler, prompt_specs, stream_seed
@@ -44,6 +45,7 @@ from locust_spec.wiring.distributed import BATCH, Collector, WorkerSink, WorkerW
 from locust_spec.wiring.lag import LagMonitor
 from locust_spec.wiring.openloop import READY, ArrivalQueue, Readiness, open_loop, slot_name
 from locust_spec.wiring.options import selection_from, settings_from
+from locust_spec.wiring.turns import Turns
 
 log = logging.getLogger(__name__)
 
@@ -85,6 +87,8 @@ class SpecRun:
     """Open loop without the ladder: the first plan waits for every process to be ready."""
     tally: LevelTally | None = None
     """Every request row per level, for the table a headless run prints at its end (local or master)."""
+    turns: Turns | None = None
+    """Under spec-ab's interleaved or simultaneous design: when this arm may send (wiring/turns.py)."""
     gave_up: bool = False
     write_failure: str | None = None
     """Why the requests CSV stopped (a full disk), for the summary once the sink is closed."""
@@ -145,6 +149,10 @@ class SpecRun:
         self.open_loop = open_loop(options)
         self.sampler = PromptSampler(prompt_specs(options.prompts), stream_seed(options.seed, worker_index),
                                      selection_from(options))
+        design = parse_blocks(getattr(options, "blocks", "") or "")
+        sampler = self.sampler
+        self.turns = None if design is None or not design.blocked else Turns(
+            design, options.seed, lambda seed: sampler.reseed(stream_seed(seed, worker_index)))
         self.api_key = getattr(options, "api_key", "") or self.api_key  # else this process's own
         with self._servers_lock:
             self.servers.clear()
@@ -178,6 +186,18 @@ class SpecRun:
                 server_api.check_model(host, self.api_key, options.model, options.connect_timeout)
             except RuntimeError as e:
                 self.give_up(str(e))
+
+    def wait_turn(self, arrival_unix_s: float | None = None) -> bool:
+        """Under a blocked design, until this arm's block is open (False once the design is over); at
+        once otherwise. Open loop (`arrival_unix_s`, when the request's arrival was due) it never waits:
+        the schedule put the arrival in this arm's block, and one sent late is late, not held over to the
+        arm's next block; the prompt order is that of the arrival's block."""
+        if self.turns is None:
+            return True
+        if arrival_unix_s is not None:
+            self.turns.enter(arrival_unix_s)
+            return True
+        return self.turns.wait()
 
     def next_prompt(self, server: Server) -> Prompt:
         """The next of the run's prompts for `server`. The first time for a host, the prompts that cannot

@@ -10,8 +10,9 @@ from dataclasses import dataclass
 
 from locust import LoadTestShape, events
 
+from locust_spec.core.design import Design, parse_blocks
 from locust_spec.core.level import Level
-from locust_spec.wiring.openloop import LEAD_S, OpenLoopSettings, parse_rate, rate_level
+from locust_spec.wiring.openloop import LEAD_S, OpenLoopSettings, designed_rate_level, parse_rate, rate_level
 from locust_spec.wiring.options import positive_int, validated
 from locust_spec.wiring.run import run_of
 
@@ -25,6 +26,8 @@ DEFAULT_STAGE_TIME = "60s"
 DEFAULT_WARMUP = "5s"
 RAMP_S = 1.0
 """Each level's users are started (or stopped) within this many seconds: the warm-up should cover it."""
+PLAN_AHEAD_S = 1.5
+"""A rate level on spec-ab's shared clock is planned this long before it starts (ticks are ~1 s apart)."""
 
 _DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
 
@@ -107,7 +110,7 @@ def spawn_rate(previous_users: int, users: int) -> float:
 
 @dataclass(frozen=True)
 class LadderSettings:
-    """The ladder's options, parsed."""
+    """The ladder's options, parsed; `design`: the arms' shared clock and blocks (spec-ab), if any."""
 
     levels: tuple[int, ...]
     stage_s: float
@@ -116,6 +119,7 @@ class LadderSettings:
     """Open loop: requests per second, one level each, instead of `levels` (`--rates`, or one `--rate`)."""
     max_concurrency: int = DEFAULT_MAX_CONCURRENCY
     arrivals: OpenLoopSettings = OpenLoopSettings()
+    design: Design | None = None
 
     @property
     def steps(self) -> tuple[int | float, ...]:
@@ -128,7 +132,23 @@ class LadderSettings:
         return cls(parse_levels(options.levels), parse_stage_time(options.stage_time),
                    parse_duration(options.warmup), parse_rates(str(rates)) if rates else (),
                    positive_int(getattr(options, "max_concurrency", None) or DEFAULT_MAX_CONCURRENCY),
-                   OpenLoopSettings.from_options(options))
+                   OpenLoopSettings.from_options(options), parse_blocks(getattr(options, "blocks", "") or ""))
+
+    @property
+    def clocked(self) -> bool:
+        """On a design's shared clock (spec-ab's interleaved and simultaneous arms)."""
+        return self.design is not None and self.design.clock_unix_s is not None
+
+    def elapsed(self, run_time_s: float) -> float:
+        """Seconds into the ladder: on the design's shared clock (0 until its zero), else the run's own."""
+        if not self.clocked:
+            return run_time_s
+        return max(0.0, time.time() - self.design.clock_unix_s)
+
+    def warmup_until(self, stage: Stage) -> float:
+        if self.clocked:
+            return self.design.warmup_until(stage.index)
+        return time.time() + (stage.warmup_end_s - stage.start_s)
 
 
 class ConcurrencyLadder(LoadTestShape):
@@ -165,10 +185,16 @@ class ConcurrencyLadder(LoadTestShape):
         settings = self._load_settings()
         if settings is None:
             return None
-        elapsed = self.get_run_time()
+        elapsed = settings.elapsed(self.get_run_time())
         stage = stage_at(elapsed, settings.steps, settings.stage_s, settings.warmup_s)
         if stage is None:
             return None
+        if settings.rates and settings.clocked:
+            # A level on the shared clock starts at its nominal time, which a tick (about a second apart)
+            # reaches late: its plan goes out a little ahead, so its first arrivals are not sent late (the
+            # queue keeps to the current plan until the next one starts).
+            ahead = stage_at(elapsed + PLAN_AHEAD_S, settings.steps, settings.stage_s, settings.warmup_s)
+            stage = ahead or stage
         if self._stage is None or stage.index != self._stage.index:
             if not self._listening:
                 self.runner.environment.events.test_stop.add_listener(self._test_stopped)
@@ -183,14 +209,18 @@ class ConcurrencyLadder(LoadTestShape):
                     # warm-up counts) once every process is ready for them, a tick or more later.
                     self._rate, self._users = spawn_rate(self._users, users), users
                     return self._users, self._rate
-                lead_s = LEAD_S if self._stage is None else 0.0
-                # its arrivals stop at the stage's end, where the next level starts
-                level = rate_level(self.runner, settings.arrivals, stage.users, stage.index, users, warmup_s,
-                                   stage.end_s - elapsed - lead_s, lead_s)
+                if settings.clocked:  # every arm plans the level alike from the shared clock
+                    level = designed_rate_level(self.runner, settings.arrivals, settings.design, stage.index,
+                                                users)
+                else:
+                    lead_s = LEAD_S if self._stage is None else 0.0
+                    # its arrivals stop at the stage's end, where the next level starts
+                    level = rate_level(self.runner, settings.arrivals, stage.users, stage.index, users,
+                                       warmup_s, stage.end_s - elapsed - lead_s, lead_s)
                 what = f"{stage.users:g} requests/s ({settings.arrivals.arrival}, at most {users} in flight)"
             else:
                 users = int(stage.users)
-                level = Level(users, time.time() + warmup_s)
+                level = Level(users, settings.warmup_until(stage))
                 what = f"{users} users"
             run.levels.publish(level)
             logger.info("Ladder level %d/%d: %s for %gs (warm-up %gs)", stage.index + 1, len(settings.steps),
@@ -226,3 +256,6 @@ def _add_options(parser, **_kw) -> None:
                         help="Open loop: users the rate ladder starts, the requests that can be in flight at "
                              "once; an arrival beyond it waits and is sent late, never dropped (default "
                              f"{DEFAULT_MAX_CONCURRENCY})")
+    parser.add_argument("--blocks", type=validated(parse_blocks), default="", include_in_web_ui=False,
+                        help="Set by spec-ab: the arms' shared clock and blocks, as JSON "
+                             "(docs/verdict-method.md)")

@@ -89,6 +89,10 @@ class ChatCompletionUser(ChatClientUser):
 
     @task
     def chat(self) -> None:
+        arrival = self.client.arrival
+        if not self.spec.wait_turn(None if arrival is None else arrival.intended_unix_s):
+            gevent.sleep(1.0)  # the design is over: the ladder stops the test
+            return
         try:
             prompt = self.spec.next_prompt(self.client.server)
         except RuntimeError as e:

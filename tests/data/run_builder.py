@@ -37,7 +37,8 @@ class ArmSpec:
 
     speculative: bool
     levels: tuple[int, ...] = (1, 64)
-    requests_per_user: dict[int, int] = field(default_factory=lambda: {1: 40, 64: 3})
+    # Long enough for several 5 s blocks per arm and level: the units spec-verdict's intervals resample.
+    requests_per_user: dict[int, int] = field(default_factory=lambda: {1: 60, 64: 8})
     output_tokens: int = 100
     classes: tuple[str, ...] = ("json", "code", "creative")
     per_request_stats: bool = True

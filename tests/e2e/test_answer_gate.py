@@ -1,7 +1,8 @@
 """On spec-sim, end to end: the n-gram candidate answers what the baseline answers and ships; one made lossy
 (--accept-wrong-drafts) is held back by the answer gate; synthetic acceptance is never judged ship; every
 run records what it measured, and OpenMetrics (the candidate's /metrics as vLLM's Rust frontend serves it)
-is read like Prometheus text. Four short runs, two at a time."""
+is read like Prometheus text. Four runs at once, each long enough for four blocks of time: the independent
+units a verdict's intervals resample (analysis/blocks.py)."""
 
 from __future__ import annotations
 
@@ -30,6 +31,8 @@ ARMS = {
 PROMPTS = "".join(json.dumps({"id": f"q{i}", "class": "quote", "prompt": (
     f"Repeat verbatim: {i} the quick brown fox jumps over the lazy dog, then the dog sleeps in the sun "
     f"by the river while {i} ducks swim past the old mill.")}) + "\n" for i in range(6))
+SECONDS = 21
+"""Four blocks of 5 s (the units of a run without a design): fewer than three give no interval."""
 
 
 @pytest.fixture(scope="module")
@@ -38,17 +41,16 @@ def runs(tmp_path_factory) -> dict[str, Path]:
     (tmp / "quotes.jsonl").write_text(PROMPTS)
     sims = start_sims(tmp, {arm: ("--time-scale", "0.5", *args) for arm, args in ARMS.items()})
     try:
-        for pair in (("off", "ngram"), ("lossy", "synthetic")):
-            procs = {}
-            for arm in pair:
-                args = locust_args(tmp, sims[arm].url, "--ignore-eos", users=2, seconds=4, name=arm)
-                args[args.index("--prompts") + 1] = str(tmp / "quotes.jsonl")
-                args[args.index("--max-tokens") + 1] = "48"
-                procs[arm] = subprocess.Popen(pinned([str(BIN / "locust"), *args], CLIENT_CPU), cwd=tmp,
-                                              text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-            for arm, proc in procs.items():
-                done = finish(proc, tmp, name=arm)
-                assert done.proc.returncode == 0, done.output[-2000:]
+        procs = {}
+        for arm in ARMS:
+            args = locust_args(tmp, sims[arm].url, "--ignore-eos", users=2, seconds=SECONDS, name=arm)
+            args[args.index("--prompts") + 1] = str(tmp / "quotes.jsonl")
+            args[args.index("--max-tokens") + 1] = "48"
+            procs[arm] = subprocess.Popen(pinned([str(BIN / "locust"), *args], CLIENT_CPU), cwd=tmp,
+                                          text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        for arm, proc in procs.items():
+            done = finish(proc, tmp, name=arm)
+            assert done.proc.returncode == 0, done.output[-2000:]
     finally:
         stop_all(sims.values())
     return {arm: tmp / arm for arm in ARMS}
