@@ -148,8 +148,12 @@ class Scraper:
         if self._refused:
             url, reason = next(iter(self._refused.items()))
             self._stopped.set()  # no scrape at stop either: the one line below, not one per scrape
-            self.on_refused(f"the metrics URL {url} answers {reason}: no server counters, so no acceptance; "
-                            "pass --metrics-url with the server's /metrics, or --metrics-url off")
+            # A wrong URL among several stops the run as well: it was meant for a server (often the
+            # candidate's) whose counters, acceptance among them, the run would otherwise go without.
+            lost = ("no server counters from it" if len(self.urls) > 1
+                    else "no server counters, so no acceptance")
+            self.on_refused(f"the metrics URL {url} answers {reason}: {lost}; pass --metrics-url with the "
+                            "server's /metrics, or --metrics-url off")
             return
         while not self._stopped.wait(self.interval_s):
             self.scrape()
