@@ -1,7 +1,9 @@
-"""Real vLLM with n-gram speculation (k=4) and per-request speculation stats."""
+"""Real vLLM with n-gram speculation (k=4 at batch 1, none from batch 2: a per-batch-size schedule) and
+per-request speculation stats."""
 
 import csv
 import logging
+import threading
 
 import pytest
 
@@ -17,6 +19,7 @@ log = logging.getLogger(__name__)
 NUMBERS_SCHEMA = {"type": "object", "properties": {"values": {"type": "array", "items": {"type": "integer"},
                                                               "minItems": 40}},
                   "required": ["values"], "additionalProperties": False}
+SCHEDULE_TOKENS = 120
 
 
 @pytest.fixture(scope="module")
@@ -113,3 +116,41 @@ def test_scraper_acceptance_equals_the_server_counter_delta_and_the_per_request_
     assert sum(own.per_position) == own.accepted
     assert sum(int(r["spec_accepted_tokens"]) for r in rows) == own.accepted
     assert sum(int(r["spec_draft_tokens"]) for r in rows) == own.draft_tokens
+
+
+def stream_together(url: str, n: int) -> list[dict]:
+    """n streams started at once (a barrier), the same length each: their steps share one batch."""
+    barrier = threading.Barrier(n)
+    stats: list[dict] = [{}] * n
+
+    def one(i: int) -> None:
+        barrier.wait()
+        events = stream_chat(url, PROMPTS[i % len(PROMPTS)], max_tokens=SCHEDULE_TOKENS, ignore_eos=True)
+        stats[i] = spec_stats(events)
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(300)
+    return stats
+
+
+def test_the_schedule_drafts_at_one_user_and_not_at_four(server):
+    before = spec_counters(server.url)
+    alone = spec_stats(stream_chat(server.url, PROMPTS[0], max_tokens=SCHEDULE_TOKENS, ignore_eos=True))
+    alone_delta = spec_counters(server.url) - before
+    log.info("schedule [[1,1,4],[2,256,0]] at 1 user: %s", alone)
+    assert alone["num_spec_steps"] > 0 and alone_delta.drafts > 0
+    assert 0 < max(alone["per_step_drafted"]) <= 4
+
+    before = spec_counters(server.url)
+    crowd = stream_together(server.url, 4)
+    crowd_delta = spec_counters(server.url) - before
+    log.info("at 4 users: spec steps %s, counter drafts %s", [s["num_spec_steps"] for s in crowd],
+             crowd_delta.drafts)
+    # Steps of batch 1 can only happen at the edges (one request admitted or left alone): a handful.
+    steps_per_token_alone = alone["num_spec_steps"] / SCHEDULE_TOKENS
+    steps_per_token_crowd = sum(s["num_spec_steps"] for s in crowd) / (4 * SCHEDULE_TOKENS)
+    assert steps_per_token_crowd < 0.25 * steps_per_token_alone
+    assert crowd_delta.drafts == sum(s["num_spec_steps"] for s in crowd)
