@@ -34,6 +34,7 @@ EXTERNAL_OPTIONS = {
                    "--max-num-seqs", "--port", "--served-model-name"},
     "vllm bench serve": {"--backend", "--request-rate"},
     "pytest": {"--basetemp", "--durations"},
+    "docker compose run": {"--rm"},
 }
 
 
@@ -114,9 +115,10 @@ def _quiet(call) -> str | None:
 
 def locust_parser():
     """Locust's own parser with every option the plugin adds (the ladder's too: sweep.py imports it)."""
+    from locust.argument_parser import get_parser
+
     import locust_spec  # noqa: F401  (registers the plugin's options)
     import locust_spec.wiring.shape  # noqa: F401  (the ladder's options, as sweep.py registers them)
-    from locust.argument_parser import get_parser
 
     return get_parser(default_config_files=())
 
@@ -124,10 +126,11 @@ def locust_parser():
 def plugin_parser():
     """A parser holding only the plugin's options, built by the plugin's own listeners, with the module
     of the listener that added each option."""
-    import locust_spec  # noqa: F401
-    import locust_spec.wiring.shape  # noqa: F401
     from locust import events
     from locust.argument_parser import LocustArgumentParser
+
+    import locust_spec  # noqa: F401
+    import locust_spec.wiring.shape  # noqa: F401
 
     parser = LocustArgumentParser(add_help=False)
     origin: dict[str, str] = {}
@@ -169,9 +172,10 @@ class Tool:
 def tools() -> dict[str, Tool]:
     """Every console script of [project.scripts], by name, with its options and a full parse of its args."""
     locust = locust_parser()  # first: Locust patches the standard library before the others import it
+    from locust_spec.analysis.cli import cli as spec_verdict
+
     from locust_spec.ab.cli import main as spec_ab
     from locust_spec.ab.prime_cli import main as spec_prime
-    from locust_spec.analysis.cli import cli as spec_verdict
     from locust_spec.locustfile_cli import main as spec_locustfile
     from locust_spec.sim.cli import build_parser
     from locust_spec.tune.cli import main as spec_tune
@@ -205,7 +209,8 @@ def benchmark_options() -> dict[str, set[str]]:
         found = {"-h", "--help"}
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "add_argument":
-                found |= {a.value for a in node.args if isinstance(a, ast.Constant) and isinstance(a.value, str)}
+                found |= {a.value for a in node.args
+                          if isinstance(a, ast.Constant) and isinstance(a.value, str)}
         out[f"benchmarks/{path.name}"] = found
     return out
 
@@ -240,9 +245,9 @@ def options_table() -> str:
         opt = action.option_strings[0]
         name = f"{opt} {'|'.join(action.choices)}" if action.choices else opt
         repeat = " (repeatable)" if isinstance(action, argparse._AppendAction) else ""
-        rows.append(f"| `{_cell(name)}`{repeat} | {WHERE.get(origin[opt], origin[opt])} | {_default(action)} | "
-                    f"{'yes' if getattr(action, 'include_in_web_ui', True) else 'no'} | "
-                    f"{_cell(action.help or '')} |")
+        web = "yes" if getattr(action, "include_in_web_ui", True) else "no"
+        where, what = WHERE.get(origin[opt], origin[opt]), _cell(action.help or "")
+        rows.append(f"| `{_cell(name)}`{repeat} | {where} | {_default(action)} | {web} | {what} |")
     return "\n".join(rows)
 
 

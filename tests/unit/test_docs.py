@@ -33,7 +33,7 @@ def benchmarks() -> dict[str, set[str]]:
 def _tool_of(command: list[str]) -> str:
     """The program a command runs: a console script's name whatever its folder (.venv/bin/spec-ab), a
     benchmark script by its path, else the word itself."""
-    if Path(command[0]).name.startswith("python") and len(command) > 1 and command[1].startswith("benchmarks/"):
+    if Path(command[0]).name.startswith("python") and command[1:2] and command[1].startswith("benchmarks/"):
         return command[1]
     return Path(command[0]).name
 
@@ -43,15 +43,20 @@ def _args(command: list[str]) -> list[str]:
 
 
 def check_fences(path: Path, text: str, tools: dict, benchmarks: dict, targets: set[str]) -> list[str]:
-    """Problems with a page's fenced blocks: an untagged fence, a shell command its tool would refuse."""
+    """Shell commands of a page's fences that their tool would refuse: every command of an `sh` fence, and
+    in an untagged fence (older pages) the lines that run one of ours."""
     problems = []
     for fence in dc.fences(path, text):
         where = f"{path.name}:{fence.line}"
-        if not fence.lang:
-            problems.append(f"{where}: a fence without a tag (sh for commands, text for output)")
-        if fence.lang != "sh":
+        if fence.lang not in ("sh", ""):
             continue
-        for command in dc.commands(fence.body):
+        try:
+            shell = dc.commands(fence.body)
+        except ValueError as e:  # unbalanced quotes: no shell would run it either
+            if fence.lang:
+                problems.append(f"{where}: {e}")
+            continue
+        for command in shell:
             tool = _tool_of(command)
             if tool in tools:
                 error = tools[tool].check(_args(command))
@@ -141,16 +146,18 @@ def test_the_checker_reads_values_as_the_parser_does(tools, benchmarks):
     assert len(check_fences(Path("page.md"), page, tools, benchmarks, set())) == 2
 
 
-def test_the_checker_refuses_an_untagged_fence_and_an_unknown_option_in_prose(tools, benchmarks):
-    page = "Use `--rate` and `--frobnicate`.\n```\nspec-ab --out x\n```\n```text\n--stage-time 5s\n```\n"
+def test_the_checker_reads_our_commands_in_untagged_fences_and_options_in_prose(tools, benchmarks):
+    page = ("Use `--rate` and `--frobnicate`.\n```\nspec-ab --out x --levles 1\n{\"a\": \"it's\"}\n```\n"
+            "```text\n--stage-time 5s\n```\n```json\n{\"spec-sim --no\": 1}\n```\n")
     assert check_fences(Path("p.md"), page, tools, benchmarks, set()) == [
-        "p.md:2: a fence without a tag (sh for commands, text for output)"]
+        "p.md:2: spec-ab --out x --levles 1: No such option '--levles'. Did you mean '--levels'?"]
     assert check_prose(Path("p.md"), page, _known(tools, benchmarks)) == [
-        "p.md: --frobnicate is an option of none of the tools"]
+        f"p.md: {opt} is an option of none of the tools" for opt in ("--frobnicate", "--levles", "--no")]
 
 
 def test_commands_are_split_as_a_shell_would():
     body = ("mkdir -p runs && HOST_UID=$(id -u) \\\n  docker compose -f x.yaml run --rm ab  # note\n"
             "spec-verdict a b --format markdown >> \"$GITHUB_STEP_SUMMARY\"\n")
-    assert dc.commands(body) == [["mkdir", "-p", "runs"], ["docker", "compose", "-f", "x.yaml", "run", "--rm", "ab"],
+    assert dc.commands(body) == [["mkdir", "-p", "runs"],
+                                 ["docker", "compose", "-f", "x.yaml", "run", "--rm", "ab"],
                                  ["spec-verdict", "a", "b", "--format", "markdown"]]
