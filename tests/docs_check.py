@@ -25,6 +25,7 @@ TABLE_END = "<!-- end of the options table -->"
 
 FENCE = re.compile(r"^```([^\n`]*)\n(.*?)^```[ \t]*$", re.M | re.S)
 OPTION = re.compile(r"(?<![\w./-])--[a-z][a-z0-9]*(?:-[a-z0-9]+)*")
+LINK = re.compile(r"\]\(([^)#:\s]+\.md(?:#[^)]*)?)\)")
 SHELL_OPERATORS = {"&&", "||", "|", ";", "&"}
 REDIRECTS = {">", ">>", "<", "2>", "2>>"}
 
