@@ -118,6 +118,9 @@ def ab_arms(folder: Path) -> tuple[Path, Path]:
 @click.option("--max-missed-share", type=float, default=DEFAULTS.max_missed_share, show_default=True,
               help="Open loop: so is one where an arm never sent more than this share of its arrivals "
                    "(from its _summary.json).")
+@click.option("--mde-target-pct", type=float, default=DEFAULTS.mde_target_pct, show_default=True,
+              help="A level that could not have detected a change this large (%) on a deciding metric is "
+                   "under-powered (docs/verdict-method.md).")
 @click.option("--slo", "slo_text", metavar="ttft_ms=X,tpot_ms=Y",
               help="A latency objective: per arm and level, the share of requests meeting it and the goodput "
                    "(their tokens per second), which becomes the throughput the verdict judges.")

@@ -64,7 +64,8 @@ def add_options(parser) -> None:
     parser.add_argument("--max-tokens", type=positive_int, default=None, include_in_web_ui=True,
                        help="Cap on every request's max_tokens, a prompt's own included (default: a "
                             f"prompt's own, else {DEFAULT_MAX_TOKENS})")
-    parser.add_argument("--temperature", type=float, default=0.0, include_in_web_ui=True)
+    parser.add_argument("--temperature", type=float, default=0.0, include_in_web_ui=True,
+                       help="Sampling temperature of every request (0: greedy, a prompt's answer repeats)")
     parser.add_argument("--ignore-eos", action="store_true", default=False, include_in_web_ui=True,
                        help="Ask the server (vLLM) to generate max_tokens regardless of EOS")
     parser.add_argument("--api-key", default=os.environ.get("OPENAI_API_KEY", ""), include_in_web_ui=False,
