@@ -65,3 +65,32 @@ def test_test_adds_the_extras_once_and_a_changed_pyproject_installs_again(checko
         f.write("version = '2'\n")
     assert installs(make(checkout, "test")[1]) == ["-e .", "-e .[test]"]
     assert len(list((checkout / ".venv").glob(".installed-*"))) == 2, "the old checksum's stamps are gone"
+
+
+def pytest_runs(calls: list[str]) -> list[str]:
+    return [" ".join(a for a in c.split() if not a.startswith("--basetemp")) for c in calls
+            if c.startswith("-m pytest")]
+
+
+def test_the_suite_runs_the_vllm_tier_beside_the_fast_tiers_then_the_end_to_end_tier_alone(checkout):
+    out, calls = make(checkout, "test")
+    assert sorted(pytest_runs(calls)[:2]) == ["-m pytest tests/unit tests/hostile", "-m pytest tests/vllm"]
+    assert pytest_runs(calls)[2:] == [
+        "-m pytest tests --ignore=tests/unit --ignore=tests/hostile --ignore=tests/vllm"]
+    assert "unit+hostile exit 0, real vLLM exit 0, end-to-end exit 0" in out
+
+
+def test_pytest_args_make_one_plain_run(checkout):
+    done = subprocess.run(["make", "--no-print-directory", "test", "PYTEST_ARGS=-m vllm"], cwd=checkout,
+                          capture_output=True, text=True, timeout=60, check=True)
+    assert "real-vLLM tier runs beside" not in done.stdout
+    assert pytest_runs((checkout / ".venv" / "calls").read_text().splitlines()) == ["-m pytest -m vllm"]
+
+
+def test_a_failing_tier_fails_the_suite_after_every_tier_ran(checkout):
+    (checkout / ".venv" / "bin" / "python").write_text(
+        FAKE_PYTHON + 'case "$*" in *"tests/unit tests/hostile"*) exit 1;; esac\n')
+    done = subprocess.run(["make", "--no-print-directory", "test"], cwd=checkout, capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode != 0
+    assert "unit+hostile exit 1, real vLLM exit 0, end-to-end exit 0" in done.stdout
