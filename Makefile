@@ -36,8 +36,9 @@ $(EXTRAS): $(PACKAGE)
 
 install: $(EXTRAS)
 
+# The demo's own folder: each `make ab` replaces the last demo (spec-ab refuses other folders with results).
 ab: $(PACKAGE)
-	$(VENV)/bin/spec-ab --out runs/demo
+	$(VENV)/bin/spec-ab --out runs/demo --overwrite
 
 test: $(EXTRAS)
 	$(PY) -m pytest $(PYTEST_ARGS)

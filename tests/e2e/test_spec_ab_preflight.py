@@ -69,6 +69,18 @@ def test_a_wrong_model_name_names_the_served_one(tmp_path, arms):
     assert all("'no-such-model' is not served" in line and line.endswith("fix: pass --model sim-8b")
                for line in lines), lines
 
+    # The same typo with --overwrite over an earlier A/B: nothing is cleared before the preflight passes.
+    earlier = tmp_path / "earlier"
+    for name in ("baseline/r0_requests.csv", "candidate/r0_run.json", "verdict.json", "report.html",
+                 "spec-ab.json", "sim-candidate.log"):
+        (earlier / name).parent.mkdir(parents=True, exist_ok=True)
+        (earlier / name).write_text(f"earlier {name}")
+    before = sorted(str(p.relative_to(earlier)) for p in earlier.rglob("*"))
+    again = _spec_ab(earlier, baseline.url, candidate.url, "--model", "no-such-model", "--overwrite")
+    assert again.returncode == 1 and "'no-such-model' is not served" in again.stdout, again.stdout
+    assert sorted(str(p.relative_to(earlier)) for p in earlier.rglob("*")) == before
+    assert all((earlier / name).read_text() == f"earlier {name}" for name in before if "." in name)
+
 
 @pytest.mark.parametrize(("arm", "other", "says"), [
     ("candidate", 0, "no speculative-decoding counters"),  # the candidate scrapes the baseline
