@@ -354,12 +354,15 @@ def raise_interrupt(_signum, _frame) -> None:
     raise KeyboardInterrupt
 
 
-def write_verdict(out: Path, runs: list[Run], display: progress.Display) -> Verdict:
-    """Judge both arms' runs and write the verdict files into `out`."""
+def write_verdict(out: Path, runs: list[Run], display: progress.Display,
+                  serving: int | None = None) -> Verdict:
+    """Judge both arms' runs and write the verdict files into `out` (`serving`: the overall verdict is that
+    level's, as spec-verdict's --serving-concurrency)."""
     try:
         with progress.phase(display, lambda s: f"spec-ab: computing the verdict ({s:.0f}s)"):
             verdict = api.verdict_for([r.prefix for r in runs if r.arm == "baseline"],
-                                      [r.prefix for r in runs if r.arm == "candidate"])
+                                      [r.prefix for r in runs if r.arm == "candidate"],
+                                      serving_concurrency=serving)
             api.write_outputs(verdict, [out / name for name in VERDICT_FILES])
     except InputError as exc:
         raise AbError(f"no verdict: {exc}") from None
@@ -477,6 +480,10 @@ def auto_processes(levels: str, simulated: bool, streams: int | None = None) -> 
 @click.option("--skip-preflight", is_flag=True,
               help="Start sweeping without first checking both arms (reachable, model served, a token "
                    "streamed, the right /metrics, prompts within the context).")
+@click.option("--serving-concurrency", type=click.IntRange(min=1), metavar="N",
+              help="The concurrency you serve at: the overall verdict is that level's (nearest measured); "
+                   "without it, levels that disagree make it 'depends', said with the level up to which "
+                   "speculation pays (as spec-verdict's option of that name).")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), required=True,
               help="Run folder: both arms' files, verdict.json, report.html, report.md (aa.json with --aa). "
                    "A folder that holds results is refused unless --overwrite or --resume.")
@@ -494,13 +501,19 @@ def main(baseline: str | None, candidate: str | None, levels: str | None, stage_
          max_prompt_chars: int | None, turns: str, max_tokens: int | None, ignore_eos: bool, seed: int,
          model: str, processes: int | str, metrics_url_baseline: str | None,
          metrics_url_candidate: str | None, time_scale: float, sim_gpu: str, speculative_config: str,
-         prime: bool, skip_preflight: bool, out: Path, overwrite: bool, resume: bool) -> None:
+         prime: bool, skip_preflight: bool, serving_concurrency: int | None, out: Path, overwrite: bool,
+         resume: bool) -> None:
     """Run the concurrency ladder (or with --rates the open-loop rate ladder) against a baseline and a
     candidate server, then print the verdict.
 
     Both arms get the same prompts in the same order, the same seed and max_tokens; by default they take
     turns in short blocks within every level on one clock (--design). Without URLs, two spec-sim servers
     (speculation off, and n-gram on) run on this machine for a demo.
+
+    The verdict per level is ship, off, tradeoff (per-token latency and throughput moved apart) or
+    inconclusive; overall, the levels' word when they agree, else depends, said with the level up to
+    which speculation pays. --serving-concurrency N (here or in `spec-verdict OUT`) makes it the verdict
+    at the concurrency you serve.
 
     Exit codes: 0 a verdict; 1 no verdict (a preflight check failed, an arm could not be primed or its
     Locust failed; one line says why); 2 a bad option, or --out holds results (nothing is touched);
@@ -614,7 +627,7 @@ def main(baseline: str | None, candidate: str | None, levels: str | None, stage_
                         primed.update(fresh)
                     sessions.run(session, command, display)
                     done.extend(session.runs)
-        verdict = write_verdict(out, runs, display)
+        verdict = write_verdict(out, runs, display, serving_concurrency)
         if self_test:
             found = aa.self_test(verdict)
             (out / aa.FILE).write_text(aa.render_json(found))
