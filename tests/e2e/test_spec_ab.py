@@ -94,8 +94,9 @@ def _files(out: Path) -> dict[str, str]:
 
 def test_sigint_keeps_the_first_repeat_and_resume_measures_only_the_second(tmp_path):
     out = tmp_path / "run"
-    cmd = [SPEC_AB, "--out", str(out), "--levels", "1", "--stage-time", "3s", "--warmup", "0.5s",
-           "--block-time", "1.5s", "--repeats", "2", "--no-prime", *_fast(tmp_path)]
+    # 4 s a session (8 blocks of 0.5 s): each of the three sessions (r0, r1 cut, r1 resumed) costs its time
+    cmd = [SPEC_AB, "--out", str(out), "--levels", "1", "--stage-time", "2s", "--warmup", "0.3s",
+           "--block-time", "1s", "--repeats", "2", "--no-prime", *_fast(tmp_path)]
     # A shell starts background jobs with SIGINT ignored and Python keeps that: give spec-ab a Ctrl-C it can
     # hear, however this suite was launched.
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=REPO,
