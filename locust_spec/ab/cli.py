@@ -12,7 +12,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -388,10 +388,14 @@ def failed_levels(verdict: Verdict) -> list[str]:
 @contextmanager
 def _servers(simulated: bool, logs: Path, time_scale: float, gpu: str, sim_config: dict,
              baseline: str | None, candidate: str | None, self_test: bool,
-             append: bool) -> Iterator[dict[str, str]]:
-    """{arm: url}; an A/A self-test sends both arms to the baseline. The simulators log into `logs`."""
+             append: bool, display: progress.Display) -> Iterator[dict[str, str]]:
+    """{arm: url}; an A/A self-test sends both arms to the baseline. The simulators log into `logs`, and
+    while they start (seconds on a busy machine) a line says so."""
     if simulated:
-        with children.simulators(logs, time_scale, gpu, sim_config, self_test, append) as urls:
+        with ExitStack() as stack:
+            with progress.phase(display, lambda s: f"spec-ab: starting the simulators ({s:.0f}s)"):
+                urls = stack.enter_context(children.simulators(logs, time_scale, gpu, sim_config, self_test,
+                                                               append))
             yield urls
     else:
         yield {"baseline": baseline, "candidate": baseline if self_test else candidate}
@@ -602,7 +606,7 @@ def main(baseline: str | None, candidate: str | None, levels: str | None, stage_
         if todo:
             logs.mkdir(exist_ok=True)
             with _servers(simulated, logs, time_scale, sim_gpu, sim_config, baseline, candidate,
-                          self_test, resume) as urls:
+                          self_test, resume, display) as urls:
                 sims = "one spec-sim server" if self_test else "two spec-sim servers"
                 where_text = (f"{sims} (simulated {sim_gpu}, time x{time_scale:g})" if simulated else
                               f"{urls['baseline']} against itself" if self_test else

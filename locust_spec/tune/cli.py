@@ -122,9 +122,7 @@ def run_arms(arms: dict[str, tuple[str, dict | None]], folder: Path, ladder: Lad
         urls = {}
         for arm in group:
             key, config = arms[arm]
-            with progress.phase(display, lambda t, k=key: f"spec-tune: waiting for server {k} to answer "
-                                                          f"({t:.0f}s)"):
-                urls[arm] = pool.start(key, config)
+            urls[arm] = pool.start(key, config)
         group_runs = ab.schedule(s.repeats, folder, group)
         plan = ladder.design(kind, len(group), s.block_time)
         sweep(group_runs, urls, ladder, s, primed, display, plan)
@@ -248,7 +246,8 @@ def run_tune(out: Path, s: Settings, pool: servers.Servers, do_confirm: bool,
                 f"({s.repeats} repeat(s)) -> {out}")
     primed: set[str] = set()
     runs = run_arms(arms, out / "tune", s.ladder, s, pool, primed, display, s.design)
-    decisions, per_task, notes = decide(runs, s)
+    with progress.phase(display, lambda t: f"spec-tune: choosing k at each level ({t:.0f}s)"):
+        decisions, per_task, notes = decide(runs, s)
     capped = cap_note(list(arms), batches(list(arms), s.max_servers if pool.starts_servers else None),
                       s.max_servers)
     if capped:
@@ -408,8 +407,8 @@ def main(ks: str, server_cmd: str | None, server_urls: tuple[str, ...], levels: 
         sys.exit(2)
     out.mkdir(parents=True, exist_ok=True)
     clear_previous(out)
-    pool = servers.Servers(out, sim, template, given)
     display = progress.Display(sys.stdout)
+    pool = servers.Servers(out, sim, template, given, display)
     previous = signal.signal(signal.SIGTERM, ab.raise_interrupt)
     try:
         result = run_tune(out, settings, pool, confirm, display)
