@@ -338,15 +338,22 @@ def resume_plan(out: Path, plans: list[sessions.Session], record: dict,
     differs = keep.settings_difference(recorded, record)
     if differs is not None:
         return keep.Plan((), (), (), f"it was measured on other servers: {differs}")
+    return keep.plan(expected_sessions(plans, command, read_recorded))
+
+
+def expected_sessions(plans: list[sessions.Session], command: Callable[[Run, Design], list[str]],
+                      read: Callable[[Run], keep.Recorded]) -> list[list[keep.Expected]]:
+    """Each session's runs as this command would measure them (their design without a clock), with what
+    the folder holds of them (`read`)."""
     expected = []
     for session in plans:
         runs = []
         for slot, run in enumerate(session.runs):
             design = session.design.for_slot(slot, None) if session.design.blocked else session.design
-            runs.append(keep.Expected(f"{run.arm} r{run.repeat}", read_recorded(run),
-                                      tuple(command(run, design)), design))
+            runs.append(keep.Expected(f"{run.arm} r{run.repeat}", read(run), tuple(command(run, design)),
+                                      design))
         expected.append(runs)
-    return keep.plan(expected)
+    return expected
 
 
 def raise_interrupt(_signum, _frame) -> None:

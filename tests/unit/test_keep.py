@@ -39,15 +39,12 @@ def _finished(run: sessions.Run, design, clock: float = CLOCK, ladder: ab.Ladder
 
 def _expected(plans, found) -> list[list[keep.Expected]]:
     """Each session's runs as this command would measure them, with what the folder holds (`found`)."""
-    out = []
-    for session in plans:
-        runs = []
-        for slot, run in enumerate(session.runs):
-            design = session.design.for_slot(slot, None) if session.design.blocked else session.design
-            runs.append(keep.Expected(f"{run.arm} r{run.repeat}", found(run, design),
-                                      tuple(_command(run, design)), design))
-        out.append(runs)
-    return out
+    def read(run: sessions.Run) -> keep.Recorded:
+        session = next(s for s in plans if run in s.runs)
+        slot = session.runs.index(run)
+        return found(run, session.design.for_slot(slot, None) if session.design.blocked else session.design)
+
+    return ab.expected_sessions(plans, _command, read)
 
 
 def test_a_folder_with_results_is_refused_in_one_line_naming_both_ways_on():
