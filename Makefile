@@ -36,8 +36,9 @@ $(EXTRAS): $(PACKAGE)
 
 install: $(EXTRAS)
 
+# The demo's own folder: each `make ab` replaces the last demo (spec-ab refuses other folders with results).
 ab: $(PACKAGE)
-	$(VENV)/bin/spec-ab --out runs/demo
+	$(VENV)/bin/spec-ab --out runs/demo --overwrite
 
 # The whole suite in two phases (with PYTEST_ARGS: one pytest run of just those). First the real-vLLM tier
 # (tests/vllm: each `vllm serve` spends ~50 s of one core starting) beside the unit and hostile tiers, which

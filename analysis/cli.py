@@ -9,7 +9,7 @@ import click
 
 from .model import Slo
 from .runs import InputError
-from .verdict import INCONCLUSIVE, OFF, TRADEOFF, Thresholds
+from .verdict import DEPENDS, INCONCLUSIVE, OFF, TRADEOFF, Thresholds
 
 DEFAULTS = Thresholds()
 EXIT_BAD_INPUT = 2
@@ -61,6 +61,11 @@ def cli() -> None:
     PREFIX_server_metrics.csv, PREFIX_summary.json) or a folder of runs (several runs = repeats).
     See `spec-verdict compare --help` for the options.
 
+    The verdict per level is ship, off, tradeoff (per-token latency and throughput moved apart) or
+    inconclusive. Overall: the levels' word when they agree, else depends, with the level up to which
+    speculation pays; --serving-concurrency N gives the verdict at the concurrency you serve instead
+    (the nearest measured level), e.g. `spec-verdict runs/ab --serving-concurrency 16`.
+
     \b
     Exit codes: 0 verdict produced; 1 the verdict is one named by --fail-on;
     2 bad input, or arms that cannot be compared (different models, the same run twice, swapped;
@@ -85,7 +90,8 @@ def ab_arms(folder: Path) -> tuple[Path, Path]:
 @click.option("-o", "--output", "outputs", multiple=True, type=click.Path(path_type=Path),
               help="Also write to PATH, the format from its suffix (.json .md .html .txt); repeatable.")
 @click.option("--serving-concurrency", type=click.IntRange(min=1), metavar="N",
-              help="The concurrency you serve at: the overall verdict is that level's (nearest measured).")
+              help="The concurrency you serve at: the overall verdict is that level's (nearest measured); "
+                   "without it, levels that disagree make it 'depends'.")
 @click.option("--ship-acceptance", type=float, default=DEFAULTS.ship_acceptance, show_default="2/3",
               help="Acceptance at or above which speculation is worth it.")
 @click.option("--off-acceptance", type=float, default=DEFAULTS.off_acceptance, show_default=True,
@@ -124,8 +130,9 @@ def ab_arms(folder: Path) -> tuple[Path, Path]:
 @click.option("--slo", "slo_text", metavar="ttft_ms=X,tpot_ms=Y",
               help="A latency objective: per arm and level, the share of requests meeting it and the goodput "
                    "(their tokens per second), which becomes the throughput the verdict judges.")
-@click.option("--fail-on", multiple=True, type=click.Choice((OFF, TRADEOFF, INCONCLUSIVE)),
-              help="Exit 1 when the overall verdict is this (repeatable), for CI.")
+@click.option("--fail-on", multiple=True, type=click.Choice((OFF, TRADEOFF, DEPENDS, INCONCLUSIVE)),
+              help="Exit 1 when the overall verdict is this (repeatable), for CI; depends: the levels "
+                   "disagree (with --serving-concurrency the overall verdict is one level's).")
 def compare(baseline: Path, candidate: Path | None, fmt: str, outputs: tuple[Path, ...],
             serving_concurrency: int | None, slo_text: str | None, fail_on: tuple[str, ...], force: bool,
             **thresholds: float) -> int:

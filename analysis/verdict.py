@@ -39,6 +39,11 @@ from .stats import INCONCLUSIVE as INCONCLUSIVE_DIR
 
 SHIP, OFF, TRADEOFF, INCONCLUSIVE = "ship", "off", "tradeoff", "inconclusive"
 VERDICTS = (SHIP, OFF, TRADEOFF, INCONCLUSIVE)
+"""A level's verdict. `tradeoff`: per-token latency (TPOT) and throughput moved apart there."""
+DEPENDS = "depends"
+"""The overall word only (verdict.json schema 4): the judged levels disagree (ship at 1, off at 64), so the
+answer depends on the concurrency served; the summary says up to which level speculation pays."""
+OVERALL = (*VERDICTS, DEPENDS)
 CHANGE_KEYS = ("tpot_p50_ms", "tpot_p90_ms", "output_tok_s", "goodput_tok_s", "ttft_p50_ms", "itl_p50_ms",
                "itl_p95_ms", "chunk_gap_p50_ms", "chunk_gap_p99_ms", "tokens_per_chunk", "slo_share")
 # The per-token latency a reader of the stream experiences: time per output token of each request.
@@ -437,12 +442,14 @@ def serving_level(levels: Sequence[LevelVerdict], serving: int) -> LevelVerdict:
     return min(levels, key=lambda lv: (abs(lv.users - serving), -lv.users))
 
 
-def overall(levels: Sequence[LevelVerdict], serving: int | None) -> tuple[str, str]:
+def overall(levels: Sequence[LevelVerdict], serving: int | None,
+            cross: Sequence[CrossPoint] = ()) -> tuple[str, str]:
     """The overall verdict and its one-sentence summary, which names every level's verdict.
 
-    Without a serving concurrency: one verdict when every level agrees; tradeoff when judged levels
-    differ (it depends on your concurrency); inconclusive when the judged levels agree but another level
-    could not be judged (the ladder does not support one word)."""
+    Without a serving concurrency: one verdict when every level agrees; `depends` when judged levels
+    differ, with a sentence saying up to which level speculation pays (`cross`: the crossover, where the
+    intervals support one); inconclusive when the judged levels agree but another level could not be judged
+    (the ladder does not support one word)."""
     ladder = ladder_summary(levels)
     if serving is not None:
         lv = serving_level(levels, serving)
@@ -452,12 +459,31 @@ def overall(levels: Sequence[LevelVerdict], serving: int | None) -> tuple[str, s
     verdicts = {lv.verdict for lv in levels}
     judged = verdicts - {INCONCLUSIVE}
     if len(judged) > 1:
-        verdict = TRADEOFF
-    elif len(verdicts) == 1:
-        verdict = verdicts.pop()
-    else:
-        verdict = INCONCLUSIVE
+        return DEPENDS, f"Speculative decoding: {ladder}. {pays_up_to(levels, cross)}"
+    verdict = verdicts.pop() if len(verdicts) == 1 else INCONCLUSIVE
     return verdict, f"Speculative decoding: {ladder}."
+
+
+SERVING_HINT = "spec-verdict --serving-concurrency N gives the verdict at the concurrency you serve."
+
+
+def pays_up_to(levels: Sequence[LevelVerdict], cross: Sequence[CrossPoint] = ()) -> str:
+    """The sentence for levels that disagree: up to which level speculation pays (the highest of the
+    shipping levels at the bottom of the ladder, below the first judged level that does not ship), where
+    the crossover puts the turn, and how to get one word."""
+    ordered = [lv for lv in sorted(levels, key=lambda lv: lv.users) if lv.verdict != INCONCLUSIVE]
+    first_other = next((i for i, lv in enumerate(ordered) if lv.verdict != SHIP), len(ordered))
+    turns = "; ".join(c.note for c in cross if c.users is not None)
+    if first_other == 0:
+        ships = [lv.users for lv in ordered if lv.verdict == SHIP]
+        head = (f"It does not pay at the lowest level ({_users(ordered[0].users)}: {ordered[0].verdict})"
+                + (f"; it ships only at {', '.join(_users(u) for u in ships)}" if ships else
+                   "; no level ships"))
+    else:
+        last, above = ordered[first_other - 1], ordered[first_other]
+        head = (f"Speculation pays up to {_users(last.users)}{_batch_text([last])}, not at "
+                f"{_users(above.users)} ({above.verdict})")
+    return f"{head}{f'; {turns}' if turns else ''}. {SERVING_HINT}"
 
 
 def _gain(ci: Interval, lower_is_better: bool) -> Interval:
@@ -555,7 +581,8 @@ def build_verdict(
     speculating = tuple(lv.users for lv in levels if lv.spec is not None and lv.spec.draft_tokens > 0)
     judged = tuple(judge_level(lv, th, throughput_key=throughput_key, speculating_levels=speculating)
                    for lv in sorted(levels, key=lambda x: x.users))
-    verdict, summary = overall(judged, serving)
+    cross = crossover(judged, throughput_key)
+    verdict, summary = overall(judged, serving, cross)
     top: list[Diagnosis] = []
     by_class = diagnoses.per_class(class_stats, th.ship_acceptance, th.off_acceptance)
     if by_class:
@@ -570,5 +597,5 @@ def build_verdict(
     warnings = tuple(f"{arm}: {text}" for arm, text in run_warnings) + tuple(notes)
     return Verdict(verdict=verdict, summary=summary, levels=judged, diagnoses=tuple(top), warnings=warnings,
                    serving_concurrency=serving, plots=plots or PlotData(),
-                   crossover=crossover(judged, throughput_key), slo=slo,
+                   crossover=cross, slo=slo,
                    design=design or DesignInfo(SEQUENTIAL))

@@ -25,7 +25,7 @@ STYLE = """
 body{font-family:system-ui,sans-serif;margin:2em;max-width:1100px;color:#222}
 table{border-collapse:collapse;margin:.5em 0}td,th{border:1px solid #ccc;padding:.2em .6em}
 td:not(:first-child){text-align:right}.v{font-weight:bold;text-transform:uppercase}
-.ship{color:#176c2a}.off{color:#a11}.tradeoff{color:#a66a00}.inconclusive{color:#555}
+.ship{color:#176c2a}.off{color:#a11}.tradeoff{color:#a66a00}.depends{color:#a66a00}.inconclusive{color:#555}
 img{max-width:100%;display:block;margin:.5em 0}.omitted{color:#555}
 table.measured td{text-align:left;font-size:.9em;word-break:break-all}
 """

@@ -200,7 +200,8 @@ def per_class(verdict: Verdict) -> bytes | Omitted:
     return _png(fig)
 
 
-VERDICT_COLOURS = {"ship": "#176c2a", "off": "#a11", "tradeoff": "#c98a00", "inconclusive": "#888"}
+VERDICT_COLOURS = {"ship": "#176c2a", "off": "#a11", "tradeoff": "#c98a00", "depends": "#c98a00",
+                   "inconclusive": "#888"}
 MARKERS = "osD^v<>P*X"
 
 

@@ -44,9 +44,11 @@ def _die_with_parent() -> None:
         pass
 
 
-def spawn(cmd: list[str], log: Path, env: dict[str, str] | None = None) -> subprocess.Popen:
+def spawn(cmd: list[str], log: Path, env: dict[str, str] | None = None,
+          append: bool = False) -> subprocess.Popen:
+    """`append`: after what the log holds (spec-ab --resume keeps the earlier servers' logs)."""
     # Own process group: a terminal's Ctrl-C reaches spec-ab alone, which then stops children in order.
-    with log.open("w") as fh:
+    with log.open("a" if append else "w") as fh:
         return subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                 start_new_session=True, preexec_fn=_die_with_parent, env=env)
 
@@ -115,14 +117,14 @@ def wait_ready(url: str, proc: subprocess.Popen, log: Path, timeout: float = 60.
 
 
 def start_sim(log: Path, time_scale: float, gpu: str, speculative_config: dict | None,
-              extra: tuple[str, ...] = ()) -> tuple[subprocess.Popen, str]:
+              extra: tuple[str, ...] = (), append: bool = False) -> tuple[subprocess.Popen, str]:
     """One spec-sim on a free loopback port, pinned to the server core and ready: (process, url)."""
     port = free_port()
     cmd = [sys.executable, "-m", "locust_spec.sim", "--host", "127.0.0.1", "--port", str(port),
            "--time-scale", f"{time_scale:g}", "--gpu", gpu, *extra]
     if speculative_config is not None:
         cmd += ["--speculative-config", json.dumps(speculative_config)]
-    proc = spawn(pinned(cmd, SERVER_CPU), log)
+    proc = spawn(pinned(cmd, SERVER_CPU), log, append=append)
     url = f"http://127.0.0.1:{port}"
     try:
         wait_ready(url, proc, log)
@@ -134,9 +136,10 @@ def start_sim(log: Path, time_scale: float, gpu: str, speculative_config: dict |
 
 @contextmanager
 def simulators(out: Path, time_scale: float, gpu: str, speculative_config: dict,
-               self_test: bool = False) -> Iterator[dict[str, str]]:
+               self_test: bool = False, append: bool = False) -> Iterator[dict[str, str]]:
     """Two spec-sim servers on free loopback ports, speculation off and on: {arm: url}; stopped on exit.
-    `self_test` (an A/A): only the baseline's, for both arms."""
+    `self_test` (an A/A): only the baseline's, for both arms. They log into `out`, after what its logs
+    hold when `append`."""
     procs: list[subprocess.Popen] = []
     try:
         urls = {}
@@ -145,7 +148,7 @@ def simulators(out: Path, time_scale: float, gpu: str, speculative_config: dict,
             # diagnosis: which prompts the speculation pays on.
             config, extra = ((speculative_config, ("--per-request-spec-decode-metrics", "detailed"))
                              if arm == "candidate" else (None, ()))
-            proc, urls[arm] = start_sim(out / f"sim-{arm}.log", time_scale, gpu, config, extra)
+            proc, urls[arm] = start_sim(out / f"sim-{arm}.log", time_scale, gpu, config, extra, append)
             procs.append(proc)
         if self_test:
             urls["candidate"] = urls["baseline"]

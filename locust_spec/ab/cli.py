@@ -10,15 +10,15 @@ import shutil
 import signal
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 import click
 
-from locust_spec.ab import children, preflight, progress, sessions
+from locust_spec.ab import children, keep, preflight, progress, sessions
 from locust_spec.ab.children import ARMS, CLIENT_CPU, ChildError
 from locust_spec.ab.sessions import Run, SessionError, schedule
 from locust_spec.analysis import aa, api
@@ -26,13 +26,14 @@ from locust_spec.analysis.model import Verdict, level_label
 from locust_spec.analysis.runs import InputError
 from locust_spec.client import server_api
 from locust_spec.client.headers import HeaderValueError, credential
-from locust_spec.client.http_fetch import METRICS_URLS_ENV, UrlError, check_urls
+from locust_spec.client.http_fetch import METRICS_URLS_ENV, UrlError, check_urls, display_url
 from locust_spec.core import design as designs
 from locust_spec.core.arrivals import ARRIVALS, POISSON
 from locust_spec.core.design import Design
 from locust_spec.core.formats import EVERYTHING, TURNS, Selection
 from locust_spec.core.prompts import Prompt, PromptError, load_prompt_set, parse_weighted
 from locust_spec.core.resources import locustfile
+from locust_spec.core.runfiles import RunFiles
 from locust_spec.recording import budget
 from locust_spec.recording.scraper import TOKEN_ENV
 from locust_spec.sim import roofline
@@ -290,11 +291,69 @@ def prime_arms(hosts: dict[str, str], load: Load, display: progress.Display) -> 
 
 
 def clear_previous(out: Path) -> None:
-    """Remove what an earlier spec-ab wrote into `out` (only its own files), so runs never mix."""
+    """Remove what an earlier spec-ab wrote into `out` (only its own files), so runs never mix: with
+    --overwrite, once the preflight has passed."""
     for arm in ARMS:
         shutil.rmtree(out / arm, ignore_errors=True)
-    for name in (*VERDICT_FILES, aa.FILE, *(f"sim-{arm}.log" for arm in ARMS)):
+    for name in (*VERDICT_FILES, aa.FILE, keep.SETTINGS_FILE, *keep.LOGS):
         (out / name).unlink(missing_ok=True)
+
+
+REFUSAL_OPTIONS = ("--overwrite replaces them (once the preflight has passed)",
+                   "--resume keeps the repeats that finished with the same settings and measures the rest")
+
+
+def folder_entries(out: Path) -> list[str]:
+    return sorted(p.name for p in out.iterdir()) if out.is_dir() else []
+
+
+def servers_record(where: dict[str, str], metrics: dict[str, str | None], self_test: bool) -> dict:
+    """spec-ab.json: what the folder's runs were measured on (their own files hold the rest)."""
+    return {"schema": keep.SETTINGS_SCHEMA, "servers": where, "self_test": self_test,
+            "metrics_urls": {arm: display_url(url) if url else None for arm, url in metrics.items()}}
+
+
+def read_recorded(run: Run) -> keep.Recorded:
+    files = RunFiles(str(run.prefix))
+
+    def json_of(path: Path) -> dict | None:
+        try:
+            data = json.loads(path.read_text())
+        except (OSError, ValueError):
+            return None
+        return data if isinstance(data, dict) else None
+
+    return keep.Recorded(files.requests.is_file(), json_of(files.run), json_of(files.design))
+
+
+def resume_plan(out: Path, plans: list[sessions.Session], record: dict,
+                command: Callable[[Run, Design], list[str]]) -> keep.Plan:
+    """What --resume keeps of the folder's sessions (keep.plan), given this command's servers (`record`)."""
+    try:
+        recorded = json.loads((out / keep.SETTINGS_FILE).read_text())
+    except (OSError, ValueError):
+        recorded = None
+    if recorded is None:
+        return keep.Plan((), (), (), f"it has no readable {keep.SETTINGS_FILE} (not written by this spec-ab)")
+    differs = keep.settings_difference(recorded, record)
+    if differs is not None:
+        return keep.Plan((), (), (), f"it was measured on other servers: {differs}")
+    return keep.plan(expected_sessions(plans, command, read_recorded))
+
+
+def expected_sessions(plans: list[sessions.Session], command: Callable[[Run, Design], list[str]],
+                      read: Callable[[Run], keep.Recorded]) -> list[list[keep.Expected]]:
+    """Each session's runs as this command would measure them (their design without a clock), with what
+    the folder holds of them (`read`)."""
+    expected = []
+    for session in plans:
+        runs = []
+        for slot, run in enumerate(session.runs):
+            design = session.design.for_slot(slot, None) if session.design.blocked else session.design
+            runs.append(keep.Expected(f"{run.arm} r{run.repeat}", read(run), tuple(command(run, design)),
+                                      design))
+        expected.append(runs)
+    return expected
 
 
 def raise_interrupt(_signum, _frame) -> None:
@@ -302,12 +361,15 @@ def raise_interrupt(_signum, _frame) -> None:
     raise KeyboardInterrupt
 
 
-def write_verdict(out: Path, runs: list[Run], display: progress.Display) -> Verdict:
-    """Judge both arms' runs and write the verdict files into `out`."""
+def write_verdict(out: Path, runs: list[Run], display: progress.Display,
+                  serving: int | None = None) -> Verdict:
+    """Judge both arms' runs and write the verdict files into `out` (`serving`: the overall verdict is that
+    level's, as spec-verdict's --serving-concurrency)."""
     try:
         with progress.phase(display, lambda s: f"spec-ab: computing the verdict ({s:.0f}s)"):
             verdict = api.verdict_for([r.prefix for r in runs if r.arm == "baseline"],
-                                      [r.prefix for r in runs if r.arm == "candidate"])
+                                      [r.prefix for r in runs if r.arm == "candidate"],
+                                      serving_concurrency=serving)
             api.write_outputs(verdict, [out / name for name in VERDICT_FILES])
     except InputError as exc:
         raise AbError(f"no verdict: {exc}") from None
@@ -331,11 +393,16 @@ def failed_levels(verdict: Verdict) -> list[str]:
 
 
 @contextmanager
-def _servers(simulated: bool, out: Path, time_scale: float, gpu: str, sim_config: dict,
-             baseline: str | None, candidate: str | None, self_test: bool) -> Iterator[dict[str, str]]:
-    """{arm: url}; an A/A self-test sends both arms to the baseline."""
+def _servers(simulated: bool, logs: Path, time_scale: float, gpu: str, sim_config: dict,
+             baseline: str | None, candidate: str | None, self_test: bool,
+             append: bool, display: progress.Display) -> Iterator[dict[str, str]]:
+    """{arm: url}; an A/A self-test sends both arms to the baseline. The simulators log into `logs`, and
+    while they start (seconds on a busy machine) a line says so."""
     if simulated:
-        with children.simulators(out, time_scale, gpu, sim_config, self_test) as urls:
+        with ExitStack() as stack:
+            with progress.phase(display, lambda s: f"spec-ab: starting the simulators ({s:.0f}s)"):
+                urls = stack.enter_context(children.simulators(logs, time_scale, gpu, sim_config, self_test,
+                                                               append))
             yield urls
     else:
         yield {"baseline": baseline, "candidate": baseline if self_test else candidate}
@@ -424,8 +491,20 @@ def auto_processes(levels: str, simulated: bool, streams: int | None = None) -> 
 @click.option("--skip-preflight", is_flag=True,
               help="Start sweeping without first checking both arms (reachable, model served, a token "
                    "streamed, the right /metrics, prompts within the context).")
+@click.option("--serving-concurrency", type=click.IntRange(min=1), metavar="N",
+              help="The concurrency you serve at: the overall verdict is that level's (nearest measured); "
+                   "without it, levels that disagree make it 'depends', said with the level up to which "
+                   "speculation pays (as spec-verdict's option of that name).")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), required=True,
-              help="Run folder: both arms' files, verdict.json, report.html, report.md (aa.json with --aa).")
+              help="Run folder: both arms' files, verdict.json, report.html, report.md (aa.json with --aa). "
+                   "A folder that holds results is refused unless --overwrite or --resume.")
+@click.option("--overwrite", is_flag=True,
+              help="Replace the results in --out, once the preflight has passed (a failing preflight leaves "
+                   "every file as it was).")
+@click.option("--resume", is_flag=True,
+              help="Keep the repeats in --out that finished with the same settings (interleaved: a repeat is "
+                   "both arms' session; sequential: one arm's sweep), measure the rest, then judge them all. "
+                   "Refused when a finished one was measured otherwise.")
 def main(baseline: str | None, candidate: str | None, levels: str | None, stage_time: str | None,
          warmup: str | None, rates: str | None, arrival: str, burstiness: str, max_concurrency: int | None,
          design: str, block_time: str | None, self_test: bool, repeats: int, prompts: tuple[str, ...],
@@ -433,7 +512,8 @@ def main(baseline: str | None, candidate: str | None, levels: str | None, stage_
          max_prompt_chars: int | None, turns: str, max_tokens: int | None, ignore_eos: bool, seed: int,
          model: str, processes: int | str, metrics_url_baseline: str | None,
          metrics_url_candidate: str | None, time_scale: float, sim_gpu: str, speculative_config: str,
-         prime: bool, skip_preflight: bool, out: Path) -> None:
+         prime: bool, skip_preflight: bool, serving_concurrency: int | None, out: Path, overwrite: bool,
+         resume: bool) -> None:
     """Run the concurrency ladder (or with --rates the open-loop rate ladder) against a baseline and a
     candidate server, then print the verdict.
 
@@ -441,10 +521,17 @@ def main(baseline: str | None, candidate: str | None, levels: str | None, stage_
     turns in short blocks within every level on one clock (--design). Without URLs, two spec-sim servers
     (speculation off, and n-gram on) run on this machine for a demo.
 
+    The verdict per level is ship, off, tradeoff (per-token latency and throughput moved apart) or
+    inconclusive; overall, the levels' word when they agree, else depends, said with the level up to
+    which speculation pays. --serving-concurrency N (here or in `spec-verdict OUT`) makes it the verdict
+    at the concurrency you serve.
+
     Exit codes: 0 a verdict; 1 no verdict (a preflight check failed, an arm could not be primed or its
-    Locust failed; one line says why); 3 a verdict, but an arm failed most requests at some level;
-    130 interrupted.
+    Locust failed; one line says why); 2 a bad option, or --out holds results (nothing is touched);
+    3 a verdict, but an arm failed most requests at some level; 130 interrupted (--resume finishes it).
     """
+    if overwrite and resume:
+        raise click.UsageError("give --overwrite (replace the results) or --resume (finish them), not both")
     if self_test and candidate is not None:
         raise click.UsageError("--aa runs the baseline against itself: give --baseline only")
     if not self_test and (baseline is None) != (candidate is None):
@@ -487,39 +574,71 @@ def main(baseline: str | None, candidate: str | None, levels: str | None, stage_
     load = Load(prompts, max_tokens, ignore_eos, seed, model, processes, arrivals, selection)
     runs = schedule(repeats, out)
     plans = sessions.sessions(runs, plan)
+    metrics = {"baseline": metrics_url_baseline,
+               "candidate": metrics_url_baseline if self_test else metrics_url_candidate}
+    if simulated:
+        sim = f"spec-sim --gpu {sim_gpu} --time-scale {time_scale:g}"
+        where = {"baseline": sim, "candidate": sim if self_test else
+                 f"{sim} --speculative-config {json.dumps(sim_config, sort_keys=True)}"}
+    else:
+        where = {"baseline": display_url(base_url(baseline or "")),
+                 "candidate": display_url(base_url((baseline if self_test else candidate) or ""))}
+    record = servers_record(where, metrics, self_test)
+    held = keep.results(folder_entries(out))
+    refused = None if overwrite or resume else keep.refusal("spec-ab", out, held, REFUSAL_OPTIONS)
+    if refused:
+        click.echo(refused, err=True)
+        sys.exit(2)
+    todo = list(plans)
+    if resume and held:
+        resumed = resume_plan(out, plans, record,
+                              lambda r, d: locust_command(r, "http://resumed", ladder, load, d))
+        if resumed.conflict:
+            click.echo(f"spec-ab: --resume refused, {out} left untouched: {resumed.conflict}; give the "
+                       "options it was measured with, or --overwrite", err=True)
+            sys.exit(2)
+        todo = [plans[i] for i in resumed.todo]
+        kept_names = ", ".join("+".join(plans[i].arms) + f" r{plans[i].repeat}" for i in resumed.kept)
+        display.say(f"spec-ab: --resume: kept {kept_names or 'nothing'} from {out}; "
+                    f"{len(todo)} of {len(plans)} session(s) to measure")
+        for note in resumed.notes:
+            display.say(f"spec-ab: --resume: {note}")
+    replacing = overwrite and bool(held)
+    logs = out / keep.STAGING if replacing else out
     previous = signal.signal(signal.SIGTERM, raise_interrupt)
     out.mkdir(parents=True, exist_ok=True)
-    clear_previous(out)
-    done: list[Run] = []
+    done: list[Run] = [r for s in plans if s not in todo for r in s.runs]
     primed: set[str] = set()
     try:
-        with _servers(simulated, out, time_scale, sim_gpu, sim_config, baseline, candidate,
-                      self_test) as urls:
-            metrics = {"baseline": metrics_url_baseline,
-                       "candidate": metrics_url_baseline if self_test else metrics_url_candidate}
-            sims = "one spec-sim server" if self_test else "two spec-sim servers"
-            where = (f"{sims} (simulated {sim_gpu}, time x{time_scale:g})" if simulated else
-                     f"{urls['baseline']} against itself" if self_test else
-                     f"{urls['baseline']} vs {urls['candidate']}")
-            steps = f"rates {ladder.rates} req/s" if ladder.rates else f"levels {ladder.levels}"
-            display.say(f"spec-ab: {'A/A self-test, ' if self_test else ''}{design_text(plan)}; "
-                        f"{len(plans)} session(s) of {plan.seconds:g}s "
-                        f"({steps}, {plan.stage_s:g}s each) on {where} -> {out}")
-            if not skip_preflight:
-                run_preflight(urls, metrics, load, display, ARMS[:1] if self_test else ARMS)
+        if todo:
+            logs.mkdir(exist_ok=True)
+            with _servers(simulated, logs, time_scale, sim_gpu, sim_config, baseline, candidate,
+                          self_test, resume, display) as urls:
+                sims = "one spec-sim server" if self_test else "two spec-sim servers"
+                where_text = (f"{sims} (simulated {sim_gpu}, time x{time_scale:g})" if simulated else
+                              f"{urls['baseline']} against itself" if self_test else
+                              f"{urls['baseline']} vs {urls['candidate']}")
+                steps = f"rates {ladder.rates} req/s" if ladder.rates else f"levels {ladder.levels}"
+                display.say(f"spec-ab: {'A/A self-test, ' if self_test else ''}{design_text(plan)}; "
+                            f"{len(todo)} session(s) of {plan.seconds:g}s "
+                            f"({steps}, {plan.stage_s:g}s each) on {where_text} -> {out}")
+                if not skip_preflight:
+                    run_preflight(urls, metrics, load, display, ARMS[:1] if self_test else ARMS)
+                start_writing(out, logs, record, todo, display)
 
-            def command(run: Run, run_design: Design) -> tuple[list[str], dict[str, str]]:
-                cmd = locust_command(run, base_url(urls[run.arm]), ladder, load, run_design)
-                return (children.pinned(cmd, CLIENT_CPU) if simulated else cmd), child_env(metrics[run.arm])
+                def command(run: Run, run_design: Design) -> tuple[list[str], dict[str, str]]:
+                    cmd = locust_command(run, base_url(urls[run.arm]), ladder, load, run_design)
+                    env = child_env(metrics[run.arm])
+                    return (children.pinned(cmd, CLIENT_CPU) if simulated else cmd), env
 
-            for session in plans:
-                if prime:
-                    todo = {urls[arm]: arm for arm in session.arms if urls[arm] not in primed}
-                    prime_arms({arm: base_url(url) for url, arm in todo.items()}, load, display)
-                    primed.update(todo)
-                sessions.run(session, command, display)
-                done.extend(session.runs)
-        verdict = write_verdict(out, runs, display)
+                for session in todo:
+                    if prime:
+                        fresh = {urls[arm]: arm for arm in session.arms if urls[arm] not in primed}
+                        prime_arms({arm: base_url(url) for url, arm in fresh.items()}, load, display)
+                        primed.update(fresh)
+                    sessions.run(session, command, display)
+                    done.extend(session.runs)
+        verdict = write_verdict(out, runs, display, serving_concurrency)
         if self_test:
             found = aa.self_test(verdict)
             (out / aa.FILE).write_text(aa.render_json(found))
@@ -534,7 +653,8 @@ def main(baseline: str | None, candidate: str | None, levels: str | None, stage_
         kept = ", ".join(f"{r.arm} r{r.repeat}" for r in done) or "nothing"
         stopped = "Locust and the simulators" if simulated else "Locust"
         display.finish()
-        display.say(f"spec-ab: interrupted; {stopped} stopped, kept {kept} in {out}")
+        display.say(f"spec-ab: interrupted; {stopped} stopped, kept {kept} in {out}"
+                    + ("; the same command with --resume measures the rest" if done else ""))
         sys.exit(130)
     except (AbError, ChildError, SessionError) as exc:
         display.finish()
@@ -542,6 +662,26 @@ def main(baseline: str | None, candidate: str | None, levels: str | None, stage_
         sys.exit(1)
     finally:
         signal.signal(signal.SIGTERM, previous)
+        if logs != out:
+            shutil.rmtree(logs, ignore_errors=True)  # our own staging folder: the preflight failed
+
+
+def start_writing(out: Path, logs: Path, record: dict, todo: list[sessions.Session],
+                  display: progress.Display) -> None:
+    """Once the preflight has passed: under --overwrite clear the earlier results and move the running
+    simulators' logs in (they keep writing to them); the unfinished sessions' leftovers go (they are
+    measured again); spec-ab.json records the servers."""
+    if logs != out:
+        clear_previous(out)
+        for log in logs.iterdir():
+            os.replace(log, out / log.name)
+        logs.rmdir()
+        display.say(f"spec-ab: --overwrite: cleared the earlier results in {out}")
+    for session in todo:
+        for run in session.runs:
+            for path in sessions.run_files(run):
+                path.unlink(missing_ok=True)
+    (out / keep.SETTINGS_FILE).write_text(json.dumps(record, indent=2) + "\n")
 
 
 def design_text(plan: Design) -> str:

@@ -10,12 +10,12 @@ from __future__ import annotations
 import re
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import orjson
 
-from locust_spec.client import server_api, sse
+from locust_spec.client import context, server_api, sse
 from locust_spec.client.settings import DEFAULT_MAX_TOKENS
 from locust_spec.core.prompts import Prompt
 from locust_spec.metrics import counters
@@ -29,6 +29,14 @@ PROBE_TIMEOUT_S = 30.0
 # Tokens read from each probe before closing it: enough for a speculating server to draft at least once.
 PROBE_TOKENS = 16
 PROBES_PER_ARM = 2
+COUNTED = 16
+"""With the server's tokenizer: the prompts bytes/4 ranks first that are counted by it."""
+COUNTED_MAX = 64
+"""At most this many /tokenize calls per arm (each bounded by CALL_TIMEOUT_S; vLLM answers in ms)."""
+MARGIN = 0.25
+MARGIN_PROBES = 2
+"""Without a tokenizer: probe up to this many more prompts whose bytes/4 estimate comes within MARGIN of
+the context."""
 # Bytes of a streamed line or an error body kept: a probe never holds more than this.
 MAX_LINE_BYTES = 64 * 1024
 # Words with which vLLM, SGLang and spec-sim say that prompt + max_tokens exceed the context.
@@ -114,13 +122,41 @@ def max_tokens_of(prompt: Prompt, max_tokens: int | None) -> int:
     return prompt.max_tokens or max_tokens or DEFAULT_MAX_TOKENS
 
 
-def riskiest(prompts: Sequence[Prompt], max_tokens: int | None, k: int = PROBES_PER_ARM) -> list[Prompt]:
-    """The prompts most likely to overflow the context: longest text plus max_tokens (about 4 bytes a
-    token; the server, which sends them, is the judge)."""
-    def need(p: Prompt) -> int:
-        return len(orjson.dumps(p.messages)) // 4 + max_tokens_of(p, max_tokens)
+def estimated_tokens(prompt: Prompt) -> int:
+    """Prompt tokens by about 4 bytes a token, with no tokenizer at hand."""
+    return len(orjson.dumps(prompt.messages)) // 4
 
-    return sorted(prompts, key=need, reverse=True)[:k]
+
+def riskiest(prompts: Sequence[Prompt], max_tokens: int | None, k: int = PROBES_PER_ARM,
+             count: Callable[[Prompt], int] | None = None, max_model_len: int | None = None) -> list[Prompt]:
+    """The prompts most likely to overflow the context: most prompt tokens plus max_tokens.
+
+    With the server's tokenizer (`count`, its POST /tokenize) the prompts are ranked by their own tokens:
+    those bytes/4 puts near the top (`COUNTED` of them) and, with the context known, every one that might
+    not fit by the bytes' upper bound (context.upper_bound), up to `COUNTED_MAX`. Without one, bytes/4
+    ranks them, and with the context known the probes also take up to `MARGIN_PROBES` more whose estimate
+    comes within `MARGIN` of it (bytes/4 misjudges code and non-English text by that much); the server,
+    which answers them, is the judge."""
+    def estimate(p: Prompt) -> int:
+        return estimated_tokens(p) + max_tokens_of(p, max_tokens)
+
+    by_estimate = sorted(prompts, key=estimate, reverse=True)
+    if count is None:
+        chosen = by_estimate[:k]
+        if max_model_len is not None:
+            near = [p for p in by_estimate[k:] if estimate(p) * (1 + MARGIN) > max_model_len]
+            chosen += near[:MARGIN_PROBES]
+        return chosen
+    doubtful = [] if max_model_len is None else [
+        p for p in by_estimate if context.upper_bound(p) + max_tokens_of(p, max_tokens) > max_model_len]
+    asked = list({p.id: p for p in [*by_estimate[:COUNTED], *doubtful]}.values())[:COUNTED_MAX]
+    need = {}
+    for p in asked:
+        try:
+            need[p.id] = count(p) + max_tokens_of(p, max_tokens)
+        except (OSError, ValueError, AttributeError):
+            need[p.id] = estimate(p)
+    return sorted(asked, key=lambda p: need[p.id], reverse=True)[:k]
 
 
 def _models_fix(arm: Arm, error: str) -> str:
@@ -337,8 +373,9 @@ def observe(arm: Arm, model: str, prompts: Sequence[Prompt], max_tokens: int | N
     chosen = model or (models[0] if models else None)
     probes: tuple[Probe, ...] = ()
     if models and chosen in models:
+        count = context.server_counter(arm.url, credentials.api_key, chosen, CALL_TIMEOUT_S)
         probes = tuple(stream_probe(arm.url, p, chosen, max_tokens_of(p, max_tokens), credentials.api_key)
-                       for p in riskiest(prompts, max_tokens))
+                       for p in riskiest(prompts, max_tokens, count=count, max_model_len=length))
     after = None
     if url and error is None:
         after, error = _scrape(fetch, url)

@@ -296,12 +296,17 @@ class SimServer:
         sock.sendall(_head(status, b"application/json", len(payload), extra) + payload)
 
     def tokenize(self, sock, body: bytes) -> None:
+        """vLLM's two forms: chat `messages` (rendered with the template, as a chat request's prompt) or a
+        completion's `prompt` text; the answer {count, max_model_len, tokens}."""
         try:
             request = orjson.loads(body)
-            messages = request["messages"]
-            tokens = sim_model.tokenizer().encode(sim_model.render_prompt(messages))
+            if isinstance(request.get("prompt"), str):
+                text = request["prompt"]
+            else:
+                text = sim_model.render_prompt(request["messages"])
+            tokens = sim_model.tokenizer().encode(text)
         except (orjson.JSONDecodeError, KeyError, TypeError, AttributeError):
-            self._json(sock, 400, protocol.error(400, "expected a JSON object with messages"))
+            self._json(sock, 400, protocol.error(400, "expected a JSON object with messages or prompt"))
             return
         self._json(sock, 200, orjson.dumps({"count": len(tokens), "max_model_len": self.opts.max_model_len,
                                             "tokens": list(tokens)}))

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import click
 
-from locust_spec.ab import children, progress, sessions
+from locust_spec.ab import children, keep, progress, sessions
 from locust_spec.ab import cli as ab
 from locust_spec.ab.children import CLIENT_CPU, ChildError
 from locust_spec.ab.cli import AbError, Ladder, Load, Run
@@ -122,9 +122,7 @@ def run_arms(arms: dict[str, tuple[str, dict | None]], folder: Path, ladder: Lad
         urls = {}
         for arm in group:
             key, config = arms[arm]
-            with progress.phase(display, lambda t, k=key: f"spec-tune: waiting for server {k} to answer "
-                                                          f"({t:.0f}s)"):
-                urls[arm] = pool.start(key, config)
+            urls[arm] = pool.start(key, config)
         group_runs = ab.schedule(s.repeats, folder, group)
         plan = ladder.design(kind, len(group), s.block_time)
         sweep(group_runs, urls, ladder, s, primed, display, plan)
@@ -248,7 +246,8 @@ def run_tune(out: Path, s: Settings, pool: servers.Servers, do_confirm: bool,
                 f"({s.repeats} repeat(s)) -> {out}")
     primed: set[str] = set()
     runs = run_arms(arms, out / "tune", s.ladder, s, pool, primed, display, s.design)
-    decisions, per_task, notes = decide(runs, s)
+    with progress.phase(display, lambda t: f"spec-tune: choosing k at each level ({t:.0f}s)"):
+        decisions, per_task, notes = decide(runs, s)
     capped = cap_note(list(arms), batches(list(arms), s.max_servers if pool.starts_servers else None),
                       s.max_servers)
     if capped:
@@ -333,7 +332,9 @@ def run_tune(out: Path, s: Settings, pool: servers.Servers, do_confirm: bool,
 @click.option("--prime/--no-prime", default=True, show_default=True,
               help="Send every prompt once to each server before its first sweep.")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), required=True,
-              help="Run folder: schedule.json, tune.json, report.md, report.html, schedule.png, the runs.")
+              help="Run folder: schedule.json, tune.json, report.md, report.html, schedule.png, the runs. A "
+                   "folder that holds results is refused unless --overwrite.")
+@click.option("--overwrite", is_flag=True, help="Replace the results an earlier spec-tune wrote into --out.")
 def main(ks: str, server_cmd: str | None, server_urls: tuple[str, ...], levels: str | None,
          rates: str | None, stage_time: str | None, warmup: str | None, repeats: int, design: str,
          block_time: str | None, max_servers: int | None, objective: str | None, slo: str | None,
@@ -341,7 +342,7 @@ def main(ks: str, server_cmd: str | None, server_urls: tuple[str, ...], levels: 
          prompts: tuple[str, ...], category: tuple[str, ...], prompt_limit: int | None,
          min_prompt_chars: int | None, max_prompt_chars: int | None, turns: str, max_tokens: int | None,
          ignore_eos: bool, seed: int, model: str, time_scale: float, sim_gpu: str, prime: bool,
-         out: Path) -> None:
+         out: Path, overwrite: bool) -> None:
     """Find the speculation length for each batch size, write vLLM's schedule, and prove it.
 
     Every k runs the same ladder with the same prompts, seed and order, arms interleaved. Per level the k
@@ -399,10 +400,15 @@ def main(ks: str, server_cmd: str | None, server_urls: tuple[str, ...], levels: 
            if simulated else None)
     if removed:  # a real server of vLLM 0.32 or older may still have it
         click.echo(f"spec-tune: note: {removed}; this config starts only on vLLM 0.32 or older")
+    refused = None if overwrite else keep.refusal("spec-tune", out, ab.folder_entries(out),
+                                                  ("--overwrite replaces them",))
+    if refused:
+        click.echo(refused, err=True)
+        sys.exit(2)
     out.mkdir(parents=True, exist_ok=True)
     clear_previous(out)
-    pool = servers.Servers(out, sim, template, given)
     display = progress.Display(sys.stdout)
+    pool = servers.Servers(out, sim, template, given, display)
     previous = signal.signal(signal.SIGTERM, ab.raise_interrupt)
     try:
         result = run_tune(out, settings, pool, confirm, display)

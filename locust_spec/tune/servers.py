@@ -3,13 +3,14 @@ itself, or URLs already running."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shlex
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from locust_spec.ab import children
+from locust_spec.ab import children, progress
 from locust_spec.ab.children import ChildError
 
 PORT, CONFIG = "{port}", "{speculative_config}"
@@ -67,6 +68,9 @@ class Servers:
     sim: SimSettings | None = None
     template: list[str] | None = None
     urls: dict[str, str] = field(default_factory=dict)
+    display: progress.Display | None = None
+    """Where a server that is slow to start (a real one loads weights for minutes) or to stop is said to be
+    starting or stopping, a line every few seconds."""
     _procs: dict[str, subprocess.Popen] = field(default_factory=dict)
 
     @property
@@ -82,27 +86,36 @@ class Servers:
         log = self.out / "servers" / f"{arm}.log"
         log.parent.mkdir(parents=True, exist_ok=True)
         (self.out / "servers" / f"{arm}.json").write_text(json.dumps({"speculative_config": config}) + "\n")
-        if self.sim is not None:
-            proc, url = children.start_sim(log, self.sim.time_scale, self.sim.gpu, config, self.sim.extra)
-        else:
-            port = children.free_port()
-            cmd = command_for(self.template, port, config)
-            proc = children.spawn(cmd, log)
-            url = f"http://127.0.0.1:{port}"
-            try:
-                children.wait_ready(url, proc, log, timeout=CMD_READY_S, name=f"server {arm} ({cmd[0]})")
-            except BaseException:
-                children.stop(proc, group=True)
-                raise
+        with self._saying(lambda t: f"spec-tune: waiting for server {arm} to answer ({t:.0f}s; log: {log})"):
+            proc, url = self._launch(log, config, arm)
         self._procs[arm] = proc
         self.urls[arm] = url
         return url
 
+    def _launch(self, log: Path, config: dict | None, arm: str) -> tuple[subprocess.Popen, str]:
+        if self.sim is not None:
+            return children.start_sim(log, self.sim.time_scale, self.sim.gpu, config, self.sim.extra)
+        port = children.free_port()
+        cmd = command_for(self.template, port, config)
+        proc = children.spawn(cmd, log)
+        url = f"http://127.0.0.1:{port}"
+        try:
+            children.wait_ready(url, proc, log, timeout=CMD_READY_S, name=f"server {arm} ({cmd[0]})")
+        except BaseException:
+            children.stop(proc, group=True)
+            raise
+        return proc, url
+
+    def _saying(self, status):
+        return progress.phase(self.display, status) if self.display is not None else contextlib.nullcontext()
+
     def stop(self, arm: str) -> None:
         proc = self._procs.pop(arm, None)
-        if proc is not None:
+        if proc is None:
+            return
+        with self._saying(lambda t: f"spec-tune: stopping server {arm} ({t:.0f}s)"):
             children.stop(proc, timeout=60.0, group=True)
-            self.urls.pop(arm, None)
+        self.urls.pop(arm, None)
 
     def close(self) -> None:
         for arm in list(self._procs):

@@ -87,10 +87,16 @@ def test_spec_ab_on_simulators_ships_at_one_user_and_not_at_64_with_every_file(t
     assert "speculation off" in (out / "sim-baseline.log").read_text()
 
 
-def test_sigint_during_the_second_repeat_stops_everything_and_keeps_the_first(tmp_path):
+def _files(out: Path) -> dict[str, str]:
+    return {str(p.relative_to(out)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(out.rglob("*")) if p.is_file()}
+
+
+def test_sigint_keeps_the_first_repeat_and_resume_measures_only_the_second(tmp_path):
     out = tmp_path / "run"
-    cmd = [SPEC_AB, "--out", str(out), "--levels", "1", "--stage-time", "3s", "--warmup", "0.5s",
-           "--block-time", "1.5s", "--repeats", "2", "--no-prime", *_fast(tmp_path)]
+    # 4 s a session (8 blocks of 0.5 s): each of the three sessions (r0, r1 cut, r1 resumed) costs its time
+    cmd = [SPEC_AB, "--out", str(out), "--levels", "1", "--stage-time", "2s", "--warmup", "0.3s",
+           "--block-time", "1s", "--repeats", "2", "--no-prime", *_fast(tmp_path)]
     # A shell starts background jobs with SIGINT ignored and Python keeps that: give spec-ab a Ctrl-C it can
     # hear, however this suite was launched.
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=REPO,
@@ -117,6 +123,7 @@ def test_sigint_during_the_second_repeat_stops_everything_and_keeps_the_first(tm
 
     assert proc.returncode == 130, output
     assert output.strip().splitlines()[-1].startswith("spec-ab: interrupted"), output
+    assert "with --resume measures the rest" in output
     assert "Traceback" not in output
     for pid in sims + locusts:
         assert not psutil.pid_exists(pid), f"pid {pid} outlived spec-ab"
@@ -126,6 +133,20 @@ def test_sigint_during_the_second_repeat_stops_everything_and_keeps_the_first(tm
         assert {n: d for n, d in _digest(out / arm).items() if n.startswith("r0")} == kept
         assert not list((out / arm).glob("r1_*")), "the unfinished repeat's files are discarded"
     assert not (out / "verdict.json").exists()
+    interrupted = _files(out)
+
+    # Again without --resume: refused (tests/unit/test_keep.py); with --resume only the second repeat runs.
+    resumed = subprocess.run([*cmd, "--resume"], capture_output=True, text=True, timeout=120, cwd=REPO)
+    assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-2000:]
+    assert "--resume: kept baseline+candidate r0" in resumed.stdout and "1 of 2 session(s)" in resumed.stdout
+    assert resumed.stdout.count(" done in ") == 1, "only the second repeat is measured"
+    first_repeat = {k: v for k, v in interrupted.items() if "/r0" in k}
+    assert {k: v for k, v in _files(out).items() if "/r0" in k} == first_repeat, "kept as it was"
+    verdict = json.loads((out / "verdict.json").read_text())
+    assert verdict["design"]["repeats"] == 2
+    for arm in ("baseline", "candidate"):
+        runs = [json.loads((out / arm / f"r{i}_run.json").read_text())["run_id"] for i in (0, 1)]
+        assert len(set(runs)) == 2 and [p["run"]["run_id"] for p in verdict["provenance"][arm]] == runs
 
 
 def test_the_aa_self_test_on_a_rate_ladder_interleaves_the_arrivals_and_reports_the_noise_floor(tmp_path):

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import re
 import subprocess
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -27,6 +28,12 @@ def arms(spec_sim):
 def _spec_ab(out: Path, baseline: str, candidate: str, *args: str, timeout: float = 120):
     cmd = [SPEC_AB, "--baseline", baseline, "--candidate", candidate, "--out", str(out), *SHORT, *args]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=REPO)
+
+
+def _post(url: str, body: dict) -> dict:
+    request = urllib.request.Request(url, json.dumps(body).encode(), {"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=10) as response:
+        return json.loads(response.read())
 
 
 def _failed_preflight(done: subprocess.CompletedProcess, out: Path) -> list[str]:
@@ -69,6 +76,18 @@ def test_a_wrong_model_name_names_the_served_one(tmp_path, arms):
     assert all("'no-such-model' is not served" in line and line.endswith("fix: pass --model sim-8b")
                for line in lines), lines
 
+    # The same typo with --overwrite over an earlier A/B: nothing is cleared before the preflight passes.
+    earlier = tmp_path / "earlier"
+    for name in ("baseline/r0_requests.csv", "candidate/r0_run.json", "verdict.json", "report.html",
+                 "spec-ab.json", "sim-candidate.log"):
+        (earlier / name).parent.mkdir(parents=True, exist_ok=True)
+        (earlier / name).write_text(f"earlier {name}")
+    before = sorted(str(p.relative_to(earlier)) for p in earlier.rglob("*"))
+    again = _spec_ab(earlier, baseline.url, candidate.url, "--model", "no-such-model", "--overwrite")
+    assert again.returncode == 1 and "'no-such-model' is not served" in again.stdout, again.stdout
+    assert sorted(str(p.relative_to(earlier)) for p in earlier.rglob("*")) == before
+    assert all((earlier / name).read_text() == f"earlier {name}" for name in before if "." in name)
+
 
 @pytest.mark.parametrize(("arm", "other", "says"), [
     ("candidate", 0, "no speculative-decoding counters"),  # the candidate scrapes the baseline
@@ -87,13 +106,25 @@ def test_a_metrics_url_of_the_other_server_is_named(tmp_path, arms, arm, other, 
 def test_an_overlong_prompt_fails_with_the_servers_reason(tmp_path, spec_sim):
     small = ("--max-model-len", "512", "--time-scale", "0.2")
     baseline, candidate = spec_sim(*small), spec_sim(*small, "--speculative-config", NGRAM)
+    # Three long English prompts that fit, and a shorter Cyrillic one (2 bytes a letter) that does not: by
+    # bytes/4 it is the least likely to overflow, by the server's own tokenizer (POST /tokenize) the most.
+    english = ("The quick brown fox jumps over the lazy dog while the parser returns a value. " * 20)[:1500]
+    cyrillic = "Съешь же ещё этих мягких французских булок да выпей чаю. " * 10
     prompts = tmp_path / "mine.jsonl"
-    prompts.write_text(json.dumps({"prompt": "copy this " * 400, "class": "long"}) + "\n"
-                       + json.dumps({"prompt": "hello", "class": "short"}) + "\n")
-    done = _spec_ab(tmp_path / "run", baseline.url, candidate.url, "--prompts", str(prompts))
+    prompts.write_text("".join(json.dumps({"prompt": text, "class": cls}) + "\n"
+                               for text, cls in ((english, "en"), (english, "en"), (english, "en"),
+                                                 (cyrillic, "ru"), ("hello", "short"))))
+    chat = {"model": "sim-8b", "messages": [{"role": "user", "content": cyrillic}],
+            "add_generation_prompt": True}
+    completion = {"model": "sim-8b", "prompt": english}  # vLLM's two forms
+    counts = [_post(baseline.url + "/tokenize", body) for body in (chat, completion)]
+    assert counts[0]["count"] > 512 > counts[1]["count"] and counts[0]["max_model_len"] == 512
+    assert len(counts[1]["tokens"]) == counts[1]["count"]
+    done = _spec_ab(tmp_path / "run", baseline.url, candidate.url, "--prompts", str(prompts),
+                    "--max-tokens", "32")
     lines = _failed_preflight(done, tmp_path / "run")
     assert len(lines) == 2, lines
-    assert all("prompt 'mine-1' does not fit the context" in line for line in lines), lines
+    assert all("prompt 'mine-4' does not fit the context" in line for line in lines), lines
     assert all("maximum context length is 512 tokens" in line for line in lines), "the server's reason"
     assert all(line.endswith("fix: shorten that prompt or leave out its prompt set (--prompts)")
                for line in lines), "the prompt alone is over the context: fewer tokens would not help"

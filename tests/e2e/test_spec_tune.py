@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import io
 import json
+import shlex
 import subprocess
+import sys
 
 import pandas as pd
 import pytest
 
+from locust_spec.ab.progress import Display
 from locust_spec.core import schedule
+from locust_spec.tune import servers
 from tests.e2e.test_spec_ab import _fast
 from tests.support import BIN, REPO
 from tests.unit.test_tune_schedule import vllm_utils
@@ -61,3 +66,21 @@ def test_spec_tune_switches_speculation_off_at_64_users_and_confirms_the_schedul
             / rows.loc[rows["level_users"] == u, "output_tokens"].sum() for u in (1, 64)}
     assert rate[1] > 0.3 and rate[64] < 0.1 * rate[1], rate
     assert '"num_speculative_tokens_per_batch_size"' in (out / "servers" / "schedule.json").read_text()
+
+
+def test_a_server_cmd_that_starts_slowly_is_said_to_be_starting_every_few_seconds(tmp_path):
+    # a spec-sim that first sleeps 5 s, as a real server loads its weights (minutes against vLLM)
+    slow = ("import runpy, sys, time; time.sleep(5); sys.argv[0] = 'spec-sim'; "
+            "runpy.run_module('locust_spec.sim', run_name='__main__')")
+    template = servers.parse_template(shlex.join(
+        [sys.executable, "-c", slow, "--host", "127.0.0.1", "--port", "{port}",
+         "--speculative-config", "{speculative_config}"]))
+    said = io.StringIO()
+    pool = servers.Servers(tmp_path, template=template, display=Display(said, tty=False))
+    try:
+        url = pool.start("k0", None)
+        assert url.startswith("http://127.0.0.1:")
+    finally:
+        pool.close()
+    lines = said.getvalue().splitlines()
+    assert lines and lines[0].startswith("spec-tune: waiting for server k0 to answer (4s; log: "), lines

@@ -54,7 +54,7 @@ def test_ab_installs_the_package_alone_and_says_so_while_it_works(checkout):
     assert installs(calls) == ["-e ."]
     assert out.splitlines()[0] == "installing locust-spec into .venv (the first time takes a few minutes)"
     assert "  ... still installing locust-spec (2 s)" in out.splitlines()
-    assert out.splitlines()[-1] == "spec-ab --out runs/demo"
+    assert out.splitlines()[-1] == "spec-ab --out runs/demo --overwrite"
 
 
 def test_test_adds_the_extras_once_and_a_changed_pyproject_installs_again(checkout):

@@ -174,6 +174,46 @@ def test_the_probes_are_the_prompts_most_likely_to_overflow():
     assert [p.id for p in preflight.riskiest(PROMPTS, 4000, k=1)] == ["p-2"]
 
 
+def _texts(*pairs: tuple[str, str]) -> list[Prompt]:
+    return [Prompt(pid, "c", ({"role": "user", "content": text},), None) for pid, text in pairs]
+
+
+# bytes/4 ranks the English prompts first; the Cyrillic one (2 bytes a letter, a token each by some
+# tokenizers) is the one that overflows a 2,048-token context
+MIXED = _texts(("en-1", "word " * 1500), ("en-2", "word " * 1400), ("en-3", "word " * 1300),
+               ("ru", "ж" * 2100), ("short", "hi"))
+
+
+def _tokens(prompt: Prompt) -> int:
+    """A tokenizer for the test: a token per word, or per letter of a word outside its vocabulary."""
+    text = prompt.messages[0]["content"]
+    return sum(1 if w.isascii() else len(w) for w in text.split()) + 8
+
+
+def test_with_the_servers_tokenizer_the_probes_are_the_prompts_it_counts_longest():
+    assert [p.id for p in preflight.riskiest(MIXED, 64)] == ["en-1", "en-2"], "by bytes/4"
+    assert [p.id for p in preflight.riskiest(MIXED, 64, count=_tokens, max_model_len=2048)] == ["ru", "en-1"]
+    # the context unknown: the prompts bytes/4 puts first are counted (all five here)
+    assert preflight.riskiest(MIXED, 64, count=_tokens)[0].id == "ru"
+
+
+def test_a_prompt_the_tokenizer_cannot_count_keeps_its_estimate():
+    def fails_on_ru(prompt: Prompt) -> int:
+        if prompt.id == "ru":
+            raise OSError("HTTP 500")
+        return _tokens(prompt)
+
+    chosen = preflight.riskiest(MIXED, 64, count=fails_on_ru, max_model_len=2048)
+    assert [p.id for p in chosen] == ["en-1", "en-2"]
+
+
+def test_without_a_tokenizer_prompts_near_the_context_by_bytes_are_probed_too():
+    # en-3's estimate (about 1,630 + 64) comes within 25% of a 2,048 context; "ru" (about 1,060) does not
+    chosen = [p.id for p in preflight.riskiest(MIXED, 64, max_model_len=2048)]
+    assert chosen == ["en-1", "en-2", "en-3"]
+    assert [p.id for p in preflight.riskiest(MIXED, 64, max_model_len=8192)] == ["en-1", "en-2"]
+
+
 def test_credentials_never_show_in_a_repr():
     text = repr(preflight.Credentials("sk-secret", "tok-secret"))
     assert "secret" not in text

@@ -10,12 +10,14 @@ from locust_spec.analysis import stats
 from locust_spec.analysis.model import ArmMetrics, Batch, ClientLag, LevelInput, SpecStats
 from locust_spec.analysis.stats import Interval
 from locust_spec.analysis.verdict import (
+    DEPENDS,
     INCONCLUSIVE,
     OFF,
     SHIP,
     TRADEOFF,
     Thresholds,
     build_verdict,
+    crossover,
     judge_level,
     ladder_summary,
     overall,
@@ -169,7 +171,8 @@ def test_overall_is_the_serving_level_verdict_when_given():
 
 def test_overall_without_serving_level():
     assert overall(_judged((1, SHIPS), (4, SHIPS)), None)[0] == SHIP
-    assert overall(_judged((1, SHIPS), (64, OFFS)), None)[0] == TRADEOFF
+    assert overall(_judged((1, SHIPS), (64, OFFS)), None)[0] == DEPENDS
+    assert overall(_judged((1, TRADES), (64, TRADES)), None)[0] == TRADEOFF, "tradeoff: TPOT vs throughput"
     assert overall(_judged((1, OFFS), (64, OFFS)), None)[0] == OFF
     inconclusive = judge_level(level(0.6, 0, 0, users=8), TH)
     assert overall([inconclusive], None)[0] == INCONCLUSIVE
@@ -354,3 +357,20 @@ def test_crossover_lines_claim_only_what_the_intervals_show():
     # a clearly worse lowest level does not pay
     _, tput = build_verdict([lv(1, (-20.0, -27.0, -13.0)), lv(4, (-30.0, -37.0, -23.0))], TH).crossover
     assert tput.note == "output: speculation does not pay even at the lowest level"
+
+
+def test_levels_that_disagree_say_depends_and_up_to_which_level_speculation_pays():
+    judged = _judged((1, SHIPS), (4, SHIPS), (16, TRADES), (64, OFFS))
+    verdict, summary = overall(judged, None, crossover(judged, "output_tok_s"))
+    assert verdict == DEPENDS
+    sentence = summary.split(". ", 1)[1]
+    assert sentence.startswith("Speculation pays up to 4 concurrent users, not at 16 concurrent users "
+                               "(tradeoff); ")
+    # the crossover the verdict computes (TPOT better at 4, worse at 64) says where the turn lies
+    assert "speculation stops paying at about" in sentence and "between 4 and" in sentence
+    assert sentence.endswith("spec-verdict --serving-concurrency N gives the verdict at the concurrency you "
+                             "serve.")
+    # one that does not pay at the bottom of the ladder says so, and where it ships
+    verdict, summary = overall(_judged((1, OFFS), (64, SHIPS)), None)
+    assert verdict == DEPENDS and "It does not pay at the lowest level (1 concurrent user: off); it ships " \
+        "only at 64 concurrent users." in summary

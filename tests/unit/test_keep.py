@@ -1,0 +1,175 @@
+"""What spec-ab does with a run folder that holds results (locust_spec/ab/keep.py): refuse it unless told,
+and under --resume keep exactly the sessions that finished with the same settings."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from locust_spec.ab import cli as ab
+from locust_spec.ab import keep, sessions
+from locust_spec.core.design import INTERLEAVED, SEQUENTIAL
+
+OUT = Path("runs/x")
+LADDER = ab.Ladder("1,64", "20s", "2s")
+LOAD = ab.Load(prompts=("quote", "code:3"), max_tokens=None, ignore_eos=False, seed=7, model="", processes=1)
+CLOCK = 1_800_000_000.0
+
+
+def _plan(kind: str = INTERLEAVED, repeats: int = 2) -> list[sessions.Session]:
+    return sessions.sessions(ab.schedule(repeats, OUT), LADDER.design(kind, 2, "5s"))
+
+
+def _command(run: sessions.Run, design, ladder: ab.Ladder = LADDER, host: str = "http://a:1") -> list[str]:
+    # as Locust records its argv: its __main__ first, then the options spec-ab gave
+    return ["/venv/locust/__main__.py", *ab.locust_command(run, host, ladder, LOAD, design)[3:]]
+
+
+def _finished(run: sessions.Run, design, clock: float = CLOCK, ladder: ab.Ladder = LADDER,
+              ended: float | None = None) -> keep.Recorded:
+    """A run's files as a finished Locust leaves them, measured at `clock` (another host, another clock)."""
+    measured = design.for_slot(design.slot, clock) if design.blocked else design
+    end = clock + design.seconds + 0.3 if ended is None else ended
+    record = {"started_unix_s": clock - 6, "ended_unix_s": end,
+              "command": _command(run, measured, ladder, host="http://127.0.0.1:40404")}
+    return keep.Recorded(True, record, measured.to_dict())
+
+
+def _expected(plans, found) -> list[list[keep.Expected]]:
+    """Each session's runs as this command would measure them, with what the folder holds (`found`)."""
+    def read(run: sessions.Run) -> keep.Recorded:
+        session = next(s for s in plans if run in s.runs)
+        slot = session.runs.index(run)
+        return found(run, session.design.for_slot(slot, None) if session.design.blocked else session.design)
+
+    return ab.expected_sessions(plans, _command, read)
+
+
+def test_a_folder_with_results_is_refused_in_one_line_naming_both_ways_on():
+    line = keep.refusal("spec-ab", OUT, ["baseline", "candidate", "report.html", "verdict.json"],
+                        ab.REFUSAL_OPTIONS)
+    assert line is not None and "\n" not in line
+    assert line.startswith("spec-ab: runs/x already holds results (baseline, candidate, report.html and 1 "
+                           "more)")
+    assert "--overwrite" in line and "--resume" in line
+
+
+def test_an_empty_folder_or_one_holding_only_spec_abs_own_logs_is_no_result():
+    assert keep.refusal("spec-ab", OUT, [], ab.REFUSAL_OPTIONS) is None
+    # what a run whose preflight failed, or that stopped in its first session, leaves
+    assert keep.refusal("spec-ab", OUT, ["sim-baseline.log", "sim-candidate.log", "spec-ab.json"],
+                        ab.REFUSAL_OPTIONS) is None
+    assert keep.results(["notes.txt", "sim-baseline.log"]) == ["notes.txt"], "anyone's file counts"
+
+
+def test_locust_options_leave_out_what_differs_between_any_two_runs():
+    options = keep.options_of(["/x/__main__.py", "-f", "/a/sweep.py", "--headless", "--host", "http://h:1",
+                               "--csv", "/runs/a/baseline/r0", "--processes", "-1", "--prompts", "a",
+                               "--prompts", "b:2", "--master-port", "5000", "--seed=3"])
+    assert options == {"--headless": (), "--processes": ("-1",), "--prompts": ("a", "b:2"), "--seed": ("3",)}
+    assert keep.options_difference(["-f", "x", "--seed", "3"], ["-f", "y", "--seed", "3"]) is None
+    assert keep.options_difference(["-f", "x", "--seed", "3"], ["-f", "x", "--seed", "4"]) == \
+        "--seed was 3, now 4"
+    assert keep.options_difference(["-f", "x", "--ignore-eos"], ["-f", "x"]) == \
+        "--ignore-eos was set, now not given"
+
+
+def test_resume_keeps_finished_sessions_and_measures_the_missing_one():
+    plans = _plan()
+    first = {r.prefix for r in plans[0].runs}
+    found = _expected(plans, lambda run, design: _finished(run, design) if run.prefix in first
+                      else keep.Recorded(False, None, None))
+    assert keep.plan(found) == keep.Plan(kept=(0,), todo=(1,), notes=())
+
+
+def test_a_session_cut_short_is_measured_again_and_said():
+    plans = _plan()
+    first = {r.prefix for r in plans[0].runs}
+
+    def found(run, design):
+        if run.prefix in first:
+            return _finished(run, design)
+        if run.arm == "baseline":  # killed hard: its Locust stopped by the parent's death, mid-ladder
+            return _finished(run, design, ended=CLOCK + design.seconds / 2)
+        return keep.Recorded(True, {"started_unix_s": CLOCK, "ended_unix_s": None}, None)
+
+    plan = keep.plan(_expected(plans, found))
+    assert (plan.kept, plan.todo, plan.conflict) == ((0,), (1,), None)
+    (note,) = plan.notes
+    assert note.startswith("measuring candidate r1 + baseline r1 again")
+    assert "baseline r1: it stopped before its ladder's end" in note
+    assert "candidate r1: its run record never ended" in note
+
+
+def test_sequential_runs_are_kept_one_arm_at_a_time():
+    plans = _plan(SEQUENTIAL, repeats=1)
+    found = _expected(plans, lambda run, design: _finished(run, design) if run.arm == "baseline"
+                      else keep.Recorded(False, None, None))
+    assert keep.plan(found) == keep.Plan(kept=(0,), todo=(1,), notes=())
+
+
+def test_a_finished_run_measured_with_other_settings_refuses_the_resume():
+    plans = _plan()
+    longer = ab.Ladder("1,64", "30s", "2s")
+    measured = longer.design(INTERLEAVED, 2, "5s")
+    found = _expected(plans, lambda run, design: _finished(run, replace(measured, slot=design.slot),
+                                                           ladder=longer))
+    conflict = keep.plan(found).conflict
+    assert conflict is not None and conflict.startswith("baseline r0 was measured with other settings")
+    assert conflict.endswith("--stage-time was 60s, now 40s")
+
+    def other_blocks(run, design):
+        return _finished(run, replace(design, warmup_s=1.0))
+
+    conflict = keep.plan(_expected(plans, other_blocks)).conflict
+    assert conflict is not None and conflict.endswith("its design's warmup_s was 1.0, now 2.0")
+
+
+def test_the_servers_record_must_match():
+    record = ab.servers_record({"baseline": "http://a:1", "candidate": "http://b:1"},
+                               {"baseline": None, "candidate": "http://u:secret@b:1/metrics?token=x"}, False)
+    assert record["metrics_urls"]["candidate"] == "http://b:1/metrics", "no credential is written"
+    assert keep.settings_difference(record, record) is None
+    moved = {**record, "servers": {"baseline": "http://a:1", "candidate": "http://c:1"}}
+    assert keep.settings_difference(record, moved).startswith("servers was {")
+    assert keep.settings_difference({"schema": "other"}, record) == \
+        "its spec-ab.json is not one this spec-ab wrote"
+
+
+def _holding(folder: Path) -> dict[str, str]:
+    for name in ("baseline/r0_requests.csv", "verdict.json"):
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)
+        (folder / name).write_text("earlier")
+    return {str(p.relative_to(folder)): p.read_text() for p in folder.rglob("*") if p.is_file()}
+
+
+def test_spec_ab_refuses_a_folder_with_results_before_starting_anything(tmp_path):
+    before = _holding(tmp_path)
+    result = CliRunner().invoke(ab.main, ["--out", str(tmp_path)])
+    assert result.exit_code == 2
+    assert result.output.count("\n") == 2 and "--processes auto" in result.output.splitlines()[0]
+    assert "already holds results (baseline, verdict.json), left untouched" in result.output
+    assert {str(p.relative_to(tmp_path)): p.read_text() for p in tmp_path.rglob("*") if p.is_file()} == before
+
+
+def test_resume_of_a_folder_spec_ab_did_not_write_is_refused_untouched(tmp_path):
+    before = _holding(tmp_path)
+    result = CliRunner().invoke(ab.main, ["--out", str(tmp_path), "--resume"])
+    assert result.exit_code == 2 and "--resume refused" in result.output
+    assert "it has no readable spec-ab.json" in result.output
+    assert {str(p.relative_to(tmp_path)): p.read_text() for p in tmp_path.rglob("*") if p.is_file()} == before
+    both = CliRunner().invoke(ab.main, ["--out", str(tmp_path), "--resume", "--overwrite"])
+    assert both.exit_code == 2 and "not both" in both.output
+
+
+def test_spec_tune_refuses_a_folder_with_results_unless_overwrite(tmp_path):
+    from locust_spec.tune.cli import main as spec_tune
+
+    before = _holding(tmp_path)
+    result = CliRunner().invoke(spec_tune, ["--out", str(tmp_path)])
+    assert result.exit_code == 2
+    assert result.output.strip() == (f"spec-tune: {tmp_path} already holds results (baseline, verdict.json), "
+                                     "left untouched; --overwrite replaces them")
+    assert {str(p.relative_to(tmp_path)): p.read_text() for p in tmp_path.rglob("*") if p.is_file()} == before
