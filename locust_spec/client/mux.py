@@ -1,0 +1,129 @@
+"""One reading loop per event loop: every stream being read is read by it, all the ready ones per wake-up.
+
+A greenlet per stream waiting for its socket costs a libev watcher start and stop, two greenlet switches and
+a failed or waited read per chunk, for every chunk of every stream: about half of a process's time at a few
+hundred streams. Here the streams' sockets stay registered in one epoll set for their whole body; its one
+greenlet wakes when any is readable, first reads (and stamps) every ready socket, then hands each read to its
+stream. Servers answer in steps (vLLM writes every running stream's token at once), so a wake-up serves many
+streams. A stream's own greenlet (its Locust user) sleeps until its body has ended or failed: two switches
+per request instead of per chunk. Linux only (epoll): elsewhere the streams read in their own greenlets.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Protocol
+
+import gevent
+import gevent.monkey
+from gevent.hub import Waiter
+
+_epoll = gevent.monkey.get_original("select", "epoll") if gevent.monkey.is_module_patched("select") else None
+if _epoll is None:
+    try:
+        from select import epoll as _epoll
+    except ImportError:  # not Linux
+        _epoll = None
+_EPOLLIN = 1
+AVAILABLE = _epoll is not None
+_local = threading.local()
+
+
+class Stream(Protocol):
+    def read(self) -> tuple[bytes, float]:
+        """One non-blocking read of the socket and its arrival time; BlockingIOError when nothing is there."""
+
+    def take(self, data: bytes, t: float) -> bool:
+        """The read's bytes (b"" at the peer's close): True when the stream has ended; raises when it
+        failed."""
+
+    def ended(self) -> None:
+        """Called (in the reading loop) as soon as the stream has ended or failed: e.g. stop its timers."""
+
+
+class Reader:
+    """The reading loop of one gevent hub: `follow(fd, stream)` blocks the calling greenlet until the stream
+    has ended (its `take` said so) and returns, or raises what its read or `take` raised."""
+
+    def __init__(self) -> None:
+        self.hub = gevent.get_hub()
+        self._ep = _epoll()
+        self._streams: dict[int, tuple[Stream, Waiter]] = {}
+        # ref=False: a reader with nothing to read keeps no event loop from exiting
+        self._watcher = self.hub.loop.io(self._ep.fileno(), _EPOLLIN, ref=False)
+        self._greenlet: gevent.Greenlet | None = None
+        self.wakeups = 0
+        self.reads = 0
+
+    @classmethod
+    def current(cls) -> Reader | None:
+        """This thread's reader (None where epoll is not)."""
+        if not AVAILABLE:
+            return None
+        reader = getattr(_local, "reader", None)
+        if reader is None or reader.hub is not gevent.get_hub():
+            reader = _local.reader = cls()
+        return reader
+
+    def follow(self, fd: int, stream: Stream) -> None:
+        waiter = Waiter(self.hub)
+        self._streams[fd] = (stream, waiter)
+        self._ep.register(fd, _EPOLLIN)
+        try:
+            if self._greenlet is None or self._greenlet.dead:
+                self._greenlet = gevent.spawn(self._run)
+            failure = waiter.get()
+        finally:
+            self._drop(fd, stream)
+        if failure is not None:
+            raise failure
+
+    def _drop(self, fd: int, stream: Stream) -> bool:
+        """Stop reading `stream` (unless it was no longer read: False)."""
+        entry = self._streams.get(fd)
+        if entry is None or entry[0] is not stream:
+            return False
+        del self._streams[fd]
+        self._ep.unregister(fd)
+        return True
+
+    def _run(self) -> None:
+        wait, watcher, poll, streams = self.hub.wait, self._watcher, self._ep.poll, self._streams
+        done = self.hub.loop.run_callback
+        got: list[tuple[int, Stream, Waiter, bytes | None, float | BaseException]] = []
+        while streams:
+            wait(watcher)
+            self.wakeups += 1
+            # First every ready socket's bytes and stamp (without kernel stamps, the clock taken on
+            # return is what times them), then what each stream does with them.
+            for fd, _ in poll(0):
+                entry = streams.get(fd)
+                if entry is None:
+                    continue
+                try:
+                    data, t = entry[0].read()
+                except BlockingIOError:
+                    continue
+                except OSError as e:
+                    got.append((fd, entry[0], entry[1], None, e))
+                    continue
+                got.append((fd, entry[0], entry[1], data, t))
+            self.reads += len(got)
+            for fd, stream, waiter, data, t in got:
+                if data is None:
+                    failure: BaseException | None = t
+                else:
+                    try:
+                        if not stream.take(data, t):
+                            continue
+                        failure = None
+                    except Exception as e:  # noqa: BLE001  (raised in the stream's own greenlet)
+                        failure = e
+                if self._drop(fd, stream):
+                    stream.ended()
+                    done(_wake, waiter, failure)
+            got.clear()
+
+
+def _wake(waiter: Waiter, failure: BaseException | None) -> None:
+    waiter.switch(failure)
