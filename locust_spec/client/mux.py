@@ -6,7 +6,8 @@ hundred streams. Here the streams' sockets stay registered in one epoll set for 
 greenlet wakes when any is readable, first reads (and stamps) every ready socket, then hands each read to its
 stream. Servers answer in steps (vLLM writes every running stream's token at once), so a wake-up serves many
 streams. A stream's own greenlet (its Locust user) sleeps until its body has ended or failed: two switches
-per request instead of per chunk. Linux only (epoll): elsewhere the streams read in their own greenlets.
+per request instead of per chunk. Only streams whose reads the kernel stamps are read here (what time a read
+happens then moves no timestamp; see GATHER_S): on Linux without TLS. Others read in their own greenlets.
 """
 
 from __future__ import annotations
@@ -25,6 +26,11 @@ if _epoll is None:
     except ImportError:  # not Linux
         _epoll = None
 _EPOLLIN = 1
+GATHER_S = 0.001
+"""After the first socket is readable, how long the loop lets others become so before it reads them all: the
+streams it reads carry the kernel's receive stamps, so reading a little later moves no timestamp, and a
+wake-up then serves a whole decode step's chunks instead of one (well under any decode step: a stream's
+next chunk is not there yet)."""
 AVAILABLE = _epoll is not None
 _local = threading.local()
 
@@ -45,8 +51,9 @@ class Reader:
     """The reading loop of one gevent hub: `follow(fd, stream)` blocks the calling greenlet until the stream
     has ended (its `take` said so) and returns, or raises what its read or `take` raised."""
 
-    def __init__(self) -> None:
+    def __init__(self, gather_s: float = GATHER_S) -> None:
         self.hub = gevent.get_hub()
+        self.gather_s = gather_s
         self._ep = _epoll()
         self._streams: dict[int, tuple[Stream, Waiter]] = {}
         # ref=False: a reader with nothing to read keeps no event loop from exiting
@@ -91,8 +98,10 @@ class Reader:
         wait, watcher, poll, streams = self.hub.wait, self._watcher, self._ep.poll, self._streams
         done = self.hub.loop.run_callback
         got: list[tuple[int, Stream, Waiter, bytes | None, float | BaseException]] = []
+        sleep, gather = gevent.sleep, self.gather_s
         while streams:
             wait(watcher)
+            sleep(gather)
             self.wakeups += 1
             # First every ready socket's bytes and stamp (without kernel stamps, the clock taken on
             # return is what times them), then what each stream does with them.

@@ -223,6 +223,9 @@ class Connection:
         self.sock = None
         self.start_unix = 0.0
         self.start = 0.0
+        self.end = 0.0
+        """When the last answer's final bytes arrived (perf_counter, as its reads are stamped); 0 when it did
+        not end (a failure, an error answer)."""
         self.kernel_stamps = False
         self.retry_after: str | None = None  # of the last non-200 answer
         self._watchdog = Watchdog()
@@ -277,7 +280,7 @@ class Connection:
         connection, and timed from then. Only a connection that served requests before is trusted so little.
         """
         # a failed (re)connect is stamped when it was tried, with no clock: no request went out
-        self.start_unix, self.start = time.time(), 0.0
+        self.start_unix, self.start, self.end = time.time(), 0.0, 0.0
         retry = self._fit()
         limits = (first_token_timeout, idle_timeout, max_line, max_body)
         while True:
@@ -348,12 +351,14 @@ class Connection:
                 raise StreamFailure(*refused)
             reading = _Body(response, arrivals, dog, idle_timeout, max_line, max_body, read_now)
             if not reading.advance(t):
-                reader = Reader.current() if read_now is not None else None
+                # kernel-stamped reads may happen late (all of them at once): the process's reader
+                reader = Reader.current() if self.kernel_stamps and read_now is not None else None
                 if reader is not None:
                     reader.follow(sock.fileno(), reading)
                 else:
                     while not reading.take(*read()):
                         pass
+            self.end = reading.end
             if reading.done >= 0:
                 self._ended_at_done(response, arrivals.body, reading.done)
             elif response.should_close():
@@ -449,7 +454,7 @@ class _Body:
     bytes only (linear in the body). `done` is where the [DONE] line ended the body, -1 until then."""
 
     __slots__ = ("response", "feed", "body", "times", "ends", "dog", "idle_timeout", "max_line", "max_body",
-                 "phase", "line_start", "seen", "done", "read")
+                 "phase", "line_start", "seen", "done", "end", "read")
 
     def __init__(self, response: HTTPSocketResponse, arrivals: Arrivals, dog: Watchdog, idle_timeout: float,
                  max_line: int, max_body: int, read_now: _Read | None) -> None:
@@ -466,6 +471,7 @@ class _Body:
         self.line_start = 0  # where the line being received starts; lines before it were checked
         self.seen = 0  # body length at the previous read
         self.done = -1
+        self.end = 0.0  # the time of the read that ended the body
         self.read = read_now
 
     def take(self, data: bytes, t: float) -> bool:
@@ -473,6 +479,7 @@ class _Body:
         self.feed(data)
         if not data:
             if self.response.message_complete:
+                self.end = t
                 return True
             raise StreamFailure("reset", "connection closed mid-response")
         return self.advance(t)
@@ -498,6 +505,7 @@ class _Body:
                     done = _done_end(body, line_start, cut)
                     if done >= 0:
                         self.done = self.ends[-1] = done
+                        self.end = t
                         return True
                 self.line_start = cut + 1
             if size - self.line_start > self.max_line:
@@ -505,7 +513,10 @@ class _Body:
             if size > self.max_body:
                 raise _too_large(body, self.line_start, f"a response over {self.max_body} bytes")
             self.seen = size
-        return self.response.message_complete
+        if self.response.message_complete:
+            self.end = t
+            return True
+        return False
 
     def ended(self) -> None:
         self.dog.disarm()
