@@ -12,7 +12,7 @@ happens then moves no timestamp; see GATHER_S): on Linux without TLS. Others rea
 
 from __future__ import annotations
 
-import threading
+import weakref
 from typing import Protocol
 
 import gevent
@@ -32,7 +32,8 @@ streams it reads carry the kernel's receive stamps, so reading a little later mo
 wake-up then serves a whole decode step's chunks instead of one (well under any decode step: a stream's
 next chunk is not there yet)."""
 AVAILABLE = _epoll is not None
-_local = threading.local()
+# per hub (a thread's event loop; threading.local is per greenlet once gevent has patched it)
+_readers: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 class Stream(Protocol):
@@ -67,9 +68,10 @@ class Reader:
         """This thread's reader (None where epoll is not)."""
         if not AVAILABLE:
             return None
-        reader = getattr(_local, "reader", None)
-        if reader is None or reader.hub is not gevent.get_hub():
-            reader = _local.reader = cls()
+        hub = gevent.get_hub()
+        reader = _readers.get(hub)
+        if reader is None:
+            reader = _readers[hub] = cls()
         return reader
 
     def follow(self, fd: int, stream: Stream) -> None:
