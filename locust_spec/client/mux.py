@@ -13,6 +13,7 @@ happens then moves no timestamp; see GATHER_S): on Linux without TLS. Others rea
 from __future__ import annotations
 
 import weakref
+from collections.abc import Callable
 from typing import Protocol
 
 import gevent
@@ -56,7 +57,7 @@ class Reader:
         self.hub = gevent.get_hub()
         self.gather_s = gather_s
         self._ep = _epoll()
-        self._streams: dict[int, tuple[Stream, Waiter]] = {}
+        self._streams: dict[int, tuple[Stream, Waiter, Callable[[], tuple[bytes, float]]]] = {}
         # ref=False: a reader with nothing to read keeps no event loop from exiting
         self._watcher = self.hub.loop.io(self._ep.fileno(), _EPOLLIN, ref=False)
         self._greenlet: gevent.Greenlet | None = None
@@ -76,7 +77,7 @@ class Reader:
 
     def follow(self, fd: int, stream: Stream) -> None:
         waiter = Waiter(self.hub)
-        self._streams[fd] = (stream, waiter)
+        self._streams[fd] = (stream, waiter, stream.read)
         self._ep.register(fd, _EPOLLIN)
         try:
             if self._greenlet is None or self._greenlet.dead:
@@ -112,7 +113,7 @@ class Reader:
                 if entry is None:
                     continue
                 try:
-                    data, t = entry[0].read()
+                    data, t = entry[2]()
                 except BlockingIOError:
                     continue
                 except OSError as e:

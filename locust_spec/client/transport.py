@@ -17,6 +17,7 @@ from urllib.parse import urlsplit
 import gevent
 import gevent.socket
 import gevent.ssl
+from geventhttpclient._parser import HTTPResponseParser
 from geventhttpclient.response import HTTPParseError, HTTPSocketResponse
 
 from locust_spec.client.headers import bearer
@@ -388,6 +389,7 @@ class Connection:
             self.close()
         elif not response.message_complete:
             response._body_buffer = bytearray()  # the next feed must not touch the finished body
+            del response._on_body
             response._sock = None  # nor must the response close the socket when it is collected
             self._rest = response
 
@@ -426,19 +428,18 @@ class Connection:
 def _stamped(raw: socket.socket, clock) -> _Read:
     """A non-blocking read of `raw` returning (bytes, the kernel's receive stamp on perf_counter's scale, or
     the clock on return when the read carried none)."""
-    unpack, space, sol, stamped = _TIMESPEC.unpack, _CMSG_SPACE, socket.SOL_SOCKET, _SO_TIMESTAMPNS
+    unpack, size, space, sol, stamped = _TIMESPEC.unpack, _TIMESPEC.size, _CMSG_SPACE, socket.SOL_SOCKET, \
+        _SO_TIMESTAMPNS
     recvmsg = raw.recvmsg
     # the wall-clock stamp is put on perf_counter's scale through a pair taken together, per request
     offset = time.time() - clock()
 
     def read_now() -> tuple[bytes, float]:
         data, ancillary, _, _ = recvmsg(65536, space)
-        for level, kind, value in ancillary:
-            if kind == stamped and level == sol:
-                try:
-                    sec, nsec = unpack(value)
-                except struct.error:  # a stamp cut short: the read's own clock
-                    break
+        if ancillary:  # the one control message asked for (a stamp cut short: the read's own clock)
+            level, kind, value = ancillary[0]
+            if kind == stamped and level == sol and len(value) == size:
+                sec, nsec = unpack(value)
                 return data, sec + nsec * 1e-9 - offset
         return data, clock()
 
@@ -459,10 +460,12 @@ class _Body:
     def __init__(self, response: HTTPSocketResponse, arrivals: Arrivals, dog: Watchdog, idle_timeout: float,
                  max_line: int, max_body: int, read_now: _Read | None) -> None:
         self.response = response
-        self.feed = response.feed
-        # geventhttpclient de-chunks what `feed` is given into this buffer; reading it directly (not
-        # readline) leaves one C-parser call per read.
+        # geventhttpclient's C parser de-chunks what it is fed into this buffer, through the response's
+        # `_on_body`: called here without the Python wrappers around either (HTTPResponse.feed's only
+        # concerns a HEAD answer), one C call per read. _ended_at_done puts the class's back.
         self.body = arrivals.body = response._body_buffer
+        response._on_body = self.body.extend
+        self.feed = HTTPResponseParser.feed.__get__(response)
         self.times, self.ends = arrivals.times, arrivals.ends
         self.dog = dog
         self.idle_timeout = idle_timeout
@@ -486,18 +489,18 @@ class _Body:
 
     def advance(self, t: float) -> bool:
         """Mark and check what the parser added to the body since the last call, read at `t`."""
-        body = self.body
+        body, seen = self.body, self.seen
         size = len(body)
-        if size > self.seen:
+        if size > seen:
             self.times.append(t)
             self.ends.append(size)
             self.dog.last = t
             # the last newline of this read closes every line before it
-            cut = body.rfind(b"\n", self.seen)
+            cut = body.rfind(b"\n", seen)
+            line_start = self.line_start
             if cut >= 0:
-                line_start, max_line = self.line_start, self.max_line
-                if cut - line_start > max_line and body.find(b"\n", self.seen) - line_start > max_line:
-                    raise _too_large(body, line_start, f"a line over {max_line} bytes")
+                if cut - line_start > self.max_line and body.find(b"\n", seen) - line_start > self.max_line:
+                    raise _too_large(body, line_start, f"a line over {self.max_line} bytes")
                 if self.phase is _FIRST_TOKEN and _has_token_or_done(body[line_start:cut]):
                     self.phase = _IDLE
                     self.dog.roll(self.idle_timeout)
@@ -507,11 +510,11 @@ class _Body:
                         self.done = self.ends[-1] = done
                         self.end = t
                         return True
-                self.line_start = cut + 1
-            if size - self.line_start > self.max_line:
-                raise _too_large(body, self.line_start, f"a line over {self.max_line} bytes")
+                self.line_start = line_start = cut + 1
+            if size - line_start > self.max_line:
+                raise _too_large(body, line_start, f"a line over {self.max_line} bytes")
             if size > self.max_body:
-                raise _too_large(body, self.line_start, f"a response over {self.max_body} bytes")
+                raise _too_large(body, line_start, f"a response over {self.max_body} bytes")
             self.seen = size
         if self.response.message_complete:
             self.end = t
