@@ -219,6 +219,10 @@ def timed_event_slices(body: bytes | bytearray, times: Sequence[float], ends: Se
                        ) -> Generator[None, None, list[tuple[float, Event]]]:
     """`timed_events`, about `size` bytes of the body at a time (whole reads, at least one): a generator
     that yields between slices (its caller may let others run there) and returns the events."""
+    if len(body) <= 2 * size:  # read about 3x faster than the general path: two slices' worth at once
+        plain = plain_events(body, times, ends)
+        if plain is not None:
+            return plain
     out: list[tuple[float, Event]] = []
     state = _Framing()
     pos = seen = 0  # pos: start of the first line not framed yet; seen: end of the previous read
@@ -237,6 +241,43 @@ def timed_event_slices(body: bytes | bytearray, times: Sequence[float], ends: Se
     if pos < len(body) and ends:
         _frame(body[pos:], times[-1], state, out, parse_payload)
     _flush(state, out, parse_payload)
+    return out
+
+
+_decode_lines = msgspec.json.Decoder(_Wire).decode_lines
+_NEXT_DATA = b"\n\ndata: "
+
+
+def plain_events(body: bytes | bytearray, times: Sequence[float], ends: Sequence[int]
+                 ) -> list[tuple[float, Event]] | None:
+    """`timed_events` of the body every server sends (vLLM's): each event one `data: ` line ended by LF LF,
+    its payload a JSON chunk or [DONE]; all payloads decoded in one C call. None for any other body
+    (comments, CR, multi-line data, a payload that is no chunk, a cut tail): the general path reads that,
+    to the same result."""
+    events = body.count(b"\n\n")
+    if (not events or not ends or ends[-1] < len(body) or not body.startswith(b"data: ")
+            or not body.endswith(b"\n\n") or body.count(b"\n") != 2 * events
+            or body.count(_NEXT_DATA) != events - 1 or b"\r" in body):
+        return None
+    # now every newline is in a pair, and every pair but the last is followed by the next `data: `
+    payloads = bytes(body[6:-2]).split(_NEXT_DATA)
+    chunks = [p for p in payloads if p != _DONE_PAYLOAD]
+    try:
+        # one JSON value per line, each decoded on its own, as parse_payload would
+        wires = _decode_lines(b"\n".join(chunks))
+    except msgspec.DecodeError:  # a payload that is no chunk: named by the general path
+        return None
+    if len(wires) != len(chunks):  # an empty payload (skipped as a blank line)
+        return None
+    out: list[tuple[float, Event]] = []
+    decoded = iter(wires)
+    read = 0
+    end = -2
+    for payload in payloads:
+        end += 8 + len(payload)  # the newline that ends this event's data line
+        while ends[read] <= end:
+            read += 1
+        out.append((times[read], DONE if payload == _DONE_PAYLOAD else _chunk(next(decoded))))
     return out
 
 
