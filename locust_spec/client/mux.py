@@ -62,7 +62,6 @@ class Reader:
         self._watcher = self.hub.loop.io(self._ep.fileno(), _EPOLLIN, ref=False)
         self._greenlet: gevent.Greenlet | None = None
         self.wakeups = 0
-        self.reads = 0
 
     @classmethod
     def current(cls) -> Reader | None:
@@ -99,42 +98,32 @@ class Reader:
 
     def _run(self) -> None:
         wait, watcher, poll, streams = self.hub.wait, self._watcher, self._ep.poll, self._streams
-        done = self.hub.loop.run_callback
-        got: list[tuple[int, Stream, Waiter, bytes | None, float | BaseException]] = []
         sleep, gather = gevent.sleep, self.gather_s
         while streams:
             wait(watcher)
             sleep(gather)
             self.wakeups += 1
-            # First every ready socket's bytes and stamp (without kernel stamps, the clock taken on
-            # return is what times them), then what each stream does with them.
+            # each ready socket read and its bytes handed on at once: its reads carry their own stamps
             for fd, _ in poll(0):
                 entry = streams.get(fd)
                 if entry is None:
                     continue
+                stream = entry[0]
                 try:
                     data, t = entry[2]()
+                    if not stream.take(data, t):
+                        continue
+                    failure = None
                 except BlockingIOError:
                     continue
-                except OSError as e:
-                    got.append((fd, entry[0], entry[1], None, e))
-                    continue
-                got.append((fd, entry[0], entry[1], data, t))
-            self.reads += len(got)
-            for fd, stream, waiter, data, t in got:
-                if data is None:
-                    failure: BaseException | None = t
-                else:
-                    try:
-                        if not stream.take(data, t):
-                            continue
-                        failure = None
-                    except Exception as e:  # noqa: BLE001  (raised in the stream's own greenlet)
-                        failure = e
-                if self._drop(fd, stream):
-                    stream.ended()
-                    done(_wake, waiter, failure)
-            got.clear()
+                except Exception as e:  # noqa: BLE001  (raised in the stream's own greenlet)
+                    failure = e
+                self._end(fd, stream, entry[1], failure)
+
+    def _end(self, fd: int, stream: Stream, waiter: Waiter, failure: BaseException | None) -> None:
+        if self._drop(fd, stream):
+            stream.ended()
+            self.hub.loop.run_callback(_wake, waiter, failure)
 
 
 def _wake(waiter: Waiter, failure: BaseException | None) -> None:

@@ -58,47 +58,49 @@ _DONE_PAYLOAD = b"[DONE]"
 
 
 # The wire schema: only the fields read below, each with the type the OpenAI API gives it. Unknown fields
-# are skipped unparsed; a known field of another type is a ValidationError naming its path.
-class _Function(msgspec.Struct):
+# are skipped unparsed; a known field of another type is a ValidationError naming its path. Not tracked by
+# the garbage collector (gc=False: they hold no cycles): a stream's hundreds of them are made and dropped
+# at once, and each tracked object brings the next collection closer.
+class _Function(msgspec.Struct, gc=False):
     name: str | None = None
     arguments: str | None = None
 
 
-class _ToolCall(msgspec.Struct):
+class _ToolCall(msgspec.Struct, gc=False):
     function: _Function | None = None
 
 
-class _Delta(msgspec.Struct):
+class _Delta(msgspec.Struct, gc=False):
     content: str | None = None
     reasoning_content: str | None = None
     reasoning: str | None = None
     tool_calls: list[_ToolCall] | None = None
 
 
-class _Choice(msgspec.Struct):
+class _Choice(msgspec.Struct, gc=False):
     delta: _Delta | None = None
     finish_reason: str | None = None
 
 
-class _Usage(msgspec.Struct):
+class _Usage(msgspec.Struct, gc=False):
     completion_tokens: _Count | None = None
     prompt_tokens: _Count | None = None
 
 
-class _SpecStats(msgspec.Struct):
+class _SpecStats(msgspec.Struct, gc=False):
     num_accepted_draft_tokens: _Count | None = None
     num_draft_tokens: _Count | None = None
 
 
-class _Metrics(msgspec.Struct):
+class _Metrics(msgspec.Struct, gc=False):
     speculative_decoding: _SpecStats | None = None
 
 
-class _ErrorBody(msgspec.Struct):
+class _ErrorBody(msgspec.Struct, gc=False):
     message: str | None = None
 
 
-class _Wire(msgspec.Struct):
+class _Wire(msgspec.Struct, gc=False):
     choices: list[_Choice] | None = None
     usage: _Usage | None = None
     metrics: _Metrics | None = None
