@@ -6,7 +6,7 @@ Usage: .venv/bin/python benchmarks/capacity.py [--base capacity-base | --base-tr
 
 Each run is the product as a user runs it: `locust -f locustfiles/chat.py --headless -u N -r N` in one process
 pinned to core 1 (everything it does counts: reading, the processor, histograms, rows, Locust's own stats and
-the plugin's per-second work) against benchmarks/pacer.py on core 0 (one token chunk per stream per step,
+the plugin's per-second work) against locust_spec/sim/pacer.py on core 0 (one token chunk per stream per step,
 vLLM's bytes, every chunk's send time logged). The two trees run alternately (base, this, base, this...) so
 that a shared machine's load falls on both; read the ratios. Per run:
 - CPU us per chunk: the Locust process's CPU time (user + system) over the steady window (the first 3 s
@@ -46,7 +46,7 @@ WARMUP_S, TAIL_S = 3.0, 1.0
 class Tree:
     name: str
     python: str
-    root: Path  # its locustfiles/ and benchmarks/pacer.py
+    root: Path  # its locustfiles/ and locust_spec/sim/pacer.py
     pythonpath: str | None  # where its locust_spec is, when not installed in `python`'s environment
 
 
@@ -86,7 +86,7 @@ def run(tree: Tree, streams: int, step_ms: float, seconds: float, work: Path) ->
     send_log, prefix = work / f"send-{tag}.csv", work / f"run-{tag}"
     prompts = work / "prompts.jsonl"
     prompts.write_text('{"id": "p", "class": "bench", "prompt": "Write about the sea."}\n')
-    serve = [sys.executable, str(REPO / "benchmarks" / "pacer.py"), "--port", str(port), "--send-log",
+    serve = [sys.executable, "-m", "locust_spec.sim.pacer", "--port", str(port), "--send-log",
              str(send_log), "--step-ms", f"{step_ms:g}"]
     quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
     pacer = subprocess.Popen(pinned(serve, "0"), cwd=REPO, **quiet)

@@ -6,7 +6,7 @@ Usage: .venv/bin/python benchmarks/fidelity.py [--quick] [--realtime] [--streams
 Ground truth is the server's send log (time.time_ns() just before each chunk's write), the server on core
 0; our ChatCompletionUser runs in one headless Locust process on core 1 with LOCUST_SPEC_TRACE, which
 records each request's start and token-chunk arrivals on the wall clock by response id. Chunks are
-matched per response id in order. The server is benchmarks/pacer.py by default: exact fixed steps, one
+matched per response id in order. The server is locust_spec/sim/pacer.py by default: exact fixed steps, one
 token per stream per step, cheap enough to send 256 streams' chunks from one core; --server sim uses
 spec-sim, whose steps follow its roofline (--time-scale calibrated per stream count to give the wanted
 decode step; prefill steps run longer) and which saturates first at high stream counts. Where the
@@ -119,11 +119,12 @@ SERVER = ["pacer"]  # --server
 def start_server(port: int, send_log: Path, streams: int, step_ms: float) -> subprocess.Popen:
     """The server under the client, pinned to core 0, logging every chunk's send time.
 
-    pacer (benchmarks/pacer.py): exact step_ms steps, cheap enough to send 256 streams' chunks from one core.
+    pacer (locust_spec/sim/pacer.py): exact step_ms steps, cheap enough to send 256 streams' chunks from one
+    core.
     sim: spec-sim with its roofline calibrated to step_ms (Python per token: the server saturates first at
     high stream counts, see pacer_late_steps / "server running" in the tables)."""
     if SERVER[0] == "pacer":
-        cmd = [sys.executable, str(REPO / "benchmarks" / "pacer.py"), "--port", str(port), "--send-log",
+        cmd = [sys.executable, "-m", "locust_spec.sim.pacer", "--port", str(port), "--send-log",
                str(send_log), "--step-ms", f"{step_ms:g}"]
     else:
         cmd = [sys.executable, "-m", "locust_spec.sim", "--port", str(port), "--send-log", str(send_log),
