@@ -1,5 +1,5 @@
-"""locust_spec/sim/pacer.py, the fidelity benchmark's judge and the capacity calibration's server: vLLM's chunk
-bytes on a fixed step grid, every send logged, and the concurrency it holds on /metrics."""
+"""locust_spec/sim/pacer.py, the fidelity benchmark's judge and the capacity calibration's server: vLLM's
+chunk bytes on a fixed step grid, every send logged, and the concurrency it holds on /metrics."""
 
 from __future__ import annotations
 
