@@ -9,14 +9,14 @@ import shutil
 import signal
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 import click
 
-from locust_spec.ab import children, preflight, progress
+from locust_spec.ab import capacity, children, preflight, progress
 from locust_spec.ab.children import ARMS, CLIENT_CPU, ChildError
 from locust_spec.analysis import api
 from locust_spec.analysis.model import Verdict
@@ -27,7 +27,6 @@ from locust_spec.client.http_fetch import METRICS_URLS_ENV, UrlError, check_urls
 from locust_spec.core.formats import EVERYTHING, TURNS, Selection
 from locust_spec.core.prompts import Prompt, PromptError, load_prompt_set, parse_weighted
 from locust_spec.core.resources import locustfile
-from locust_spec.recording import budget
 from locust_spec.recording.scraper import TOKEN_ENV
 from locust_spec.sim import roofline
 from locust_spec.wiring.shape import LadderSettings, parse_duration, parse_levels, parse_stage_time
@@ -333,12 +332,15 @@ def _check_processes(_ctx, _param, value: str) -> int | str:
     return count
 
 
-def auto_processes(levels: str, simulated: bool) -> tuple[int, str]:
-    """--processes auto: from the top level's chunk rate and the cores this client may use (one on the
-    simulators, where it is pinned beside them)."""
-    cores = 1 if simulated else len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (
-        os.cpu_count() or 1)
-    return budget.processes_for(max(parse_levels(levels)), cores)
+def auto_processes(levels: str, simulated: bool, out: Path, say: Callable[[str], None]) -> tuple[int, str]:
+    """--processes auto: from the top level's chunk rate, this machine's measured cost per chunk and the
+    cores this client may use (ab/capacity.py; one on the simulators, where it is pinned beside them)."""
+    def calibration(host: str, prefix: Path, users: int) -> list[str]:
+        ladder = Ladder(str(users), capacity.CALIBRATION_STAGE, capacity.CALIBRATION_WARMUP)
+        return locust_command(Run("calibration", 1, prefix), host, ladder,
+                              Load(DEMO_PROMPTS, capacity.CALIBRATION_TOKENS, True, 1, "", 1))
+
+    return capacity.plan(max(parse_levels(levels)), simulated, out, calibration, say)
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
@@ -363,8 +365,7 @@ def auto_processes(levels: str, simulated: bool) -> tuple[int, str]:
 @click.option("--seed", type=int, default=1, show_default=True, help="Seed of the prompt order, both arms.")
 @click.option("--model", default="", help="Model name (default: the server's first model).")
 @click.option("--processes", default="auto", show_default=True, callback=_check_processes,
-              help="Locust --processes: load generator processes (-1: one per core; auto: enough for the "
-                   "top level's expected chunk rate, ~30k chunks/s each, said at the start).")
+              help=capacity.PROCESSES_HELP)
 @click.option("--metrics-url-baseline", metavar="URL", help="Baseline /metrics (default: URL/metrics).")
 @click.option("--metrics-url-candidate", metavar="URL", help="Candidate /metrics (default: URL/metrics).")
 @click.option("--time-scale", type=click.FloatRange(min=0, min_open=True), default=DEMO_TIME_SCALE,
@@ -412,7 +413,8 @@ def main(baseline: str | None, candidate: str | None, levels: str | None, stage_
     prompts = prompts or (DEMO_PROMPTS if simulated else ())
     display = progress.Display(sys.stdout)
     if processes == "auto":
-        processes, reason = auto_processes(ladder.levels, simulated)
+        processes, reason = auto_processes(ladder.levels, simulated, out,
+                                           lambda line: display.say(f"spec-ab: {line}"))
         display.say(f"spec-ab: --processes auto: {reason}")
     try:
         selection = Selection.of(category, prompt_limit, min_prompt_chars, max_prompt_chars, turns)

@@ -142,7 +142,10 @@ def test_a_level_where_an_arm_failed_most_requests_makes_the_run_bad():
                                          "candidate failed 30 of 30 requests at 16 users"]
 
 
-def test_processes_auto_plans_from_the_top_level_and_says_why():
-    assert ab.auto_processes("1,4,16,64", simulated=True) == (1, ab.budget.processes_for(64, 1)[1])
-    count, reason = ab.auto_processes("1,512", simulated=True)
-    assert count == 1 and "capped at the cores available (1)" in reason and "51,200 chunks/s" in reason
+def test_processes_auto_plans_one_process_where_there_is_no_choice_and_says_why(tmp_path):
+    said = []
+    count, reason = ab.auto_processes("1,512", True, tmp_path, said.append)
+    assert count == 1 and "pinned to one core beside the simulators" in reason
+    count, reason = ab.auto_processes("1,4,16,48", False, tmp_path, said.append)
+    assert count == 1 and "48 streams stay under half a core" in reason
+    assert not said and not list(tmp_path.iterdir())  # nothing measured: nothing to choose
