@@ -320,7 +320,7 @@ def _servers(simulated: bool, out: Path, time_scale: float, gpu: str, sim_config
         yield {"baseline": baseline, "candidate": candidate}
 
 
-def _check_processes(_ctx, _param, value: str) -> int | str:
+def check_processes(_ctx, _param, value: str) -> int | str:
     if value == "auto":
         return value
     try:
@@ -364,7 +364,7 @@ def auto_processes(levels: str, simulated: bool, out: Path, say: Callable[[str],
 @click.option("--ignore-eos", is_flag=True, help="Generate max_tokens on both arms (equal output lengths).")
 @click.option("--seed", type=int, default=1, show_default=True, help="Seed of the prompt order, both arms.")
 @click.option("--model", default="", help="Model name (default: the server's first model).")
-@click.option("--processes", default="auto", show_default=True, callback=_check_processes,
+@click.option("--processes", default="auto", show_default=True, callback=check_processes,
               help=capacity.PROCESSES_HELP)
 @click.option("--metrics-url-baseline", metavar="URL", help="Baseline /metrics (default: URL/metrics).")
 @click.option("--metrics-url-candidate", metavar="URL", help="Candidate /metrics (default: URL/metrics).")

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import click
 
-from locust_spec.ab import children, progress
+from locust_spec.ab import capacity, children, progress
 from locust_spec.ab import cli as ab
 from locust_spec.ab.children import CLIENT_CPU, ChildError
 from locust_spec.ab.cli import AbError, Ladder, Load, Run
@@ -250,6 +250,8 @@ def run_tune(out: Path, s: Settings, pool: servers.Servers, do_confirm: bool,
 @click.option("--ignore-eos", is_flag=True, help="Generate max_tokens on every arm.")
 @click.option("--seed", type=int, default=1, show_default=True, help="Prompt order seed, every arm.")
 @click.option("--model", default="", help="Model name (default: the server's first model).")
+@click.option("--processes", default="auto", show_default=True, callback=ab.check_processes,
+              help=capacity.PROCESSES_HELP)
 @click.option("--time-scale", type=click.FloatRange(min=0, min_open=True), default=ab.DEMO_TIME_SCALE,
               show_default=True, help="Simulator only: spec-sim's --time-scale.")
 @click.option("--sim-gpu", type=click.Choice(sorted(roofline.GPUS)), default=ab.DEMO_GPU, show_default=True,
@@ -263,8 +265,8 @@ def main(ks: str, server_cmd: str | None, server_urls: tuple[str, ...], levels: 
          base_config: str, max_num_seqs: int, confirm: bool, swing_stage_time: str,
          prompts: tuple[str, ...], category: tuple[str, ...], prompt_limit: int | None,
          min_prompt_chars: int | None, max_prompt_chars: int | None, turns: str, max_tokens: int | None,
-         ignore_eos: bool, seed: int, model: str, time_scale: float, sim_gpu: str, prime: bool,
-         out: Path) -> None:
+         ignore_eos: bool, seed: int, model: str, processes: int | str, time_scale: float, sim_gpu: str,
+         prime: bool, out: Path) -> None:
     """Find the speculation length for each batch size, write vLLM's schedule, and prove it.
 
     Every k runs the same ladder with the same prompts, seed and order, arms interleaved. Per level the k
@@ -298,9 +300,14 @@ def main(ks: str, server_cmd: str | None, server_urls: tuple[str, ...], levels: 
     missing = [f"k{k}" for k in k_list if server_urls and f"k{k}" not in given]
     if missing:
         raise click.UsageError(f"no --server for {', '.join(m.removeprefix('k') for m in missing)}")
+    display = progress.Display(sys.stdout)
+    if processes == "auto":
+        processes, reason = ab.auto_processes(ladder.levels, simulated, out,
+                                              lambda line: display.say(f"spec-tune: {line}"))
+        display.say(f"spec-tune: --processes auto: {reason}")
     settings = Settings(k_list, ladder, repeats,
                         Load(prompts or (ab.DEMO_PROMPTS if simulated else ()), max_tokens, ignore_eos, seed,
-                             model, 1, selection),
+                             model, processes, selection),
                         objective, slo_value, base, max_num_seqs, prime, simulated, swing_stage_time)
     sim = (servers.SimSettings(time_scale, sim_gpu, ("--max-num-seqs", str(max_num_seqs),
                                                      "--per-request-spec-decode-metrics", "detailed"))
@@ -308,7 +315,6 @@ def main(ks: str, server_cmd: str | None, server_urls: tuple[str, ...], levels: 
     out.mkdir(parents=True, exist_ok=True)
     clear_previous(out)
     pool = servers.Servers(out, sim, template, given)
-    display = progress.Display(sys.stdout)
     previous = signal.signal(signal.SIGTERM, ab.raise_interrupt)
     try:
         result = run_tune(out, settings, pool, confirm, display)
