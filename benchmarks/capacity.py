@@ -30,11 +30,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-import psutil
-
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from fidelity import _cpu, free_port, pct, pinned, read_send_log, server_counters, wait_http  # noqa: E402
+from fidelity import free_port, pct, pinned, read_send_log, server_counters, steady_cpu, wait_http  # noqa: E402
 from hotpath import tree_of  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
@@ -101,11 +99,7 @@ def run(tree: Tree, streams: int, step_ms: float, seconds: float, work: Path) ->
             env["PYTHONPATH"] = tree.pythonpath
         loc = subprocess.Popen(pinned(cmd, "1"), cwd=work, env=env, stdout=subprocess.DEVNULL,
                                stderr=subprocess.PIPE, text=True)
-        proc = psutil.Process(loc.pid)
-        time.sleep(WARMUP_S)
-        cpu0, w0 = _cpu(proc), time.time()
-        time.sleep(max(0.0, seconds - WARMUP_S - TAIL_S))
-        cpu1, w1 = _cpu(proc), time.time()
+        cpu0, w0, cpu1, w1 = steady_cpu(loc, seconds, WARMUP_S, TAIL_S)
         load = os.getloadavg()[0]
         _, stderr = loc.communicate(timeout=seconds + 120)
         _, late_steps = server_counters(url)

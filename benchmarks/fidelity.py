@@ -214,11 +214,7 @@ def run_one(cfg: Config, seconds: float, work: Path) -> Result:
         loc = subprocess.Popen(pinned(cmd, "1"), cwd=work, env=env, stdout=subprocess.DEVNULL,
                                stderr=subprocess.PIPE, text=True)
         scraper.start()
-        proc = psutil.Process(loc.pid)
-        time.sleep(WARMUP_S)
-        cpu0, w0 = _cpu(proc), time.time()
-        time.sleep(max(0.0, seconds - WARMUP_S - TAIL_S))
-        cpu1, w1 = _cpu(proc), time.time()
+        cpu0, w0, cpu1, w1 = steady_cpu(loc, seconds, WARMUP_S, TAIL_S)
         _, stderr = loc.communicate(timeout=seconds + 120)
         stop.set()
         scraper.join()
@@ -276,6 +272,16 @@ def run_one(cfg: Config, seconds: float, work: Path) -> Result:
         budget_us=float(spent.get("cpu_us_per_chunk") or float("nan")),
         late_steps=late_steps,
     )
+
+
+def steady_cpu(loc: subprocess.Popen, seconds: float, warmup_s: float, tail_s: float
+               ) -> tuple[float, float, float, float]:
+    """A `seconds` run's CPU seconds and wall clock (unix) at the start and the end of its steady window."""
+    proc = psutil.Process(loc.pid)
+    time.sleep(warmup_s)
+    cpu0, w0 = _cpu(proc), time.time()
+    time.sleep(max(0.0, seconds - warmup_s - tail_s))
+    return cpu0, w0, _cpu(proc), time.time()
 
 
 def _cpu(proc: psutil.Process) -> float:
