@@ -6,11 +6,12 @@ from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from pathlib import Path
 
+from locust_spec.core.design import SEQUENTIAL
 from locust_spec.metrics.crosscheck import CANDIDATE_METRICS_OPTIONS
 
+from . import answers, provenance, tasks
 from . import levels as lv
-from . import tasks
-from .model import LevelInput, PlotData, Slo, Verdict, worst_lag
+from .model import DesignInfo, LevelInput, PlotData, Slo, Verdict, worst_arrivals, worst_lag
 from .runs import InputError, RunData, discover, read_run
 from .verdict import Thresholds, build_verdict
 
@@ -32,16 +33,26 @@ def verdict_for(
     *,
     serving_concurrency: int | None = None,
     slo: Slo | None = None,
+    force: bool = False,
     **thresholds: float,
 ) -> Verdict:
     """Read both arms (prefixes or folders; several = repeats) and judge every level they share.
 
     Keyword thresholds are `locust_spec.analysis.verdict.Thresholds` fields (e.g. ship_acceptance=0.7).
     With an SLO, goodput (tokens of requests meeting it, per second) is the throughput judged.
-    Raises InputError (one line) on bad input.
+    Raises InputError (one line) on bad input, and on arms that cannot be compared (different models, the
+    same run twice, swapped) unless `force`.
     """
     th = Thresholds(**{k: v for k, v in thresholds.items() if v is not None})
     base_runs, cand_runs = load_arm(baseline, "baseline"), load_arm(candidate, "candidate")
+    check_one_axis(base_runs + cand_runs)
+    if serving_concurrency is not None and base_runs[0].rate_run:
+        raise InputError("--serving-concurrency names a number of users; these runs are at request rates")
+    records = (tuple(r.provenance for r in base_runs), tuple(r.provenance for r in cand_runs))
+    try:
+        provenance_notes = provenance.check_arms(*records, force)
+    except provenance.ProvenanceError as exc:
+        raise InputError(str(exc)) from None
     base_levels = [lv.run_levels(r, slo) for r in base_runs]
     cand_levels = [lv.run_levels(r, slo) for r in cand_runs]
     base_users = set().union(*base_levels)
@@ -50,7 +61,8 @@ def verdict_for(
     if not common:
         raise InputError(f"baseline and candidate share no concurrency level (baseline: "
                          f"{_levels_text(base_users)}; candidate: {_levels_text(cand_users)})")
-    inputs, notes, cdf = [], [], {}
+    inputs, notes, cdf = [], list(provenance_notes), {}
+    base_drafted = 0.0
     for users in common:
         base_pairs = [(run, levels[users]) for run, levels in zip(base_runs, base_levels, strict=True)
                       if users in levels]
@@ -60,7 +72,10 @@ def verdict_for(
         cand_at = [level for _, level in cand_pairs]
         spec = lv.combine_spec([s for run, level in cand_pairs
                                 if (s := lv.spec_stats(run, level)) is not None])
+        base_drafted += sum(s.draft_tokens for run, level in base_pairs
+                            if (s := lv.spec_stats(run, level)) is not None)
         base_m, cand_m = lv.combine(base_at), lv.combine(cand_at)
+        changes, design = lv.change_intervals(base_at, cand_at, base_m, cand_m)
         inputs.append(LevelInput(
             users=users,
             baseline=base_m,
@@ -69,27 +84,68 @@ def verdict_for(
             rows_show_speculation=any(level.rows_show_speculation for level in cand_at),
             baseline_lag=worst_lag([run.client_lag[users] for run in base_runs if users in run.client_lag]),
             candidate_lag=worst_lag([run.client_lag[users] for run in cand_runs if users in run.client_lag]),
-            changes=lv.change_intervals(base_at, cand_at, base_m, cand_m),
+            changes=changes,
             acceptance_ci=(lv.acceptance_ci([r for r, _ in cand_pairs], cand_at, spec.acceptance)
                            if spec is not None and spec.acceptance is not None else None),
             baseline_batch=lv.arm_batch(base_pairs),
             candidate_batch=lv.arm_batch(cand_pairs),
+            answers=answers.check_level(answers.level_answers([r.answers for r in base_runs], users),
+                                        answers.level_answers([r.answers for r in cand_runs], users)),
+            baseline_arrivals=worst_arrivals([level.arrivals for level in base_at if level.arrivals]),
+            candidate_arrivals=worst_arrivals([level.arrivals for level in cand_at if level.arrivals]),
+            baseline_spec=lv.combine_spec([s for run, level in base_pairs
+                                           if (s := lv.spec_stats(run, level)) is not None]),
+            design=design,
+            spill={arm: max(shares) for arm, at in (("baseline", base_at), ("candidate", cand_at))
+                   if (shares := [lv.samples.blocks.spill_share for lv in at
+                                  if lv.samples is not None and lv.samples.blocks.spill_share is not None])},
+            block_s=next((lv.design.block_s for lv in cand_at if lv.design is not None and lv.design.blocked),
+                         None),
         ))
         cdf[users] = {"baseline": lv.merged_itl_cdf(base_runs, users),
                       "candidate": lv.merged_itl_cdf(cand_runs, users)}
-    notes += latency_notes(base_runs, cand_runs, inputs) + counter_notes(cand_runs, inputs)
-    notes += spec_notes(inputs)
+    cand_drafted = sum(i.spec.draft_tokens for i in inputs if i.spec is not None)
+    try:
+        flipped = provenance.swapped(base_drafted, cand_drafted, force)
+    except provenance.ProvenanceError as exc:
+        raise InputError(str(exc)) from None
+    notes += ([flipped] if flipped else []) + latency_notes(base_runs, cand_runs, inputs)
+    notes += counter_notes(cand_runs, inputs) + spec_notes(inputs)
     arms = (("baseline", base_runs), ("candidate", cand_runs))
     warnings = [(arm, w) for arm, runs in arms for run in runs for w in run.warnings]
     disagreements = [(arm, w) for arm, runs in arms for run in runs for w in run.crosscheck]
     verdict = build_verdict(inputs, th, serving=serving_concurrency,
                             class_stats=lv.class_stats(base_runs, cand_runs),
                             run_warnings=warnings, crosscheck=disagreements, notes=notes,
-                            plots=PlotData(itl_cdf=cdf), slo=slo)
+                            plots=PlotData(itl_cdf=cdf), slo=slo, design=design_info(base_runs, cand_runs))
+    verdict = replace(verdict, provenance=records)
     by_task = tasks.task_verdicts(base_runs, cand_runs, inputs, th, slo)
     if not by_task:
         return verdict
     return replace(verdict, tasks=by_task, summary=f"{verdict.summary} {tasks.summary(by_task)}")
+
+
+def check_one_axis(runs: Sequence[RunData]) -> None:
+    """Both arms' levels must be of one kind: users (a concurrency ladder) or rates (open loop)."""
+    kinds = {run.rate_run for run in runs}
+    if len(kinds) > 1:
+        rated = [str(run.prefix) for run in runs if run.rate_run]
+        users = [str(run.prefix) for run in runs if not run.rate_run]
+        raise InputError(f"the runs mix rate levels ({', '.join(rated)}) and users levels "
+                         f"({', '.join(users)}): compare open-loop runs with open-loop runs")
+
+
+def design_info(base_runs: Sequence[RunData], cand_runs: Sequence[RunData]) -> DesignInfo:
+    """The design of the verdict's runs: one kind when all agree (else mixed), with its blocks."""
+    designs = [run.design for run in (*base_runs, *cand_runs)]
+    kinds = {d.kind if d is not None else SEQUENTIAL for d in designs}
+    repeats = max(len(base_runs), len(cand_runs))
+    if len(kinds) > 1:
+        return DesignInfo("mixed", repeats=repeats)
+    first = designs[0]
+    if first is None or not first.blocked:
+        return DesignInfo(SEQUENTIAL, repeats=repeats, warmup_s=first.warmup_s if first else None)
+    return DesignInfo(first.kind, first.block_s, first.n_blocks, first.arms, repeats, first.warmup_s)
 
 
 def latency_notes(base_runs: Sequence[RunData], cand_runs: Sequence[RunData],

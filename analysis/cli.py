@@ -54,6 +54,7 @@ def cli() -> None:
     \b
     Usage:
       spec-verdict BASELINE CANDIDATE [OPTIONS]   (same as: spec-verdict compare ...)
+      spec-verdict AB_FOLDER [OPTIONS]            (spec-ab's --out: its baseline/ and candidate/)
       spec-verdict vocab TARGET DRAFT
 
     BASELINE and CANDIDATE are each a Locust --csv prefix (PREFIX_requests.csv, PREFIX_latency.json,
@@ -62,13 +63,23 @@ def cli() -> None:
 
     \b
     Exit codes: 0 verdict produced; 1 the verdict is one named by --fail-on;
-    2 bad input (one line on stderr).
+    2 bad input, or arms that cannot be compared (different models, the same run twice, swapped;
+    --force compares them anyway), one line on stderr.
     """
+
+
+def ab_arms(folder: Path) -> tuple[Path, Path]:
+    """spec-ab's --out folder -> its two arms' folders; InputError saying what was expected otherwise."""
+    arms = folder / "baseline", folder / "candidate"
+    if all(arm.is_dir() for arm in arms):
+        return arms
+    raise InputError(f"{folder}: give BASELINE and CANDIDATE, or a spec-ab --out folder (one holding "
+                     "baseline/ and candidate/)")
 
 
 @cli.command("compare")
 @click.argument("baseline", type=click.Path(path_type=Path))
-@click.argument("candidate", type=click.Path(path_type=Path))
+@click.argument("candidate", type=click.Path(path_type=Path), required=False)
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="text", show_default=True,
               help="What to print on stdout.")
 @click.option("-o", "--output", "outputs", multiple=True, type=click.Path(path_type=Path),
@@ -95,22 +106,38 @@ def cli() -> None:
               default=DEFAULTS.max_client_late_share, show_default=True,
               help="An arm whose load generator was behind more than this share of the time at a level "
                    "makes it inconclusive (from its _summary.json).")
+@click.option("--force", is_flag=True, default=False,
+              help="Compare arms that served different models, the same run twice, or arms that look swapped "
+                   "(the baseline speculated, the candidate did not); by default each is an error (exit 2).")
+@click.option("--allow-lossy", is_flag=True, default=False,
+              help="Judge a candidate whose answers changed beyond the baseline's own noise on speed alone "
+                   "(by default it is not shipped: lossless speculation does not change answers).")
+@click.option("--max-lateness-p99-ms", type=float, default=DEFAULTS.max_lateness_p99_ms, show_default=True,
+              help="Open loop: a rate level where an arm's requests went out later than this (p99) after "
+                   "their intended start is inconclusive (it did not get its rate).")
+@click.option("--max-missed-share", type=float, default=DEFAULTS.max_missed_share, show_default=True,
+              help="Open loop: so is one where an arm never sent more than this share of its arrivals "
+                   "(from its _summary.json).")
 @click.option("--slo", "slo_text", metavar="ttft_ms=X,tpot_ms=Y",
               help="A latency objective: per arm and level, the share of requests meeting it and the goodput "
                    "(their tokens per second), which becomes the throughput the verdict judges.")
 @click.option("--fail-on", multiple=True, type=click.Choice((OFF, TRADEOFF, INCONCLUSIVE)),
               help="Exit 1 when the overall verdict is this (repeatable), for CI.")
-def compare(baseline: Path, candidate: Path, fmt: str, outputs: tuple[Path, ...],
-            serving_concurrency: int | None, slo_text: str | None, fail_on: tuple[str, ...],
+def compare(baseline: Path, candidate: Path | None, fmt: str, outputs: tuple[Path, ...],
+            serving_concurrency: int | None, slo_text: str | None, fail_on: tuple[str, ...], force: bool,
             **thresholds: float) -> int:
-    """Compare BASELINE (speculation off) with CANDIDATE (speculation on) and print the verdict."""
+    """Compare BASELINE (speculation off) with CANDIDATE (speculation on) and print the verdict; given one
+    folder, spec-ab's --out, compare its baseline/ and candidate/."""
     from .api import format_for, render, verdict_for, write_outputs
+
+    if candidate is None:
+        baseline, candidate = ab_arms(baseline)
 
     for path in outputs:
         format_for(path)
     slo = parse_slo(slo_text) if slo_text else None
     verdict = verdict_for([baseline], [candidate], serving_concurrency=serving_concurrency, slo=slo,
-                          **thresholds)
+                          force=force, **thresholds)
     write_outputs(verdict, outputs)
     click.echo(render(verdict, fmt), nl=False)
     return 1 if verdict.verdict in fail_on else 0

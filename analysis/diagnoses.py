@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
+from locust_spec.metrics.counters import DIFFUSION_KIND
 from locust_spec.metrics.crosscheck import CANDIDATE_METRICS_OPTIONS
+from locust_spec.metrics.synthetic import synthetic_length
 
-from .model import ClassStats, Diagnosis, LevelInput, SpecStats
+from .model import ClassStats, Diagnosis, LevelInput, SpecStats, level_label
 from .stats import BETTER, WORSE, Interval, change_pct, classify
 
 # Tokens per chunk above this (and above the baseline's by as much) mean the target verified drafts.
@@ -40,6 +42,16 @@ def proposal_length(
     )
 
 
+def arms_swapped(level: LevelInput) -> str | None:
+    """The baseline's draft counters moved and the candidate's did not: the line that says so, else None."""
+    base, cand = level.baseline_spec, level.spec
+    if base is None or base.draft_tokens <= 0 or (cand is not None and cand.draft_tokens > 0):
+        return None
+    return (f"arms swapped? the baseline's draft counters moved ({base.draft_tokens:.0f} draft tokens) and "
+            "the candidate's did not: give the run without speculation first (spec-verdict BASELINE "
+            "CANDIDATE)")
+
+
 def speculation_inactive(level: LevelInput, speculating_levels: Sequence[int] = ()) -> Diagnosis | None:
     """The candidate completed requests but the draft counters did not move: say the likely cause, and
     name every known one when the evidence does not single one out."""
@@ -47,6 +59,8 @@ def speculation_inactive(level: LevelInput, speculating_levels: Sequence[int] = 
     completed = cand.requests - cand.failures
     if spec is None or completed <= 0 or spec.drafts > 0 or spec.draft_tokens > 0:
         return None
+    if spec.server_kind == DIFFUSION_KIND:
+        return None  # nothing to activate: not_speculation says so
     elsewhere = sorted(u for u in speculating_levels if u != level.users)
     batch = level.candidate_batch.size if level.candidate_batch is not None else None
     evidence = {"completed_requests": completed, "drafts": spec.drafts, "draft_tokens": spec.draft_tokens,
@@ -56,7 +70,10 @@ def speculation_inactive(level: LevelInput, speculating_levels: Sequence[int] = 
     has_spec_family = any("spec" in f or "draft" in f for f in spec.families_seen)
     wrong_url = f"the candidate's metrics URL points at another server ({CANDIDATE_METRICS_OPTIONS})"
     base_tpc = level.baseline.tokens_per_chunk
-    if spec.generation_tokens <= 0:
+    swapped = arms_swapped(level)
+    if swapped is not None:
+        cause = swapped
+    elif spec.generation_tokens <= 0:
         cause = ("the scraped server counted no generated tokens while the client received "
                  f"{cand.output_tokens}: {wrong_url}")
     elif level.rows_show_speculation:
@@ -70,7 +87,8 @@ def speculation_inactive(level: LevelInput, speculating_levels: Sequence[int] = 
                  "(no --speculative-config) or the metrics URL is wrong")
     elif elsewhere:
         at = f" (batch ~{batch:.0f})" if batch is not None else ""
-        cause = (f"the same server drafted at {', '.join(map(str, elsewhere))} users but not here{at}: a "
+        cause = (f"the same server drafted at {', '.join(f'{u:g}' for u in elsewhere[:-1])}"
+                 f"{', ' if len(elsewhere) > 1 else ''}{level_label(elsewhere[-1])} but not here{at}: a "
                  f"speculation schedule by batch size turned it off (vLLM's {DYNAMIC_SCHEDULE} with 0 "
                  "tokens at this batch, or a draft disabled above a batch size); otherwise structured "
                  "output with a grammar at this level")
@@ -81,13 +99,50 @@ def speculation_inactive(level: LevelInput, speculating_levels: Sequence[int] = 
                  "whose prompts never repeat (no match, no proposal), or prompts too long for the "
                  "draft's context")
     return Diagnosis("speculation_inactive",
-                     f"speculation inactive at {level.users} users: {completed} requests completed but "
-                     f"the draft counters did not move; {cause}", evidence)
+                     f"speculation inactive at {level_label(level.users)}: {completed} requests completed "
+                     f"but the draft counters did not move; {cause}", evidence)
+
+
+NOT_APPLICABLE = "not applicable (diffusion decoding)"
+
+
+def _positions(per_position: Sequence[float]) -> str:
+    return ", ".join(f"{p:.2f}" for p in per_position)
+
+
+def not_speculation(spec: SpecStats) -> str | None:
+    """Why the candidate's counters cannot judge speculation at all: a diffusion LM, which does not
+    speculate, or vLLM's synthetic acceptance, which accepts what its config says. None otherwise."""
+    if spec.server_kind == DIFFUSION_KIND:
+        return (f"{NOT_APPLICABLE}: the server counts denoising steps and committed tokens "
+                "(vllm:diffusion_*), not drafts: a diffusion LM decodes whole blocks, and speculative "
+                "decoding does not apply to it")
+    length = synthetic_length(spec.per_position, spec.drafts)
+    if length is None:
+        return None
+    return ("synthetic acceptance, never ship on it: acceptance per draft position "
+            f"{_positions(spec.per_position)} over {spec.drafts:.0f} drafts is vLLM's "
+            f"rejection_sample_method \"synthetic\" (synthetic_acceptance_length {length:.2f}), which "
+            "accepts what its config says whatever the draft proposes: neither this acceptance nor the "
+            "speed measured with it says anything of your draft, and the answers are not the model's; "
+            "measure with the standard rejection sampler")
+
+
+def synthetic_acceptance(spec: SpecStats | None) -> Diagnosis | None:
+    """The per-position counters show vLLM's synthetic acceptance (metrics/synthetic.py)."""
+    if spec is None or spec.server_kind == DIFFUSION_KIND:
+        return None
+    length = synthetic_length(spec.per_position, spec.drafts)
+    if length is None:
+        return None
+    return Diagnosis("synthetic_acceptance", not_speculation(spec) or "",
+                     {"per_position": list(spec.per_position), "drafts": spec.drafts,
+                      "synthetic_acceptance_length": length})
 
 
 def draft_disagrees(spec: SpecStats | None, disagree_acceptance: float) -> Diagnosis | None:
     """Acceptance near zero with drafts proposed: the draft and the target do not agree."""
-    if spec is None or spec.acceptance is None or spec.draft_tokens <= 0:
+    if spec is None or spec.acceptance is None or spec.draft_tokens <= 0 or not_speculation(spec):
         return None
     if spec.acceptance >= disagree_acceptance:
         return None
@@ -135,21 +190,65 @@ def draft_cost(level: LevelInput, band_pct: float) -> Diagnosis | None:
 
 
 def ttft_change(level: LevelInput, word: str) -> Diagnosis | None:
-    """A TTFT p50 change whose interval clears the noise band (speculation can raise TTFT)."""
+    """A TTFT p50 rise whose interval clears the noise band: the draft's cost on the first token. (A fall
+    is no cost of speculation to diagnose; the table shows it.)"""
     base, cand = level.baseline, level.candidate
     change = change_pct(base.ttft_p50_ms, cand.ttft_p50_ms)
-    if change is None or word not in (BETTER, WORSE):
+    if change is None or word != WORSE:
         return None
     ci = level.changes.get("ttft_p50_ms")
     shown = f"{change:+.1f}%" + (f" [{ci.lo:+.1f}, {ci.hi:+.1f}]" if ci is not None and ci.measured else "")
-    rose = word == WORSE
-    why = ": the draft adds work to the first step" if rose else ""
     return Diagnosis(
         "ttft_change",
-        f"TTFT p50 {'rose' if rose else 'fell'} {shown} ({base.ttft_p50_ms:.1f} -> {cand.ttft_p50_ms:.1f} "
-        f"ms){why}",
+        f"TTFT p50 rose {shown} ({base.ttft_p50_ms:.1f} -> {cand.ttft_p50_ms:.1f} ms): the draft adds work "
+        "to the first step",
         {"ttft_p50_ms": [base.ttft_p50_ms, cand.ttft_p50_ms], "change_pct": change,
          "ci95_pct": ci.as_list() if ci is not None else None},
+    )
+
+
+BASELINE_SPECULATING = "baseline_speculating"
+SPILL_SHARE = 0.3
+"""More of an arm's request time than this outside its own blocks: its blocks are short for its requests."""
+
+
+def block_spill(level: LevelInput) -> Diagnosis | None:
+    """Under the interleaved design a user stops sending when its arm's block ends, and the requests
+    still running finish at a falling concurrency. When that is a large share of an arm's request time,
+    the measured difference is pulled towards zero (the slower arm's longer requests spend more of their
+    time in that tail)."""
+    if not level.spill or max(level.spill.values()) <= SPILL_SHARE:
+        return None
+    arm = max(level.spill, key=level.spill.get)
+    others = ", ".join(f"{name} {share:.0%}" for name, share in level.spill.items() if name != arm)
+    block = f" (blocks of {level.block_s:g}s)" if level.block_s else ""
+    return Diagnosis(
+        "block_spill",
+        f"requests outlast their blocks{block}: {level.spill[arm]:.0%} of the {arm}'s request time at "
+        f"{level_label(level.users)} ran outside its own blocks ({others}), mostly after a block ended at a "
+        "falling concurrency, which pulls the measured difference towards zero; use a --block-time several "
+        "times the longest requests at this level",
+        {"spill_share": dict(level.spill), "block_s": level.block_s, "threshold": SPILL_SHARE},
+    )
+
+
+
+
+def baseline_speculating(level: LevelInput) -> Diagnosis | None:
+    """The baseline's own counters (or its requests' speculative stats) show drafted tokens: the A/B then
+    compares two speculating servers, and says nothing about switching speculation on."""
+    spec = level.baseline_spec
+    drafted = spec.draft_tokens if spec is not None else 0.0
+    if drafted <= 0:
+        return None
+    tpc = level.baseline.tokens_per_chunk
+    shown = f", {tpc:.2f} tokens per chunk" if tpc is not None else ""
+    return Diagnosis(
+        BASELINE_SPECULATING,
+        f"the baseline speculated at {level_label(level.users)}: its counters show {drafted:.0f} draft tokens"
+        f"{shown}; serve the baseline without --speculative-config (or point --metrics-url-baseline at "
+        "it) to measure speculation against none",
+        {"draft_tokens": drafted, "acceptance": spec.acceptance, "tokens_per_chunk": tpc},
     )
 
 

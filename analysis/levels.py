@@ -4,18 +4,20 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
 from hdrh.histogram import HdrHistogram
 
+from locust_spec.core.design import INTERLEAVED, SIMULTANEOUS, Design
 from locust_spec.metrics import counters
 from locust_spec.metrics.batch import mean_running
 from locust_spec.metrics.exposition import Snapshot
 
 from . import stats
-from .model import METRIC_KEYS, ArmMetrics, Batch, ClassStats, Slo, SpecStats
+from .blocks import LevelBlocks, interrupted, level_keys, run_blocks
+from .model import METRIC_KEYS, ArmMetrics, Arrivals, Batch, ClassStats, Level, Rate, Slo, SpecStats
 from .runs import InputError, RunData
 
 # locust_spec.recording.histograms records whole microseconds.
@@ -25,7 +27,8 @@ SUMMED = ("requests", "failures")
 
 @dataclass(frozen=True, eq=False)
 class Samples:
-    """One run's completed measured requests at one level, one entry per request: what intervals resample."""
+    """One run's completed measured requests at one level, one entry per request (with its block and
+    prompt), and the level's blocks: what intervals resample."""
 
     ttft_ms: np.ndarray
     tpot_ms: np.ndarray
@@ -34,6 +37,9 @@ class Samples:
     chunks: np.ndarray
     accepted: np.ndarray
     drafted: np.ndarray
+    block: np.ndarray
+    prompt: np.ndarray
+    blocks: LevelBlocks
     good: np.ndarray | None = None
 
 
@@ -42,13 +48,17 @@ class RunLevel:
     """One run's measurements at one level, the wall window its measured requests spanned, and when the
     next level's first request started (the latest a scrape can still bracket this level's end)."""
 
-    users: int
+    users: Level
+    """The level: its users, or (open loop) its Rate."""
     metrics: ArmMetrics
     start_unix_s: float
     end_unix_s: float
     rows_show_speculation: bool
     samples: Samples | None = None
     next_level_unix_s: float | None = None
+    design: Design | None = None
+    arrivals: Arrivals | None = None
+    """A rate level's: how the schedule was kept."""
 
 
 def decode_hist(h: object, where: str) -> HdrHistogram | None:
@@ -88,7 +98,7 @@ def cdf_points(hist: HdrHistogram, max_points: int = 300) -> tuple[tuple[float, 
     )
 
 
-def level_hist(run: RunData, users: int, metric: str) -> HdrHistogram | None:
+def level_hist(run: RunData, users: Level, metric: str) -> HdrHistogram | None:
     """The run's HDR histogram of `metric` over all classes at one level, if latency.json has it."""
     if run.latency is None:
         return None
@@ -114,51 +124,80 @@ def _slo_good(frame: pd.DataFrame, slo: Slo | None) -> np.ndarray | None:
     return good
 
 
-def _by_level(keys: np.ndarray) -> dict[int, np.ndarray]:
+def _by_level(keys: np.ndarray) -> dict[float, np.ndarray]:
     """Row positions per level key (-1 left out), from one stable sort instead of a mask per level."""
     order = np.argsort(keys, kind="stable")
     sorted_keys = keys[order]
     bounds = np.flatnonzero(np.diff(sorted_keys)) + 1
-    return {int(part_keys[0]): idx for part_keys, idx in zip(np.split(sorted_keys, bounds),
-                                                                np.split(order, bounds), strict=True)
+    return {float(part_keys[0]): idx for part_keys, idx in zip(np.split(sorted_keys, bounds),
+                                                                  np.split(order, bounds), strict=True)
             if len(idx) and part_keys[0] >= 0}
 
 
-def _samples(frame: pd.DataFrame, rows: np.ndarray, good: np.ndarray | None) -> Samples:
+def _arrivals(frame: pd.DataFrame, rows: np.ndarray, ok: np.ndarray, rate: Rate,
+              account: dict | None) -> Arrivals:
+    """A rate level's delivery: lateness over its measured requests (sent, failed or not), TTFT and E2E from
+    the intended start over those that completed; the summary's account (`account`) when the run has one."""
+    late = (frame["lateness_ms"].to_numpy(dtype=np.float64) if "lateness_ms" in frame
+            else np.full(len(frame), np.nan))
+    measured = late[rows][~np.isnan(late[rows])]
+    done = np.clip(np.nan_to_num(late[ok]), 0.0, None)
+
+    def median(column: str) -> float | None:
+        values = frame[column].to_numpy(dtype=np.float64)[ok] + done
+        values = values[~np.isnan(values)]
+        return float(np.median(values)) if len(values) else None
+
+    account = account or {}
+    return Arrivals(
+        rate=float(rate),
+        lateness_p50_ms=float(np.percentile(measured, 50)) if len(measured) else None,
+        lateness_p99_ms=float(np.percentile(measured, 99)) if len(measured) else None,
+        ttft_from_arrival_p50_ms=median("ttft_ms"), e2e_from_arrival_p50_ms=median("e2e_ms"),
+        scheduled=account.get("scheduled"), missed=account.get("missed"),
+        achieved_rate=account.get("achieved_rate"), scheduled_rate=account.get("scheduled_rate"))
+
+
+def _samples(frame: pd.DataFrame, rows: np.ndarray, good: np.ndarray | None, blocks: LevelBlocks) -> Samples:
     def col(name: str) -> np.ndarray:
         return frame[name].to_numpy(dtype=np.float64)[rows]
 
+    block = np.empty(len(frame), dtype=np.int64)
+    block[blocks.rows] = blocks.block
     return Samples(ttft_ms=col("ttft_ms"), tpot_ms=col("tpot_ms"),
                    output_tokens=np.nan_to_num(col("output_tokens")), e2e_s=col("e2e_ms") / 1000.0,
                    chunks=col("chunks"), accepted=col("spec_accepted_tokens"),
-                   drafted=col("spec_draft_tokens"), good=None if good is None else good[rows])
+                   drafted=col("spec_draft_tokens"), block=block[rows],
+                   prompt=frame["prompt_id"].cat.codes.to_numpy()[rows], blocks=blocks,
+                   good=None if good is None else good[rows])
 
 
-def _next_starts(frame: pd.DataFrame, users_col: np.ndarray) -> dict[int, float | None]:
+def _next_starts(frame: pd.DataFrame, keys: np.ndarray) -> dict[float, float | None]:
     """Per level, the first start of the level that came after it (warm-up included): the ladder's change."""
-    firsts = frame["start_unix_s"].groupby(users_col).min().sort_values()
+    firsts = frame["start_unix_s"].groupby(keys).min().sort_values()
     levels, times = list(firsts.index), list(firsts.to_numpy())
-    return {int(u): (float(times[i + 1]) if i + 1 < len(times) else None) for i, u in enumerate(levels)}
+    return {float(u): (float(times[i + 1]) if i + 1 < len(times) else None) for i, u in enumerate(levels)}
 
 
 def measured(frame: pd.DataFrame) -> np.ndarray:
-    """Rows a level's statistics use: past its warm-up and not cut off by the stop (ok or failed)."""
-    error = frame["error"].cat
-    interrupted = error.codes.isin(np.flatnonzero(error.categories.astype(str).str.startswith("interrupted")))
-    return (frame["warmup"] != 1).to_numpy() & ~interrupted.to_numpy()
+    """Rows a level's statistics use in a run without a design: past its warm-up and not cut off by the
+    stop (ok or failed)."""
+    return (frame["warmup"] != 1).to_numpy() & ~interrupted(frame)
 
 
-def run_levels(run: RunData, slo: Slo | None = None) -> dict[int, RunLevel]:
-    """Per level users: requests, failures, exact latency percentiles, throughput over the level's window;
-    with an SLO, the share of requests meeting it and the goodput (tokens of those requests per second)."""
+def run_levels(run: RunData, slo: Slo | None = None) -> dict[Level, RunLevel]:
+    """Per level (users, or a Rate): requests, failures, exact latency percentiles, throughput over the
+    level's blocks (tokens that arrived in the arm's measured windows over their seconds); with an SLO, the
+    share of requests meeting it and the goodput (tokens of those requests per second); on a rate level,
+    how its schedule was kept."""
     frame = run.requests
     error = frame["error"].cat
-    used = measured(frame)
     failed = (error.codes >= 0).to_numpy()
-    # Rows outside a group get key -1, so no filtered copy of a million-row frame is made.
-    users_col = frame["level_users"].to_numpy().astype(np.int64)
-    level = pd.Series(np.where(used, users_col, -1), index=frame.index)
-    ok_level = pd.Series(np.where(used & ~failed, users_col, -1), index=frame.index)
+    good = _slo_good(frame, slo)
+    found = run_blocks(frame, run.design, good)
+    # Rows outside a level get key -1, so no filtered copy of a million-row frame is made.
+    level = pd.Series(found.level_key, index=frame.index)
+    ok_level = pd.Series(np.where(failed, -1, found.level_key), index=frame.index)
     requests = level.value_counts().drop(-1, errors="ignore")
     failures = pd.Series(failed).groupby(level.to_numpy()).sum()
     start = frame["start_unix_s"].groupby(level).min()
@@ -170,22 +209,24 @@ def run_levels(run: RunData, slo: Slo | None = None) -> dict[int, RunLevel]:
     tpot_p90 = ok_by["tpot_ms"].quantile(0.9)
     sums = ok_by[["output_tokens", "chunks", "spec_draft_tokens"]].sum()
     ok_tokens, ok_chunks, drafted = sums["output_tokens"], sums["chunks"], sums["spec_draft_tokens"]
-    good = _slo_good(frame, slo)
     ok_rows = _by_level(ok_level.to_numpy())
-    next_start = _next_starts(frame, users_col)
+    keys, kind = level_keys(frame)
+    used_rows = _by_level(found.level_key) if kind is Rate else {}
+    next_start = _next_starts(frame, keys)
     out = {}
     for users in sorted(requests.index):
-        users = int(users)
+        users = kind(users)
+        blocks = found.levels[users]
         itl = level_hist(run, users, "itl")
         gap = level_hist(run, users, "chunk_gap")
-        wall = float(end[users] - start[users])
+        seconds = float(blocks.window_s.sum())
         chunks = float(ok_chunks.get(users, 0.0))
         rows = ok_rows.get(users, np.empty(0, dtype=np.int64))
-        samples = _samples(frame, rows, good)
+        samples = _samples(frame, rows, good, blocks)
         slo_share = goodput = None
-        if samples.good is not None and wall > 0:
+        if samples.good is not None and seconds > 0:
             slo_share = float(samples.good.sum()) / int(requests[users])
-            goodput = float(samples.output_tokens[samples.good].sum()) / wall
+            goodput = float(blocks.good_tokens.sum()) / seconds
         metrics = ArmMetrics(
             requests=int(requests[users]),
             failures=int(failures[users]),
@@ -194,7 +235,7 @@ def run_levels(run: RunData, slo: Slo | None = None) -> dict[int, RunLevel]:
             itl_p95_ms=percentile_ms(itl, 95) if itl else None,
             tpot_p50_ms=_median(medians["tpot_ms"], users),
             chunk_gap_p50_ms=percentile_ms(gap, 50) if gap else _median(medians["chunk_gap_p50_ms"], users),
-            output_tok_s=float(tokens[users]) / wall if wall > 0 and users in ok_tokens.index else None,
+            output_tok_s=float(blocks.tokens.sum()) / seconds if seconds > 0 and len(rows) else None,
             tokens_per_chunk=float(ok_tokens.get(users, 0.0)) / chunks if chunks > 0 else None,
             tpot_p90_ms=_median(tpot_p90, users),
             chunk_gap_p99_ms=percentile_ms(gap, 99) if gap else None,
@@ -203,85 +244,188 @@ def run_levels(run: RunData, slo: Slo | None = None) -> dict[int, RunLevel]:
             output_tokens=int(tokens[users]),
             itl_source="hdr" if itl else "rows",
         )
+        arrivals = (_arrivals(frame, used_rows[users], rows, users, run.arrivals.get(users))
+                    if kind is Rate else None)
         out[users] = RunLevel(users, metrics, float(start[users]), float(end[users]),
-                              bool(drafted.get(users, 0.0) > 0), samples, next_start.get(users))
+                              bool(drafted.get(users, 0.0) > 0), samples, next_start.get(users), run.design,
+                              arrivals)
     return out
 
 
 # Per-request quantiles with an interval: metric key -> (Samples field, quantile).
 QUANTILES = {"tpot_p50_ms": ("tpot_ms", 0.5), "tpot_p90_ms": ("tpot_ms", 0.9),
              "ttft_p50_ms": ("ttft_ms", 0.5)}
-# Rates sum(amount) / sum(duration) over requests, with an interval.
+# Rates: a ratio of sums over the units (throughput: tokens over the windows' seconds), with an interval.
 RATES = ("output_tok_s", "goodput_tok_s", "tokens_per_chunk", "step_ms")
 # Shown beside the deciding metrics without an interval: token-weighted, from histograms, not per request.
 CONTEXT = ("itl_p50_ms", "itl_p95_ms", "chunk_gap_p50_ms", "chunk_gap_p99_ms", "slo_share")
 
 
-def _rate_parts(samples: Samples, key: str) -> tuple[np.ndarray, np.ndarray] | None:
-    """The (amount, duration) per request whose ratio of sums is the rate `key`."""
-    if key == "output_tok_s":
-        return samples.output_tokens, samples.e2e_s
-    if key == "goodput_tok_s":
-        return (None if samples.good is None else
-                (samples.output_tokens * samples.good, samples.e2e_s))
-    if key == "tokens_per_chunk":
-        return samples.output_tokens, samples.chunks
-    # step time: the stream's time after its first chunk per later chunk (the server's decode step)
-    return samples.e2e_s * 1000.0 - samples.ttft_ms, samples.chunks - 1
+@dataclass(frozen=True, eq=False)
+class Layout:
+    """A level's units: the runs of both arms paired by their shared clock (every block group one unit,
+    both arms' blocks in it), or each arm's blocks on their own; per request and per block, its unit."""
+
+    base: stats.Units
+    cand: stats.Units | None
+    """None: paired, the candidate's unit codes index `base`."""
+    base_requests: np.ndarray
+    cand_requests: np.ndarray
+    base_blocks: np.ndarray
+    cand_blocks: np.ndarray
+    design: str
+
+    @property
+    def paired(self) -> bool:
+        return self.cand is None
 
 
-def _stacked(levels: Sequence[RunLevel], pick) -> tuple[list[np.ndarray], np.ndarray] | None:
-    parts = [pick(lv.samples) for lv in levels if lv.samples is not None]
-    if not parts or any(p is None for p in parts):
+def _partners(base: Sequence[RunLevel], cand: Sequence[RunLevel]) -> list[tuple[int, int]] | None:
+    """(base run, candidate run) pairs that shared one clock under a blocked design; None unless every run
+    of both arms has exactly one partner."""
+    def clock(lv: RunLevel) -> float | None:
+        d = lv.design
+        return d.clock_unix_s if d is not None and d.blocked else None
+
+    clocks_b, clocks_c = [clock(lv) for lv in base], [clock(lv) for lv in cand]
+    if None in clocks_b or None in clocks_c or len(set(clocks_b)) != len(clocks_b) or \
+            sorted(clocks_b) != sorted(clocks_c):
         return None
-    groups = np.concatenate([np.full(len(p[0]) if isinstance(p, tuple) else len(p), i)
-                             for i, p in enumerate(parts)])
-    if isinstance(parts[0], tuple):
-        return [np.concatenate([p[k] for p in parts]) for k in range(len(parts[0]))], groups
-    return [np.concatenate(parts)], groups
+    index = {c: j for j, c in enumerate(clocks_c)}
+    return [(i, index[c]) for i, c in enumerate(clocks_b)]
 
 
-def recentre(ci: stats.Interval, change: float | None) -> stats.Interval:
-    """An interval moved (as a ratio) onto the change the report shows, which for repeats is the median of
-    the runs rather than the bootstrap's pooled estimate."""
-    if not ci.measured or change is None or ci.estimate is None or ci.estimate <= -100:
-        return ci if change is None else stats.Interval(change, ci.lo, ci.hi, ci.confidence, ci.method,
-                                                        ci.units)
-    scale = (1 + change / 100) / (1 + ci.estimate / 100)
-    lo, hi = ((1 + ci.lo / 100) * scale - 1) * 100, ((1 + ci.hi / 100) * scale - 1) * 100
-    return stats.Interval(change, lo, hi, ci.confidence, ci.method, ci.units)
+def _codes(keys: list[tuple]) -> tuple[dict[tuple, int], np.ndarray]:
+    """Unit codes in (run, time) order, and each unit's run."""
+    order = sorted(set(keys))
+    return {k: i for i, k in enumerate(order)}, np.array([k[0] for k in order], dtype=np.int64)
+
+
+def _arm_units(levels: Sequence[RunLevel], run_of: Sequence[int], code: dict[tuple, int]
+               ) -> tuple[np.ndarray, np.ndarray]:
+    requests, blocks = [], []
+    for lv, r in zip(levels, run_of, strict=True):
+        groups = lv.samples.blocks.groups
+        per_block = np.array([code[(r, *groups[b])] for b in range(len(groups))], dtype=np.int64)
+        blocks.append(per_block)
+        requests.append(per_block[lv.samples.block] if len(lv.samples.block) else lv.samples.block)
+    return np.concatenate(requests), np.concatenate(blocks)
+
+
+def layout(base: Sequence[RunLevel], cand: Sequence[RunLevel]) -> Layout:
+    """Paired by block group when the arms' runs shared clocks; else every arm's blocks on their own."""
+    pairs = _partners(base, cand)
+    kinds = {lv.design.kind if lv.design is not None else "sequential" for lv in (*base, *cand)}
+    design = kinds.pop() if len(kinds) == 1 else "mixed"
+    if pairs is not None:
+        run_of_base = [p for p, _ in enumerate(pairs)]
+        run_of_cand = [next(p for p, (_, j) in enumerate(pairs) if j == k) for k in range(len(cand))]
+        keys = [(r, *g) for lv, r in zip((*base, *cand), (*run_of_base, *run_of_cand), strict=True)
+                for g in lv.samples.blocks.groups]
+        code, runs = _codes(keys)
+        arms = max((lv.design.arms for lv in base), default=2)
+        name = "block pairs" if arms == 2 or design == SIMULTANEOUS else "block groups"
+        br, bb = _arm_units(base, run_of_base, code)
+        cr, cb = _arm_units(cand, run_of_cand, code)
+        return Layout(stats.Units(runs, name), None, br, cr, bb, cb, design)
+    out = []
+    for levels in (base, cand):
+        run_of = list(range(len(levels)))
+        code, runs = _codes([(r, *g) for lv, r in zip(levels, run_of, strict=True)
+                             for g in lv.samples.blocks.groups])
+        out.append((stats.Units(runs, "blocks"), *_arm_units(levels, run_of, code)))
+    (bu, br, bb), (cu, cr, cb) = out
+    return Layout(bu, cu, br, cr, bb, cb, design)
+
+
+def with_requests(lay: Layout) -> Layout:
+    """The layout without the units that hold no request of either arm: a task's rows (analysis/tasks.py)
+    leave many of a level's blocks empty, and an empty unit is no evidence; counted, it would narrow the
+    interval (more units, more degrees of freedom). Its blocks' codes are -1: rates per stream only."""
+    def kept(units: stats.Units, *codes: np.ndarray) -> tuple[stats.Units, np.ndarray]:
+        used = np.zeros(units.count, dtype=bool)
+        for c in codes:
+            used[c] = True
+        return stats.Units(units.runs[used], units.name), np.where(used, np.cumsum(used) - 1, -1)
+
+    if lay.paired:
+        units, new = kept(lay.base, lay.base_requests, lay.cand_requests)
+        return Layout(units, None, new[lay.base_requests], new[lay.cand_requests], new[lay.base_blocks],
+                      new[lay.cand_blocks], lay.design)
+    base, new_b = kept(lay.base, lay.base_requests)
+    cand, new_c = kept(lay.cand, lay.cand_requests)
+    return Layout(base, cand, new_b[lay.base_requests], new_c[lay.cand_requests], new_b[lay.base_blocks],
+                  new_c[lay.cand_blocks], lay.design)
+
+
+def _per_request(levels: Sequence[RunLevel], field_name: str) -> np.ndarray:
+    return np.concatenate([getattr(lv.samples, field_name) for lv in levels])
+
+
+def _rate_sums(levels: Sequence[RunLevel], units: np.ndarray, blocks: np.ndarray, count: int,
+               key: str, per_stream: bool = False) -> tuple[np.ndarray, np.ndarray] | None:
+    """Per unit, (amount, duration) whose ratio of sums is the rate `key`; `per_stream`, throughput and
+    goodput are the requests' tokens over their own seconds (a task's, analysis/tasks.py)."""
+    if per_stream and key in ("output_tok_s", "goodput_tok_s"):
+        amount, den = _per_request(levels, "output_tokens"), _per_request(levels, "e2e_s")
+        if key == "goodput_tok_s":
+            goods = [lv.samples.good for lv in levels]
+            if any(g is None for g in goods):
+                return None
+            amount = amount * np.concatenate(goods)
+    elif key in ("output_tok_s", "goodput_tok_s"):
+        parts = [lv.samples.blocks.tokens if key == "output_tok_s" else lv.samples.blocks.good_tokens
+                 for lv in levels]
+        if any(p is None for p in parts):
+            return None
+        seconds = np.concatenate([lv.samples.blocks.window_s for lv in levels])
+        return (np.bincount(blocks, np.concatenate(parts), count), np.bincount(blocks, seconds, count))
+    elif key == "tokens_per_chunk":
+        amount, den = _per_request(levels, "output_tokens"), _per_request(levels, "chunks")
+    else:  # step time: the stream's time after its first chunk per later chunk (the server's decode step)
+        amount = _per_request(levels, "e2e_s") * 1000.0 - _per_request(levels, "ttft_ms")
+        den = _per_request(levels, "chunks") - 1
+    keep = np.isfinite(amount) & np.isfinite(den) & (den > 0)
+    return (np.bincount(units[keep], amount[keep], count), np.bincount(units[keep], den[keep], count))
 
 
 def change_intervals(base: Sequence[RunLevel], cand: Sequence[RunLevel], base_m: ArmMetrics,
-                     cand_m: ArmMetrics) -> dict[str, stats.Interval]:
-    """Every compared metric's change (candidate vs baseline, %) with its 95% interval where the per-request
-    rows allow one (quantiles and rates, bootstrapped over requests and over runs); context metrics get
-    their change alone."""
+                     cand_m: ArmMetrics, per_stream: bool = False) -> tuple[dict[str, stats.Interval], str]:
+    """Every compared metric's change (candidate vs baseline, %) with its 95% interval over the level's
+    units (block pairs when the design paired the arms, else each arm's blocks; runs as clusters), and
+    the design's name; context metrics get their change alone. `per_stream` (a task's requests, which
+    share the level's blocks with other tasks): throughput per stream, over the units holding them."""
     out: dict[str, stats.Interval] = {}
-    for key, (field_name, q) in QUANTILES.items():
-        b = _stacked(base, lambda s, f=field_name: getattr(s, f))
-        c = _stacked(cand, lambda s, f=field_name: getattr(s, f))
-        change = stats.change_pct(getattr(base_m, key), getattr(cand_m, key))
-        if b is None or c is None:
+    base = [lv for lv in base if lv.samples is not None]
+    cand = [lv for lv in cand if lv.samples is not None]
+    if not base or not cand:
+        for key in (*QUANTILES, *RATES, *CONTEXT):
+            change = stats.change_pct(getattr(base_m, key, None), getattr(cand_m, key, None))
             out[key] = stats.Interval(change, None, None, method="no rows")
-            continue
-        ci = stats.change_ci(b[0][0], c[0][0], q, baseline_groups=b[1], candidate_groups=c[1])
-        out[key] = recentre(ci, change)
+        return out, "sequential"
+    lay = layout(base, cand)
+    if per_stream:
+        lay = with_requests(lay)
+    cand_units = lay.base if lay.paired else lay.cand
+    for field_name in ("tpot_ms", "ttft_ms"):
+        keys = [k for k, (f, _) in QUANTILES.items() if f == field_name]
+        found = stats.quantile_changes(
+            _per_request(base, field_name), lay.base_requests, _per_request(cand, field_name),
+            lay.cand_requests, [QUANTILES[k][1] for k in keys], lay.base, lay.cand,
+            point_changes=[stats.change_pct(getattr(base_m, k), getattr(cand_m, k)) for k in keys])
+        out.update(zip(keys, found, strict=True))
     for key in RATES:
-        b = _stacked(base, lambda s, k=key: _rate_parts(s, k))
-        c = _stacked(cand, lambda s, k=key: _rate_parts(s, k))
+        b = _rate_sums(base, lay.base_requests, lay.base_blocks, lay.base.count, key, per_stream)
+        c = _rate_sums(cand, lay.cand_requests, lay.cand_blocks, cand_units.count, key, per_stream)
         change = stats.change_pct(getattr(base_m, key), getattr(cand_m, key)) if key != "step_ms" else None
         if b is None or c is None:
             out[key] = stats.Interval(change, None, None, method="no rows")
             continue
-        (bn, bd), (cn, cd) = b[0], c[0]
-        bk, ck = bd > 0, cd > 0
-        out[key] = stats.rate_change_ci(bn[bk], bd[bk], cn[ck], cd[ck], baseline_groups=b[1][bk],
-                                        candidate_groups=c[1][ck], point_change=change)
+        out[key] = stats.ratio_change(b[0], b[1], c[0], c[1], lay.base, lay.cand, point_change=change)
     for key in CONTEXT:
         out[key] = stats.Interval(stats.change_pct(getattr(base_m, key), getattr(cand_m, key)), None, None,
                                   method="context")
-    return out
+    return out, lay.design
 
 
 def combine(levels: Sequence[RunLevel]) -> ArmMetrics:
@@ -378,35 +522,48 @@ def interval_units(snapshots: Sequence[Snapshot],
     return np.array(accepted), np.array(drafted)
 
 
+def _prompt_names(run: RunData, codes: np.ndarray) -> np.ndarray:
+    """Prompt ids of a run's rows from their category codes (a missing id: empty)."""
+    categories = np.asarray(run.requests["prompt_id"].cat.categories, dtype=object)
+    if not len(categories):
+        return np.full(len(codes), "", dtype=object)
+    return np.where(codes >= 0, categories.take(np.maximum(codes, 0)), "")
+
+
 def acceptance_ci(runs: Sequence[RunData], levels: Sequence[RunLevel], point: float | None,
                   seed: int = stats.SEED) -> stats.Interval | None:
-    """Acceptance's interval, resampling requests (their own speculative stats) when at least two drafted,
-    else the scrape intervals of the level's bracket: never tokens, which are not independent.
-
-    The per-request interval is scaled onto the counters' acceptance, which stays the estimate."""
-    acc = [lv.samples.accepted for lv in levels if lv.samples is not None]
-    dft = [lv.samples.drafted for lv in levels if lv.samples is not None]
-    groups = [np.full(len(a), i) for i, a in enumerate(acc)]
-    if acc:
-        a, d, g = np.concatenate(acc), np.concatenate(dft), np.concatenate(groups)
-        keep = np.isfinite(a) & np.isfinite(d)
-        if int((d[keep] > 0).sum()) >= 2:
-            ci = stats.ratio_ci(a[keep], d[keep], groups=g[keep], seed=seed)
-            if ci.measured and point is not None and ci.estimate:
-                scale = point / ci.estimate
-                return stats.Interval(point, max(0.0, ci.lo * scale), min(1.0, ci.hi * scale),
-                                      method="bootstrap, requests", units=ci.units)
-            if ci.measured and point is not None and not ci.estimate and not point:
-                return stats.Interval(point, ci.lo, ci.hi, method="bootstrap, requests", units=ci.units)
+    """Acceptance's interval over prompts (their requests' own speculative stats summed per prompt) when
+    at least two prompts drafted, else over the scrape intervals of the level's bracket (runs as clusters):
+    never over tokens, nor over requests of one prompt (at temperature 0 a prompt is accepted alike each
+    time it is sent). Moved onto the counters' acceptance, which stays the estimate."""
+    names, accepted, drafted = [], [], []
+    for run, lv in zip(runs, levels, strict=True):
+        if lv.samples is None:
+            continue
+        d = lv.samples.drafted
+        keep = np.isfinite(d) & np.isfinite(lv.samples.accepted) & (d > 0)
+        names.append(_prompt_names(run, lv.samples.prompt[keep]))
+        accepted.append(lv.samples.accepted[keep])
+        drafted.append(d[keep])
+    if names:
+        codes, _ = pd.factorize(np.concatenate(names))
+        if len(codes) and codes.max() >= 1:
+            count = int(codes.max()) + 1
+            ci = stats.ratio_interval(np.bincount(codes, np.concatenate(accepted), count),
+                                      np.bincount(codes, np.concatenate(drafted), count),
+                                      stats.Units.single(count, "prompts"), point=point, clip=(0.0, 1.0),
+                                      seed=seed)
+            if ci.measured:
+                return ci
     units = [interval_units(bracket(run.snapshots, lv), run.models)
              for run, lv in zip(runs, levels, strict=True) if run.snapshots]
     if not units:
         return None
     a = np.concatenate([u[0] for u in units])
     d = np.concatenate([u[1] for u in units])
-    g = np.concatenate([np.full(len(u[0]), i) for i, u in enumerate(units)])
-    ci = stats.ratio_ci(a, d, groups=g, seed=seed)
-    return stats.Interval(point, ci.lo, ci.hi, method="bootstrap, scrape intervals", units=ci.units)
+    runs_of = np.concatenate([np.full(len(u[0]), i) for i, u in enumerate(units)])
+    return stats.ratio_interval(a, d, stats.Units(runs_of, "scrape intervals"), point=point, clip=(0.0, 1.0),
+                                seed=seed)
 
 
 def _weighted_quantile(values: np.ndarray, weights: np.ndarray, q: float) -> float:
@@ -415,9 +572,20 @@ def _weighted_quantile(values: np.ndarray, weights: np.ndarray, q: float) -> flo
     return float(values[order][min(int(np.searchsorted(cumulative, q * cumulative[-1])), len(values) - 1)])
 
 
-def server_batch(snapshots: Sequence[Snapshot]) -> Batch | None:
+def _overlap(starts: np.ndarray, ends: np.ndarray, windows: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
+    """Per interval [start, end), its seconds inside the windows (non-overlapping)."""
+    ws, we = windows
+    return np.clip(np.minimum(ends[:, None], we[None, :]) - np.maximum(starts[:, None], ws[None, :]), 0.0,
+                   None).sum(axis=1)
+
+
+def server_batch(snapshots: Sequence[Snapshot],
+                 windows: tuple[np.ndarray, np.ndarray] | None = None) -> Batch | None:
     """Time-weighted running and waiting requests over the scrapes given (summed over URLs and engines):
-    each scrape's value holds until the next scrape. None when the server exposes neither gauge."""
+    each scrape's value holds until the next scrape. None when the server exposes neither gauge.
+
+    `windows` (starts, ends): only the time inside them counts (an arm's own blocks under the interleaved
+    design; its server idles in the others'); the mean running is then the caller's to say."""
     current: dict[str, tuple[float, float]] = {}
     times, running, waiting = [], [], []
     seen = False
@@ -435,19 +603,44 @@ def server_batch(snapshots: Sequence[Snapshot]) -> Batch | None:
         waiting.append(sum(w for _, w in current.values()))
     if not seen or len(times) < 2:
         return None
-    weights = np.diff(np.array(times))
+    t = np.array(times)
+    weights = np.diff(t) if windows is None else _overlap(t[:-1], t[1:], windows)
     run_v, wait_v = np.array(running[:-1]), np.array(waiting[:-1])
     if weights.sum() <= 0:
         return None
-    return Batch(running_p50=_weighted_quantile(run_v, weights, 0.5), running_max=float(max(running)),
-                 waiting_p50=_weighted_quantile(wait_v, weights, 0.5), waiting_max=float(max(waiting)),
-                 samples=len(times), running_mean=mean_running(snapshots, times[0], times[-1]))
+    mean = mean_running(snapshots, times[0], times[-1]) if windows is None else None
+    inside = weights > 0
+    return Batch(running_p50=_weighted_quantile(run_v, weights, 0.5),
+                 running_max=float(run_v[inside].max()), waiting_p50=_weighted_quantile(wait_v, weights, 0.5),
+                 waiting_max=float(wait_v[inside].max()), samples=len(times), running_mean=mean)
+
+
+def own_windows(level: RunLevel) -> tuple[np.ndarray, np.ndarray] | None:
+    """The arm's own block windows under the interleaved design (None otherwise: the whole bracket)."""
+    blocks = level.samples.blocks if level.samples is not None else None
+    if blocks is None or level.design is None or level.design.kind != INTERLEAVED:
+        return None
+    return blocks.starts, blocks.starts + blocks.window_s
+
+
+def level_batch(run: RunData, level: RunLevel) -> Batch | None:
+    """The batch one run's level ran at. Interleaved, over the arm's own blocks, its mean from the arm's
+    own requests in flight there: the running-time counter grows as requests finish, so it would count the
+    ones that ran on after their block, and the gauge aliases when synchronized requests finish together
+    (a scrape read 0 running at 64 users). The gauges' p50 and max are still read over those blocks."""
+    windows = own_windows(level)
+    found = server_batch(bracket(run.snapshots, level), windows) if run.snapshots else None
+    blocks = level.samples.blocks if level.samples is not None else None
+    if found is None or windows is None or blocks is None or blocks.in_flight_s is None:
+        return found
+    seconds = float(blocks.window_s.sum())
+    return replace(found, running_mean=float(blocks.in_flight_s.sum()) / seconds if seconds > 0 else None)
 
 
 def arm_batch(pairs: Sequence[tuple[RunData, RunLevel]]) -> Batch | None:
     """One arm's batch at a level over its runs: the median of the runs' means and p50s, the largest max."""
     present = [b for run, level in pairs if run.snapshots
-               if (b := server_batch(bracket(run.snapshots, level))) is not None]
+               if (b := level_batch(run, level)) is not None]
     if not present:
         return None
     means = [b.running_mean for b in present if b.running_mean is not None]
@@ -512,7 +705,7 @@ def class_stats(baseline: Sequence[RunData], candidate: Sequence[RunData]) -> li
     return out
 
 
-def merged_itl_cdf(runs: Sequence[RunData], users: int) -> tuple[tuple[float, float], ...]:
+def merged_itl_cdf(runs: Sequence[RunData], users: Level) -> tuple[tuple[float, float], ...]:
     """Per-token latency CDF at one level over all of an arm's runs (HDR histograms merged)."""
     merged = None
     for run in runs:

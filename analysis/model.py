@@ -5,7 +5,40 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from locust_spec.core.level import rate_key
+
+from .answers import AnswerCheck
+from .provenance import Provenance
 from .stats import Interval
+
+
+class Rate(float):
+    """A rate level (open loop): requests per second, a float that knows its unit. Levels are numbers along
+    one axis, users or req/s; this type says which wherever a level is labelled (`level_label`), keyed in
+    a run's files (`str` is the files' key, `4/s`) or written to verdict.json, so the stages between need
+    no axis of their own. A run's levels are all of one kind (runs.py), as are both arms' (api.py)."""
+
+    def __str__(self) -> str:
+        return rate_key(self)
+
+    __repr__ = __str__
+
+
+Level = int | Rate
+"""A level's number: its users (an int), or its rate."""
+
+
+def level_label(level: float, *, concurrent: bool = False) -> str:
+    """`16 users` (`16 concurrent users`), or for a rate level `4 req/s`."""
+    if isinstance(level, Rate):
+        return f"{float(level):g} req/s"
+    users = f"{level:g}" if isinstance(level, float) else str(level)
+    return f"{users} {'concurrent ' if concurrent else ''}user" + ("" if level == 1 else "s")
+
+
+def same_kind(level: float, value: float | None) -> float | None:
+    """`value` (an interpolated point, an interval's bound) on `level`'s axis: a Rate stays a Rate."""
+    return Rate(value) if value is not None and isinstance(level, Rate) else value
 
 METRIC_KEYS = (
     "requests",
@@ -87,6 +120,54 @@ def worst_lag(lags: Sequence[ClientLag]) -> ClientLag | None:
 
 
 @dataclass(frozen=True)
+class Arrivals:
+    """How one arm's open-loop load kept its schedule at one rate level: how late its requests went out
+    (measured requests, from the rows), TTFT and E2E from the intended start, and, from the run's summary
+    (recording/ledger.py), the arrivals due, those never sent, and the rate achieved."""
+
+    rate: float
+    lateness_p50_ms: float | None = None
+    lateness_p99_ms: float | None = None
+    ttft_from_arrival_p50_ms: float | None = None
+    e2e_from_arrival_p50_ms: float | None = None
+    scheduled: int | None = None
+    missed: int | None = None
+    achieved_rate: float | None = None
+    scheduled_rate: float | None = None
+    """The schedule's own rate over the window: random arrivals come near the asked rate, not on it."""
+
+    def as_dict(self) -> dict:
+        return {"rate": self.rate, "achieved_rate": self.achieved_rate, "scheduled_rate": self.scheduled_rate,
+                "scheduled": self.scheduled,
+                "missed": self.missed, "lateness_p50_ms": self.lateness_p50_ms,
+                "lateness_p99_ms": self.lateness_p99_ms,
+                "ttft_from_arrival_p50_ms": self.ttft_from_arrival_p50_ms,
+                "e2e_from_arrival_p50_ms": self.e2e_from_arrival_p50_ms}
+
+
+def worst_arrivals(found: Sequence[Arrivals]) -> Arrivals | None:
+    """Repeats of one arm at one rate: the latest lateness and the lowest achieved rate, misses added up."""
+    if not found:
+        return None
+
+    def worst(values, pick):
+        present = [v for v in values if v is not None]
+        return pick(present) if present else None
+
+    return Arrivals(
+        rate=found[0].rate,
+        lateness_p50_ms=worst([a.lateness_p50_ms for a in found], max),
+        lateness_p99_ms=worst([a.lateness_p99_ms for a in found], max),
+        ttft_from_arrival_p50_ms=worst([a.ttft_from_arrival_p50_ms for a in found], max),
+        e2e_from_arrival_p50_ms=worst([a.e2e_from_arrival_p50_ms for a in found], max),
+        scheduled=worst([a.scheduled for a in found], sum),
+        missed=worst([a.missed for a in found], sum),
+        achieved_rate=worst([a.achieved_rate for a in found], min),
+        scheduled_rate=worst([a.scheduled_rate for a in found], min),
+    )
+
+
+@dataclass(frozen=True)
 class Batch:
     """The batch the server really ran over a level: its running and waiting gauges, time-weighted, and the
     mean number running (`locust_spec.metrics.batch.mean_running`, as spec-tune measures it)."""
@@ -149,6 +230,17 @@ class LevelInput:
     acceptance_ci: Interval | None = None
     baseline_batch: Batch | None = None
     candidate_batch: Batch | None = None
+    answers: AnswerCheck | None = None
+    baseline_arrivals: Arrivals | None = None
+    candidate_arrivals: Arrivals | None = None
+    baseline_spec: SpecStats | None = None
+    """The baseline server's speculation counters: moving ones mean the arms were given the wrong way
+    round."""
+    design: str = "sequential"
+    """How the arms shared time here: sequential, interleaved, simultaneous, or mixed (runs differ)."""
+    spill: dict[str, float] = field(default_factory=dict)
+    """Interleaved: per arm, the largest share of its request time at this level outside its own blocks."""
+    block_s: float | None = None
 
 
 @dataclass(frozen=True)
@@ -177,6 +269,16 @@ class LevelVerdict:
     acceptance_ci: Interval | None = None
     baseline_batch: Batch | None = None
     candidate_batch: Batch | None = None
+    answers: AnswerCheck | None = None
+    baseline_arrivals: Arrivals | None = None
+    candidate_arrivals: Arrivals | None = None
+    directions: dict[str, str] = field(default_factory=dict)
+    """Per judged metric: better / worse / same / inconclusive / unknown (its interval against the band)."""
+    mde_pct: dict[str, float | None] = field(default_factory=dict)
+    """Per deciding metric: the smallest change this level could have detected (stats.Interval.mde_pct)."""
+    power_note: str | None = None
+    """Why the level is under-powered, when it is."""
+    design: str = "sequential"
 
     @property
     def change_pct(self) -> dict[str, float | None]:
@@ -201,10 +303,22 @@ class CrossPoint:
     batch: float | None
     note: str
 
-    def as_dict(self) -> dict:
-        return {"metric": self.metric, "users": self.users, "users_ci95": list(self.users_ci95),
-                "between_users": list(self.between_users) if self.between_users else None,
-                "batch": self.batch, "note": self.note}
+    def as_dict(self, rate_axis: bool = False) -> dict:
+        """On the rate axis the same numbers go under `rate`, `rate_ci95`, `between_rates`, the users
+        fields null (verdict.json schema 4)."""
+        out = {"metric": self.metric, "users": self.users, "users_ci95": list(self.users_ci95),
+               "between_users": list(self.between_users) if self.between_users else None,
+               "batch": self.batch, "note": self.note}
+        if rate_axis:
+            between = [_number(x) for x in self.between_users] if self.between_users else None
+            out.update({"rate": _number(self.users), "rate_ci95": [_number(x) for x in self.users_ci95],
+                        "between_rates": between, "users": None, "users_ci95": [None, None],
+                        "between_users": None})
+        return out
+
+
+def _number(x: float | None) -> float | None:
+    return None if x is None else float(x)
 
 
 @dataclass(frozen=True)
@@ -215,6 +329,22 @@ class TaskVerdict:
     levels: tuple[LevelVerdict, ...]
     acceptance_measured: bool
     """The candidate sent per-request speculative stats for this task's requests."""
+
+
+@dataclass(frozen=True)
+class DesignInfo:
+    """How the verdict's runs shared time (core/design.py), as verdict.json reports it."""
+
+    kind: str
+    block_s: float | None = None
+    blocks_per_level: int | None = None
+    arms: int | None = None
+    repeats: int = 1
+    warmup_s: float | None = None
+
+    def as_dict(self) -> dict:
+        return {"kind": self.kind, "block_s": self.block_s, "blocks_per_level": self.blocks_per_level,
+                "arms": self.arms, "repeats": self.repeats, "warmup_s": self.warmup_s}
 
 
 @dataclass(frozen=True)
@@ -230,3 +360,11 @@ class Verdict:
     slo: Slo | None = None
     tasks: tuple[TaskVerdict, ...] = ()
     """Per prompt class (analysis/tasks.py), when the runs hold several."""
+    provenance: tuple[tuple[Provenance, ...], tuple[Provenance, ...]] = ((), ())
+    """What each arm's runs measured (baseline, candidate)."""
+
+    @property
+    def axis(self) -> str:
+        """What the levels are: "users" (a concurrency ladder) or "rate" (open-loop arrivals, req/s)."""
+        return "rate" if self.levels and isinstance(self.levels[0].users, Rate) else "users"
+    design: DesignInfo = field(default_factory=lambda: DesignInfo("sequential"))

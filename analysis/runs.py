@@ -13,10 +13,13 @@ import orjson
 import pandas as pd
 
 from locust_spec.core import runfiles
+from locust_spec.core.design import Design
+from locust_spec.core.level import parse_key
 from locust_spec.core.runfiles import REQUESTS, RunFiles
 from locust_spec.metrics import counters
 
-from .model import ClientLag
+from . import provenance
+from .model import ClientLag, Level, Rate
 
 REQUESTS_COLUMNS = runfiles.REQUIRED_COLUMNS
 # Only what the analysis reads, with explicit dtypes: a million rows stay well under a gigabyte.
@@ -24,9 +27,12 @@ NUMERIC = {
     "start_unix_s": "float64", "level_users": "float64", "output_tokens": "float64", "chunks": "float64",
     "ttft_ms": "float64", "tpot_ms": "float64", "e2e_ms": "float64", "itl_p50_ms": "float64",
     "chunk_gap_p50_ms": "float64", "spec_accepted_tokens": "float64", "spec_draft_tokens": "float64",
-    "warmup": "float64",
+    "warmup": "float64", "level_rate": "float64", "lateness_ms": "float64",
 }
-TEXT = {"prompt_class": "category", "error": "category"}
+# prompt_id stays with the requests: acceptance's interval resamples prompts (levels.acceptance_ci).
+TEXT = {"prompt_class": "category", "prompt_id": "category", "error": "category"}
+# The answer's fingerprint (added columns: runs without them have no answers to compare).
+ANSWER_TEXT = {"output_hash": "category", "output_marks": "category"}
 # What a value can be in a run; outside, it is no measurement (a corrupted or hand-edited file) and would
 # move the verdict silently: an `inf` start time empties a level, a negative token count turns a rate.
 _MS = (0.0, 1e9)  # 11.6 days
@@ -34,8 +40,9 @@ LIMITS = {
     "start_unix_s": (0.0, 1e10), "level_users": (0.0, 1e7), "output_tokens": (0.0, 1e9), "chunks": (0.0, 1e9),
     "ttft_ms": _MS, "tpot_ms": _MS, "e2e_ms": _MS, "itl_p50_ms": _MS, "chunk_gap_p50_ms": _MS,
     "spec_accepted_tokens": (0.0, 1e9), "spec_draft_tokens": (0.0, 1e9), "warmup": (0.0, 1.0),
+    "level_rate": (1e-9, 1e7), "lateness_ms": (-1e3, 1e9),  # a send a clock step early, at most
 }
-REQUIRED_VALUES = ("start_unix_s", "level_users")
+REQUIRED_VALUES = ("start_unix_s",)
 SERVER_COLUMNS = ("timestamp_unix_s", "url", "metric", "labels", "value")
 
 
@@ -51,9 +58,22 @@ class RunData:
     snapshots: list | None
     warnings: tuple[str, ...]
     crosscheck: tuple[str, ...] = ()
-    client_lag: dict[int, ClientLag] = field(default_factory=dict)
+    client_lag: dict[Level, ClientLag] = field(default_factory=dict)
+    design: Design | None = None
+    """How the run shared time with its other arms (PREFIX_design.json); None: sequential."""
     models: tuple[str, ...] | None = None
     """The models under test, whose server counters are counted (None: the run does not say)."""
+    answers: pd.DataFrame | None = None
+    """Measured ok requests' answers: level_users, prompt, output_hash, output_marks (answers.py)."""
+    provenance: provenance.Provenance | None = None
+    """What the run measured (PREFIX_run.json); unknown for runs written before it."""
+    arrivals: dict[Rate, dict] = field(default_factory=dict)
+    """The summary's account of each rate level (open loop): arrivals due, missed, achieved rate."""
+
+    @property
+    def rate_run(self) -> bool:
+        """Whether the run's levels are arrival rates (open loop) rather than user counts."""
+        return "level_rate" in self.requests and bool(self.requests["level_rate"].notna().any())
 
 
 @dataclass(frozen=True)
@@ -72,11 +92,12 @@ class Summary:
     warnings: tuple[str, ...] = ()
     crosscheck: tuple[str, ...] = ()
     """The cross-checks that disagreed."""
-    client_lag: dict[int, ClientLag] = field(default_factory=dict)
+    client_lag: dict[Level, ClientLag] = field(default_factory=dict)
     rows: int | None = None
     """The request rows the run counted (`client.requests`, written after the rows closed)."""
     models: tuple[str, ...] | None = None
     lost_workers: tuple[LostWorker, ...] = ()
+    arrivals: dict[Rate, dict] = field(default_factory=dict)
 
 
 def discover(path: Path) -> list[Path]:
@@ -145,8 +166,9 @@ def read_requests(path: Path) -> pd.DataFrame:
     _check_known(path, header)
     _check_complete(path, header)
     numeric = {c: t for c, t in NUMERIC.items() if c in header}
+    text = {**TEXT, **{c: t for c, t in ANSWER_TEXT.items() if c in header}}
     try:
-        frame = pd.read_csv(path, usecols=[*numeric, *TEXT], dtype={**numeric, **TEXT}, encoding="utf-8")
+        frame = pd.read_csv(path, usecols=[*numeric, *text], dtype={**numeric, **text}, encoding="utf-8")
     except ValueError as exc:
         if "convert" in str(exc) or "could not" in str(exc):
             raise InputError(_bad_numeric(path, list(numeric))) from None
@@ -159,10 +181,23 @@ def read_requests(path: Path) -> pd.DataFrame:
         empty = frame[col].isna()
         if empty.any():
             raise InputError(f"{path}: row {int(empty.idxmax()) + 1} has no {col}")
+    _check_level(path, frame)
     _check_ranges(path, frame)
     if "warmup" not in frame:
         frame["warmup"] = 0.0
     return frame
+
+
+def _check_level(path: Path, frame: pd.DataFrame) -> None:
+    """Every row has its level, a user count or (open loop) a rate, and a run holds one kind of level."""
+    rate = frame["level_rate"].notna() if "level_rate" in frame else pd.Series(False, index=frame.index)
+    users = frame["level_users"].notna()
+    missing = ~(rate | users)
+    if missing.any():
+        raise InputError(f"{path}: row {int(missing.idxmax()) + 1} has no level_users (nor level_rate)")
+    if rate.any() and users.any():
+        raise InputError(f"{path}: mixes users levels and rate levels (row {int(rate.idxmax()) + 1} has a "
+                         f"rate, row {int(users.idxmax()) + 1} users); judge each kind in a run of its own")
 
 
 def _check_ranges(path: Path, frame: pd.DataFrame) -> None:
@@ -187,9 +222,22 @@ def _read_json(path: Path, schemas: tuple[int, ...] = (1,)) -> dict:
         raise InputError(f"{path}: not a JSON object")
     # JSON true is no schema, though True == 1
     if type(data.get("schema")) is not int or data["schema"] not in schemas:
-        raise InputError(f"{path}: unknown schema {data.get('schema')!r} (this spec-verdict reads schema "
-                         f"{' or '.join(map(str, schemas))})")
+        raise InputError(f"{path}: unknown schema {str(data.get('schema'))[:20]} (this spec-verdict reads "
+                         f"schema {' or '.join(map(str, schemas))})")
     return data
+
+
+RUN_MAX_BYTES = 1024 * 1024
+"""A run's record is a few kB; a larger file is not one."""
+
+
+def read_provenance(path: Path, prefix: Path) -> provenance.Provenance:
+    """What the run measured; unknown (no file) for runs written before PREFIX_run.json existed."""
+    if not path.is_file():
+        return provenance.Provenance(str(prefix), {})
+    if path.stat().st_size > RUN_MAX_BYTES:
+        raise InputError(f"{path}: {path.stat().st_size} bytes, not a run record (at most {RUN_MAX_BYTES})")
+    return provenance.Provenance(str(prefix), _read_json(path, (runfiles.RUN_SCHEMA,)))
 
 
 def read_latency(path: Path) -> dict | None:
@@ -234,7 +282,13 @@ LAG_FIELDS = (("samples", _is_count, "a count"), ("late_samples", _is_count, "a 
               ("late_share", _is_number, "a number"), ("max_lag_ms", _is_number, "a number"))
 
 
-def read_client_lag(path: Path, data: dict) -> dict[int, ClientLag]:
+def _level(text: str) -> Level:
+    """A per-level table's key: users (`16`) or a rate (`4/s`); ValueError for anything else."""
+    key = parse_key(text)
+    return Rate(float(key[: -len("/s")])) if isinstance(key, str) else key
+
+
+def read_client_lag(path: Path, data: dict) -> dict[Level, ClientLag]:
     """`client.generators.by_level`: per ladder level, how far behind the load generator was; {} if absent."""
     client = data.get("client") or {}
     generators = client.get("generators") if isinstance(client, dict) else None
@@ -246,8 +300,12 @@ def read_client_lag(path: Path, data: dict) -> dict[int, ClientLag]:
         raise InputError(f"{where} is not an object of levels")
     out = {}
     for users, lag in by_level.items():
-        if not (users.isascii() and users.isdigit()):
-            raise InputError(f"{where} has a level {users[:20]!r} that is not a user count")
+        try:
+            level = _level(users) if users.isascii() else None
+        except ValueError:
+            level = None
+        if level is None or level < 0:
+            raise InputError(f"{where} has a level {users[:20]!r} that is not a user count nor a rate")
         if not isinstance(lag, dict):
             raise InputError(f"{where}[{users}] is not an object")
         for key, valid, kind in LAG_FIELDS:
@@ -255,15 +313,44 @@ def read_client_lag(path: Path, data: dict) -> dict[int, ClientLag]:
                 raise InputError(f"{where}[{users}].{key} is not {kind}: {str(lag.get(key))[:20]!r}")
         if lag["late_share"] > 1:
             raise InputError(f"{where}[{users}].late_share is {lag['late_share']!r}, above 1")
-        out[int(users)] = ClientLag(lag["samples"], lag["late_samples"], float(lag["late_share"]),
-                                    float(lag["max_lag_ms"]))
+        out[level] = ClientLag(lag["samples"], lag["late_samples"], float(lag["late_share"]),
+                               float(lag["max_lag_ms"]))
     return out
 
 
-def _strings(path: Path, data: dict, key: str) -> tuple[str, ...] | None:
-    value = data.get(key)
-    if value is None:
+ARRIVAL_FIELDS = (("scheduled", _is_count, "a count"), ("missed", _is_count, "a count"),
+                  ("achieved_rate", _is_number, "a number"))
+
+
+def read_arrivals(path: Path, data: dict) -> dict[Rate, dict]:
+    """`arrivals`: per rate level, the ledger's account (scheduled, missed, achieved rate); {} if absent."""
+    found = data.get("arrivals")
+    if found is None:
+        return {}
+    if not isinstance(found, dict):
+        raise InputError(f"{path}: 'arrivals' is not an object of rate levels")
+    out = {}
+    for key, entry in found.items():
+        try:
+            level = _level(key)
+        except ValueError:
+            level = None
+        if not isinstance(level, Rate) or not isinstance(entry, dict):
+            raise InputError(f"{path}: 'arrivals' has a level {str(key)[:20]!r} that is not a rate (4/s) "
+                             "with an object")
+        for name, valid, kind in ARRIVAL_FIELDS:
+            if not valid(entry.get(name)):
+                raise InputError(f"{path}: 'arrivals'[{key}].{name} is not {kind}: "
+                                 f"{str(entry.get(name))[:20]!r}")
+        out[level] = entry
+    return out
+
+
+def _strings(path: Path, data: dict, key: str, nullable: bool = False) -> tuple[str, ...] | None:
+    """A list of strings under `key`; None when absent (or null, where the contract allows it)."""
+    if key not in data or (nullable and data[key] is None):
         return None
+    value = data[key]
     if not isinstance(value, list) or not all(isinstance(w, str) for w in value):
         raise InputError(f"{path}: '{key}' is not a list of strings")
     return tuple(value)
@@ -282,7 +369,8 @@ def read_summary(path: Path) -> Summary:
     client = data.get("client")
     rows = _count(f"{path}: client.requests", client.get("requests")) if isinstance(client, dict) else None
     return Summary(_strings(path, data, "warnings") or (), disagreements, read_client_lag(path, data), rows,
-                   _strings(path, data, "models") or None, read_lost_workers(path, data))
+                   _strings(path, data, "models", nullable=True) or None, read_lost_workers(path, data),
+                   read_arrivals(path, data))
 
 
 def read_lost_workers(path: Path, data: dict) -> tuple[LostWorker, ...]:
@@ -305,15 +393,17 @@ def leave_out_lost(path: Path, frame: pd.DataFrame,
     in the level then and in any level that started before it was found lost (Locust handed users out to it
     until then); a level that started after it had all its users again."""
     notes = []
+    rates = "level_rate" in frame and bool(frame["level_rate"].notna().any())
+    column, unit = ("level_rate", "req/s") if rates else ("level_users", "users")
     for lw in lost:
-        first = frame.groupby("level_users", observed=True)["start_unix_s"].min()
+        first = frame.groupby(column, observed=True)["start_unix_s"].min()
         short = first.index[first < lw.detected_unix_s]
-        drop = frame["level_users"].isin(short) & (frame["start_unix_s"] >= lw.last_seen_unix_s)
+        drop = frame[column].isin(short) & (frame["start_unix_s"] >= lw.last_seen_unix_s)
         if not drop.any():
             continue
-        levels = ", ".join(f"{u:g}" for u in sorted(frame.loc[drop, "level_users"].unique()))
+        levels = ", ".join(f"{u:g}" for u in sorted(frame.loc[drop, column].unique()))
         when = time.strftime("%H:%M:%S", time.gmtime(lw.last_seen_unix_s))
-        notes.append(f"worker {lw.worker} was lost at {when} UTC: {int(drop.sum())} rows at {levels} users "
+        notes.append(f"worker {lw.worker} was lost at {when} UTC: {int(drop.sum())} rows at {levels} {unit} "
                      "from then on are left out (the level ran short of its users)")
         frame = frame[~drop]
     if frame.empty:
@@ -347,19 +437,53 @@ def check_row_counts(files: RunFiles, frame: pd.DataFrame, latency: dict | None,
                          f"{files.latency.name} counts {counted}")
 
 
+def split_answers(frame: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame | None]:
+    """Take the answer columns out of the requests frame: (the requests, the measured ok requests' answers
+    keyed by prompt, class and id); None when the run recorded none."""
+    if "output_hash" not in frame:
+        return frame.drop(columns=[c for c in ANSWER_TEXT if c in frame]), None
+    kept = frame["output_hash"].notna() & frame["error"].isna() & (frame["warmup"] != 1)
+    answers = None
+    if kept.any():
+        rows = frame[kept]
+        prompt = rows["prompt_class"].astype(str) + "\x1f" + rows["prompt_id"].astype(str)
+        answers = pd.DataFrame({"level_users": rows["level_users"].to_numpy(),
+                                "prompt": prompt.astype("category").to_numpy(),
+                                "output_hash": rows["output_hash"].astype(str).to_numpy(),
+                                "output_marks": rows["output_marks"].astype(object).fillna("").to_numpy()})
+    return frame.drop(columns=[c for c in ANSWER_TEXT if c in frame]), answers
+
+
+def read_design(path: Path) -> Design | None:
+    """PREFIX_design.json (spec-ab writes it); None when absent: the run is read as sequential."""
+    if not path.is_file():
+        return None
+    try:
+        return Design.from_dict(orjson.loads(path.read_bytes()))
+    except orjson.JSONDecodeError as exc:
+        raise InputError(f"{path}: not valid JSON (truncated?): {exc}") from None
+    except ValueError as exc:
+        raise InputError(f"{path}: {exc}") from None
+
+
 def read_run(prefix: Path) -> RunData:
     files = RunFiles(str(prefix))
     summary = read_summary(files.summary)
     requests, latency = read_requests(files.requests), read_latency(files.latency)
     check_row_counts(files, requests, latency, summary.rows)
     requests, left_out = leave_out_lost(files.requests, requests, summary.lost_workers)
+    requests, answers = split_answers(requests)
     return RunData(
         prefix=prefix,
         requests=requests,
+        answers=answers,
+        provenance=read_provenance(files.run, prefix),
         latency=latency,
         snapshots=read_server_metrics(files.server_metrics),
         warnings=summary.warnings + left_out,
         crosscheck=summary.crosscheck,
         client_lag=summary.client_lag,
+        design=read_design(files.design),
         models=summary.models,
+        arrivals=summary.arrivals,
     )

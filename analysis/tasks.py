@@ -2,13 +2,15 @@
 
 A workload mixes tasks (SpecBench's six, or a file's categories), and speculation pays on some and not on
 others: a summary copies its passage, a translation does not. Each task gets what a level gets, from its
-own rows only, with the same interval functions (levels.change_intervals, levels.acceptance_ci): TPOT p50
-and p90 per request; throughput per stream, the task's output tokens over its requests' time (what a
-stream of this task got: the task's tokens over the level's window would rise when the other tasks got
-faster, however this one fared); acceptance from the candidate's per-request speculative stats (vLLM:
+own rows only, with the same interval functions (levels.change_intervals, levels.acceptance_ci) over the
+same independent units: the level's blocks (block pairs when the arms shared a clock) that hold the
+task's requests, runs as clusters; acceptance over its prompts. TPOT p50 and p90 per request;
+throughput per stream, the task's output tokens over its requests' time (what a stream of this task got:
+the task's tokens over the level's window would rise when the other tasks got faster, however this one
+fared); acceptance from the candidate's per-request speculative stats (vLLM:
 `--per-request-spec-decode-metrics detailed`). The server's counters cannot be split by task, so without
-per-request stats a task's acceptance is unknown and its TPOT and throughput decide. Lag and batch are the
-level's: the tasks shared the load generator and the server.
+per-request stats a task's acceptance is unknown and its TPOT and throughput decide. Lag, batch, design and
+arrivals are the level's: the tasks shared the load generator and the server.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from dataclasses import replace
 import numpy as np
 
 from . import levels as lv
-from .model import LevelInput, LevelVerdict, Slo, SpecStats, TaskVerdict
+from .model import LevelInput, LevelVerdict, Slo, SpecStats, TaskVerdict, level_label
 from .runs import RunData
 from .verdict import INCONCLUSIVE, OFF, SHIP, TRADEOFF, Thresholds, judge_level
 
@@ -28,8 +30,9 @@ SOURCE = "per-request stats"
 ORDER = (SHIP, TRADEOFF, OFF, INCONCLUSIVE)
 
 
-def _only(run: RunData, task: str) -> RunData:
-    """The run's rows of one task; histograms and scrapes hold every task, so they stay out."""
+def task_run(run: RunData, task: str) -> RunData:
+    """The run's rows of one task (its design stays: the blocks are the level's); histograms and scrapes
+    hold every task, so they stay out."""
     rows = run.requests[run.requests["prompt_class"].astype("string") == task]
     return replace(run, requests=rows, latency=None, snapshots=None)
 
@@ -46,7 +49,7 @@ def _per_stream(level: lv.RunLevel) -> lv.RunLevel:
     return replace(level, metrics=metrics)
 
 
-def _levels(run: RunData, slo: Slo | None) -> dict[int, lv.RunLevel]:
+def _levels(run: RunData, slo: Slo | None) -> dict[float, lv.RunLevel]:
     return {users: _per_stream(level) for users, level in lv.run_levels(run, slo).items()}
 
 
@@ -85,11 +88,14 @@ def _task_level(base: Sequence[lv.RunLevel], cand: Sequence[tuple[RunData, lv.Ru
     per_request = _drafted(cand_levels)[1] > 0
     acceptance_ci = (lv.acceptance_ci([r for r, _ in cand], cand_levels, spec.acceptance)
                      if per_request else None)
+    changes, design = lv.change_intervals(base, cand_levels, base_m, cand_m, per_stream=True)
     task_input = LevelInput(
         users=level.users, baseline=base_m, candidate=cand_m, spec=spec, rows_show_speculation=per_request,
-        baseline_lag=level.baseline_lag, candidate_lag=level.candidate_lag,
-        changes=lv.change_intervals(base, cand_levels, base_m, cand_m), acceptance_ci=acceptance_ci,
-        baseline_batch=level.baseline_batch, candidate_batch=level.candidate_batch)
+        baseline_lag=level.baseline_lag, candidate_lag=level.candidate_lag, changes=changes,
+        acceptance_ci=acceptance_ci, baseline_batch=level.baseline_batch,
+        candidate_batch=level.candidate_batch,
+        baseline_arrivals=level.baseline_arrivals, candidate_arrivals=level.candidate_arrivals,
+        design=design, spill=level.spill, block_s=level.block_s)
     return judge_level(task_input, th, throughput_key=throughput_key)
 
 
@@ -103,8 +109,8 @@ def task_verdicts(base_runs: Sequence[RunData], cand_runs: Sequence[RunData], in
     throughput_key = "goodput_tok_s" if slo is not None else "output_tok_s"
     out = []
     for task in tasks:
-        base = [_levels(_only(r, task), slo) for r in base_runs]
-        cand = [(r, _levels(r, slo)) for r in (_only(r, task) for r in cand_runs)]
+        base = [_levels(task_run(r, task), slo) for r in base_runs]
+        cand = [(r, _levels(r, slo)) for r in (task_run(r, task) for r in cand_runs)]
         judged = []
         for level in sorted(inputs, key=lambda i: i.users):
             task_base = [by[level.users] for by in base if level.users in by]
@@ -119,10 +125,6 @@ def task_verdicts(base_runs: Sequence[RunData], cand_runs: Sequence[RunData], in
 
 def _names(tasks: Sequence[str]) -> str:
     return tasks[0] if len(tasks) == 1 else f"{', '.join(tasks[:-1])} and {tasks[-1]}"
-
-
-def _users(n: int) -> str:
-    return f"{n} user" + ("" if n == 1 else "s")
 
 
 WHY_INCONCLUSIVE = (("has only", "too few requests: measure longer"),
@@ -143,7 +145,7 @@ def summary(tasks: Sequence[TaskVerdict]) -> str:
     inconclusive on qa (too few requests: measure longer)'."""
     if not tasks:
         return ""
-    by_users: dict[int, dict[tuple[str, str], list[str]]] = {}
+    by_users: dict[float, dict[tuple[str, str], list[str]]] = {}
     for t in tasks:
         for level in t.levels:
             why = f" ({_why(level)})" if level.verdict == INCONCLUSIVE else ""
@@ -152,7 +154,7 @@ def summary(tasks: Sequence[TaskVerdict]) -> str:
     for users, groups in sorted(by_users.items()):
         order = sorted(groups, key=lambda key: (ORDER.index(key[0]), key[1]))
         said = "; ".join(f"{verdict} on {_names(groups[verdict, why])}{why}" for verdict, why in order)
-        parts.append(f"at {_users(users)}: {said}")
+        parts.append(f"at {level_label(users)}: {said}")
     unknown = [t.task for t in tasks if not t.acceptance_measured]
     note = (f" (acceptance of {_names(unknown)} not measured per request: TPOT and throughput decide)"
             if unknown else "")

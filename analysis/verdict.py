@@ -6,17 +6,23 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from . import diagnoses
+from locust_spec.core.design import SEQUENTIAL
+
+from . import answers, diagnoses
 from .model import (
     ArmMetrics,
     ClassStats,
     CrossPoint,
+    DesignInfo,
     Diagnosis,
     LevelInput,
     LevelVerdict,
     PlotData,
+    Rate,
     Slo,
     Verdict,
+    level_label,
+    same_kind,
 )
 from .stats import (
     BETTER,
@@ -57,6 +63,15 @@ class Thresholds:
     disagree_acceptance: float = 0.1
     position_acceptance: float = 0.5
     max_client_late_share: float = 0.05
+    allow_lossy: bool = False
+    """Judge a candidate whose answers changed (answers.py) on speed alone."""
+    max_lateness_p99_ms: float = 50.0
+    """Open loop: a rate level whose requests went out later than this (p99) did not get its rate."""
+    max_missed_share: float = 0.01
+    """Open loop: nor did one that never sent more than this share of its arrivals."""
+    mde_target_pct: float = 10.0
+    """A level that could not have detected a change this large (its minimum detectable effect on a
+    deciding metric is above it) is said to be under-powered."""
 
 
 def noise_band(key: str, base: ArmMetrics, cand: ArmMetrics, noise_pct: float) -> float:
@@ -142,8 +157,10 @@ def _brief(level: LevelInput, keys: Sequence[str]) -> str:
                      if interval(level, k).estimate is not None)
 
 
-def _evidence_gaps(level: LevelInput, th: Thresholds) -> list[str]:
-    """Reasons the level cannot be judged: failures, too little evidence, a lagging client, no counters."""
+def _evidence_gaps(level: LevelInput, th: Thresholds, floors: bool = True) -> list[str]:
+    """Reasons the level cannot be judged: failures, too little evidence, a lagging client, no counters.
+    Without `floors` (the acceptance interval decides by itself) the request and token floors do not
+    apply."""
     gaps = []
     for name, arm in (("baseline", level.baseline), ("candidate", level.candidate)):
         if arm.requests <= 0:
@@ -153,9 +170,9 @@ def _evidence_gaps(level: LevelInput, th: Thresholds) -> list[str]:
         if rate > th.max_failure_rate + _EPS:
             gaps.append(f"{name} failed {arm.failures} of {arm.requests} requests ({rate:.0%}, "
                         f"above {th.max_failure_rate:.0%})")
-        if arm.requests < th.min_requests:
+        if floors and arm.requests < th.min_requests:
             gaps.append(f"{name} has only {arm.requests} requests (needs {th.min_requests})")
-        if arm.output_tokens < th.min_output_tokens:
+        if floors and arm.output_tokens < th.min_output_tokens:
             gaps.append(f"{name} has only {arm.output_tokens} output tokens (needs {th.min_output_tokens})")
         if arm.tpot_p50_ms is None or arm.output_tok_s is None:
             gaps.append(f"{name} has no completed streams to measure TPOT and throughput")
@@ -166,12 +183,43 @@ def _evidence_gaps(level: LevelInput, th: Thresholds) -> list[str]:
             gaps.append(f"{name}: the load generator was behind {lag.late_share:.1%} of the time at this "
                         f"level (max {lag.max_lag_ms:.0f} ms): its numbers measure the client, not the "
                         "server; add --processes or workers")
-    if level.spec is None:
+    gaps += _schedule_gaps(level, th)
+    swapped = diagnoses.arms_swapped(level)
+    if swapped is not None:
+        gaps.append(swapped)
+    elif level.spec is None:
         gaps.append("no server counters on the candidate at this level (the warnings say why)")
+    elif (not_speculation := diagnoses.not_speculation(level.spec)) is not None:
+        gaps.append(not_speculation)
     elif level.spec.draft_tokens <= 0:
         gaps.append("the candidate's draft counters did not move at this level (speculation_inactive says "
                     "why)")
     return gaps
+
+
+def _schedule_gaps(level: LevelInput, th: Thresholds) -> list[str]:
+    """Open loop: an arm that did not keep its arrival schedule measured a lower rate than the level's."""
+    gaps = []
+    for name, arr in (("baseline", level.baseline_arrivals), ("candidate", level.candidate_arrivals)):
+        if arr is None:
+            continue
+        achieved = "" if arr.achieved_rate is None else f", achieving {arr.achieved_rate:.2f} req/s"
+        if arr.lateness_p99_ms is not None and arr.lateness_p99_ms > th.max_lateness_p99_ms + _EPS:
+            gaps.append(f"{name}: requests went out late (lateness p99 {arr.lateness_p99_ms:.0f} ms, above "
+                        f"{th.max_lateness_p99_ms:g}){achieved}: the load generator could not keep "
+                        f"{arr.rate:g} req/s; raise --max-concurrency (or -u), add --processes or workers")
+        if arr.missed and arr.scheduled and arr.missed > th.max_missed_share * arr.scheduled + _EPS:
+            gaps.append(f"{name}: {arr.missed} of {arr.scheduled} arrivals were never sent{achieved} "
+                        "(a worker lost, or a backlog at the end): this level was not measured at its rate")
+    return gaps
+
+
+def decisive_off(level: LevelInput, th: Thresholds) -> bool:
+    """Acceptance whose whole interval (over two or more units) lies below the off threshold: the rule
+    says off whatever the timings, so no floor on requests or tokens stands in its way."""
+    spec, ci = level.spec, level.acceptance_ci
+    return (spec is not None and spec.acceptance is not None and spec.draft_tokens > 0 and ci is not None
+            and ci.measured and ci.units >= 2 and ci.hi < th.off_acceptance)
 
 
 def acceptance_band(acceptance: float | None, ci: Interval | None, th: Thresholds) -> str:
@@ -245,6 +293,13 @@ def _decide(acc: str, band: str, lat: str, tput: str, numbers: str, th: Threshol
                           f"band ({numbers})")
 
 
+def offered(level: float, throughput_key: str) -> bool:
+    """At a rate level both arms serve the same arrivals, so the output rate is the offered load, the same
+    on both unless an arm falls behind, which its latency shows: per-token latency decides there, and with
+    an SLO, goodput. (A closed loop's users send as fast as they are served: there throughput decides.)"""
+    return isinstance(level, Rate) and throughput_key == "output_tok_s"
+
+
 def judge_level(level: LevelInput, th: Thresholds, *, throughput_key: str = "output_tok_s",
                 speculating_levels: Sequence[int] = ()) -> LevelVerdict:
     """Apply the rules to one concurrency level: per-token latency is TPOT (p50 and p90) per request,
@@ -259,14 +314,22 @@ def judge_level(level: LevelInput, th: Thresholds, *, throughput_key: str = "out
     lat = latency_direction(words["tpot_p50_ms"], words["tpot_p90_ms"])
     tput = words[throughput_key]
     deciding = (*LATENCY_KEYS, throughput_key)
+    if offered(level.users, throughput_key):
+        tput, deciding = SAME, LATENCY_KEYS
     found = [
         diagnoses.speculation_inactive(level, speculating_levels),
+        diagnoses.synthetic_acceptance(spec),
         diagnoses.draft_disagrees(spec, th.disagree_acceptance),
-        diagnoses.proposal_length(spec.per_position, th.position_acceptance) if spec else None,
+        (diagnoses.proposal_length(spec.per_position, th.position_acceptance)
+         if spec and diagnoses.not_speculation(spec) is None else None),
         diagnoses.draft_cost(level, th.noise_pct),
         diagnoses.ttft_change(level, words["ttft_p50_ms"]),
+        diagnoses.baseline_speculating(level),
+        diagnoses.block_spill(level),
     ]
-    gaps = _evidence_gaps(level, th)
+    gaps = _evidence_gaps(level, th, floors=not decisive_off(level, th))
+    mde = {k: changes[k].mde_pct(band_for(level, k, th.noise_pct)) for k in deciding}
+    power = power_note(level, mde, deciding, th)
     if gaps:
         verdict, reasons, brief = INCONCLUSIVE, gaps, gaps[0]
     else:
@@ -275,7 +338,17 @@ def judge_level(level: LevelInput, th: Thresholds, *, throughput_key: str = "out
         verdict, reason = _decide(_acc_text(spec.acceptance, level.acceptance_ci), band, lat, tput, numbers,
                                   th, spec.acceptance)
         reasons = [reason]
+        if offered(level.users, throughput_key):
+            reasons.append("at a rate level both arms serve the same arrivals, so throughput is the offered "
+                           "load and per-token latency decides (with --slo, goodput decides too)")
         brief = _brief(level, deciding)
+    if power is not None and verdict == INCONCLUSIVE and not gaps:
+        reasons.append(power)
+    lossy = answers.lossy_reason(level.answers, th.allow_lossy)
+    if lossy is not None:
+        if not th.allow_lossy and verdict in (SHIP, TRADEOFF):
+            verdict, brief = OFF, lossy
+        reasons = [lossy, *reasons]
     return LevelVerdict(
         users=level.users, verdict=verdict,
         acceptance=spec.acceptance if spec else None,
@@ -284,12 +357,33 @@ def judge_level(level: LevelInput, th: Thresholds, *, throughput_key: str = "out
         baseline=base, candidate=cand, changes=changes, reasons=tuple(reasons),
         diagnoses=tuple(d for d in found if d is not None), brief=brief,
         acceptance_ci=level.acceptance_ci, baseline_batch=level.baseline_batch,
-        candidate_batch=level.candidate_batch,
+        candidate_batch=level.candidate_batch, answers=level.answers,
+        baseline_arrivals=level.baseline_arrivals, candidate_arrivals=level.candidate_arrivals,
+        directions=words, mde_pct=mde, power_note=power, design=level.design,
     )
 
 
-def _users(n: int) -> str:
-    return f"{n} concurrent user" + ("" if n == 1 else "s")
+def power_note(level: LevelInput, mde: dict[str, float | None], deciding: Sequence[str],
+               th: Thresholds) -> str | None:
+    """'under-powered: ...' when a deciding metric had no interval over units or could only have shown a
+    change larger than `mde_target_pct`; None when the level could see changes that size."""
+    missing = [LABELS[k][0] for k in deciding if not interval(level, k).measured
+               and getattr(level.baseline, k) is not None and getattr(level.candidate, k) is not None]
+    units = min((level.changes[k].units for k in deciding if k in level.changes and level.changes[k].units),
+                default=0)
+    if missing:
+        return (f"under-powered: no interval for {', '.join(missing)} ({units} independent unit(s)); "
+                "measure longer (more blocks) or repeat")
+    large = [(k, v) for k, v in mde.items() if v is not None and v > th.mde_target_pct]
+    if not large:
+        return None
+    shown = ", ".join(f"{LABELS[k][0]} +-{v:.0f}%" for k, v in large)
+    return (f"under-powered: the smallest changes this level could detect are {shown} (over {units} "
+            f"independent units), above the {th.mde_target_pct:g}% worth detecting; measure longer or repeat")
+
+
+def _users(n: float) -> str:
+    return level_label(n, concurrent=True)
 
 
 def _batch(lv: LevelVerdict) -> float | None:
@@ -320,7 +414,7 @@ def ladder_summary(levels: Sequence[LevelVerdict]) -> str:
         lo, hi, v = run[0].users, run[-1].users, run[0].verdict
         if len(runs) == 1:
             where = (f"at {_users(lo)}" if lo == hi else
-                     f"at every measured level ({lo} to {_users(hi)})")
+                     f"at every measured level ({lo:g} to {_users(hi)})")
         elif i == 0:
             where = f"up to {_users(hi)}" if lo != hi or lo > 1 else f"at {_users(lo)}"
         elif lo == hi:
@@ -328,7 +422,7 @@ def ladder_summary(levels: Sequence[LevelVerdict]) -> str:
         elif i == len(runs) - 1:
             where = f"from {_users(lo)}"
         else:
-            where = f"from {lo} to {_users(hi)}"
+            where = f"from {lo:g} to {_users(hi)}"
         text = f"{v} {where}{_batch_text(run)}"
         if v != SHIP:
             whys = [f"at {lv.users}: {lv.brief}" if len(run) > 1 else lv.brief for lv in run if lv.brief]
@@ -386,36 +480,55 @@ def _batch_at(levels: Sequence[LevelVerdict], users: float | None) -> float | No
     return None
 
 
+def _status_text(ordered: Sequence[LevelVerdict], key: str) -> str:
+    """'better at 1; inconclusive at 16, 64': each level's direction on `key`, runs of equal ones joined."""
+    runs: list[tuple[str, list[int]]] = []
+    for lv in ordered:
+        word = lv.directions.get(key, UNKNOWN_DIRECTION)
+        if runs and runs[-1][0] == word:
+            runs[-1][1].append(lv.users)
+        else:
+            runs.append((word, [lv.users]))
+    return "; ".join(f"{word} at {', '.join(map(str, users))}" for word, users in runs)
+
+
 def crossover(levels: Sequence[LevelVerdict], throughput_key: str) -> tuple[CrossPoint, ...]:
-    """Where speculation stops paying along the ladder, on TPOT p50 and on throughput: the concurrency
-    where the gain crosses zero, interpolated in log users between the two levels around it, with the
-    range where its interval's bounds cross (None: beyond the measured levels on that side)."""
+    """Where speculation stops paying along the ladder, on TPOT p50 and on throughput, claimed only as far
+    as the levels' intervals go: a crossing needs a level that is better (its interval beyond the noise
+    band) before one that is worse; it is then interpolated in log users where the estimates cross zero,
+    with the range where the intervals' bounds do (None: beyond the measured levels on that side).
+    Otherwise the note says what each level's interval allows."""
     ordered = sorted(levels, key=lambda lv: lv.users)
     if len(ordered) < 2:
         return ()
     users = [lv.users for lv in ordered]
     out = []
-    for key, lower in (("tpot_p50_ms", True), (throughput_key, False)):
+    keys = (("tpot_p50_ms", True),) if offered(ordered[0].users, throughput_key) else (
+        ("tpot_p50_ms", True), (throughput_key, False))
+    for key, lower in keys:
+        words = [lv.directions.get(key, UNKNOWN_DIRECTION) for lv in ordered]
         gains = [_gain(lv.changes.get(key, Interval.point(None)), lower) for lv in ordered]
         found = crossing(users, gains, 0.0)
-        if found.x is not None:
-            note = (f"{LABELS[key][0]}: speculation stops paying at about {found.x:.1f} concurrent users, "
-                    f"between {found.between[0]:.0f} and {found.between[1]:.0f}")
-        elif all(g.estimate is not None and g.estimate >= 0 for g in gains):
-            last = gains[-1]
-            if last.measured and last.lo < 0:
-                # never worse by the estimates, but the top level's gain is not clear of zero
-                change = fmt_change(ordered[-1].changes[key])
-                note = (f"{LABELS[key][0]}: no level is worse, but at {users[-1]} concurrent users the gain "
-                        f"is not clear of zero ({change})")
-            else:
-                note = f"{LABELS[key][0]}: speculation pays at every measured level"
-        elif gains[0].estimate is not None and gains[0].estimate < 0:
-            note = f"{LABELS[key][0]}: speculation does not pay even at the lowest level"
+        label = LABELS[key][0]
+        supported = (found.x is not None and BETTER in words[:users.index(found.between[0]) + 1]
+                     and WORSE in words[users.index(found.between[1]):])
+        if supported:
+            unit = "req/s" if isinstance(users[0], Rate) else "concurrent users"
+            note = (f"{label}: speculation stops paying at about {found.x:.1f} {unit}, "
+                    f"between {found.between[0]:g} and {found.between[1]:g}")
+            kind = users[0]
+            out.append(CrossPoint(key, same_kind(kind, found.x),
+                                  (same_kind(kind, found.lo), same_kind(kind, found.hi)),
+                                  tuple(same_kind(kind, b) for b in found.between),
+                                  _batch_at(ordered, found.x), note))
+            continue
+        if all(w == BETTER for w in words):
+            note = f"{label}: speculation pays at every measured level"
+        elif words[0] == WORSE:
+            note = f"{label}: speculation does not pay even at the lowest level"
         else:
-            note = f"{LABELS[key][0]}: no single crossing along the ladder"
-        out.append(CrossPoint(key, found.x, (found.lo, found.hi), found.between, _batch_at(ordered, found.x),
-                              note))
+            note = f"{label}: no crossing the intervals support ({_status_text(ordered, key)})"
+        out.append(CrossPoint(key, None, (None, None), None, None, note))
     return tuple(out)
 
 
@@ -430,6 +543,7 @@ def build_verdict(
     notes: Sequence[str] = (),
     plots: PlotData | None = None,
     slo: Slo | None = None,
+    design: DesignInfo | None = None,
 ) -> Verdict:
     """Judge every common level, then summarise; run-level diagnoses and warnings ride along.
 
@@ -447,7 +561,14 @@ def build_verdict(
     if by_class:
         top.append(by_class)
     top.extend(diagnoses.cross_check(crosscheck))
+    speculating_base = [lv.users for lv in judged if any(d.kind == diagnoses.BASELINE_SPECULATING
+                                                         for d in lv.diagnoses)]
+    if speculating_base:
+        notes = (*notes, f"the baseline itself speculated at {', '.join(map(level_label, speculating_base))} "
+                         "(baseline_speculating): this compares two speculating servers, not speculation "
+                         "against none")
     warnings = tuple(f"{arm}: {text}" for arm, text in run_warnings) + tuple(notes)
     return Verdict(verdict=verdict, summary=summary, levels=judged, diagnoses=tuple(top), warnings=warnings,
                    serving_concurrency=serving, plots=plots or PlotData(),
-                   crossover=crossover(judged, throughput_key), slo=slo)
+                   crossover=crossover(judged, throughput_key), slo=slo,
+                   design=design or DesignInfo(SEQUENTIAL))

@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import os
 import signal
+import time
 
 import gevent
 from locust import events
 from locust.runners import STATE_RUNNING, STATE_SPAWNING, LocalRunner, MasterRunner, WorkerRunner
-from locust.stats import CSV_STATS_INTERVAL_SEC
+from locust.stats import CSV_STATS_INTERVAL_SEC, StatsCSVFileWriter
+from locust.stats import console_logger as STATS_LOG
 
 from locust_spec.core.level import MESSAGE as LEVEL_MESSAGE
 from locust_spec.core.level import Level
@@ -23,15 +25,39 @@ from locust_spec.core.prompts import PromptError
 from locust_spec.recording import scraper
 from locust_spec.recording.writes import WriteFailed
 from locust_spec.web import live, webui
-from locust_spec.wiring import distributed, guard, options
+from locust_spec.wiring import distributed, guard, openloop, options
 from locust_spec.wiring.distributed import BATCH, FINISH, WorkerSink
 from locust_spec.wiring.run import SpecRun, attach, run_of
 from locust_spec.wiring.user import ChatClientUser
 
 
+def _csv_writer_ends_before_its_files_close() -> None:
+    """Locust's SIGTERM shutdown (a Kubernetes pod's stop) closes its stats CSV files while the greenlet that
+    rewrites them every second lives on: waking between the close and the exit, it died with a traceback
+    ('I/O operation on closed file') in the log of a run that was fine. Closing now ends that greenlet
+    first. Locust internals: pinned below 3 in pyproject.toml."""
+    write, close = StatsCSVFileWriter.stats_writer, StatsCSVFileWriter.close_files
+
+    def stats_writer(self) -> None:
+        self._locust_spec_writer = gevent.getcurrent()
+        write(self)
+
+    def close_files(self) -> None:
+        writer = getattr(self, "_locust_spec_writer", None)
+        if writer is not None and writer is not gevent.getcurrent():
+            writer.kill(block=True, timeout=2)
+        close(self)
+
+    StatsCSVFileWriter.stats_writer, StatsCSVFileWriter.close_files = stats_writer, close_files
+
+
+_csv_writer_ends_before_its_files_close()
+
+
 @events.init_command_line_parser.add_listener
 def _add_options(parser, **_kw) -> None:
     options.add_options(parser)
+    openloop.add_options(parser)
     scraper.add_options(parser)
     guard.add_options(parser)
 
@@ -77,11 +103,13 @@ def _on_init(environment, web_ui=None, **_kw) -> None:
         runner.register_message(
             BATCH, lambda msg, **_: run.collector.receive(msg.node_id, msg.data, run.sink))
         _watch_workers(environment, run)
+        runner.register_message(openloop.READY, lambda msg, **_: run.readiness.workers.add(msg.node_id))
     if not isinstance(runner, MasterRunner):
         gevent.spawn(_flush_periodically, run)
     if not isinstance(runner, WorkerRunner):
+        run.levels.listeners.append(lambda level: _rate_level_started(run, level))
         # `quit` comes after every `quitting` listener: the rows are closed, the workers' last batches are in.
-        environment.events.quit.add_listener(lambda **_: run.write_summary())
+        environment.events.quit.add_listener(lambda **_: _at_quit(run))
         if web_ui is not None:
             run.timeline = live.install(run, web_ui)
             view = webui.install(run, web_ui)
@@ -94,6 +122,15 @@ def _watch_workers(environment, run: SpecRun) -> None:
     environment.events.heartbeat_sent.add_listener(lambda client_id, **_: watch.heard_from(client_id))
     environment.events.worker_report.add_listener(lambda client_id, data, **_: watch.report(client_id, data))
     gevent.spawn(distributed.watch_workers, environment, run.collector, watch)
+
+
+def _at_quit(run: SpecRun) -> None:
+    """The summary file; headless, the level table below Locust's own (where Locust prints its tables, and
+    not when its stdout is JSON)."""
+    run.write_summary()
+    options = run.environment.parsed_options
+    if options.headless and not getattr(options, "json", False) and not run.gave_up:
+        STATS_LOG.info(run.level_table())
 
 
 def _interrupt_main() -> None:
@@ -113,12 +150,44 @@ def _flush_periodically(run: SpecRun) -> None:
             run.sink.flush()
 
 
+def _plain_rate(environment) -> bool:
+    """An open loop without the ladder: `--rate` with a plain locustfile, whose users are `-u`."""
+    return environment.shape_class is None and bool(getattr(environment.parsed_options, "rate", None))
+
+
 def _on_spawned(run: SpecRun, user_count: int) -> None:
     """Locust tells every runner, workers included, the total once spawning completes."""
     run.levels.spawned(user_count)
-    # A new level: scrape at once, so acceptance is known per level (only the master or local scrapes).
-    if run.scraper is not None and run.scraper.running:
+    environment = run.environment
+    if (_plain_rate(environment) and run.levels.current().plan is None and not run.planning
+            and not isinstance(environment.runner, WorkerRunner)):
+        run.planning = True
+        gevent.spawn(_plan_when_ready, run)
+    # A new level: scrape at once, so acceptance is known per level (only the master or local scrapes). In an
+    # open loop users are slots, not the load: a rate level is scraped as it starts (_rate_level_started).
+    if (run.scraper is not None and run.scraper.running
+            and not openloop.open_loop(environment.parsed_options)):
         run.scraper.level_changed(int(user_count), run.levels.current().warmup_until_unix_s)
+
+
+def _plan_when_ready(run: SpecRun) -> None:
+    """Without the ladder: the schedule starts once every process's users are ready (they wait for it), so
+    a ramp or a slow context check is no arrival's fault."""
+    environment = run.environment
+    runner, options = environment.runner, environment.parsed_options
+    while not run.readiness.ready(runner):
+        gevent.sleep(0.1)
+    run.planning = False
+    if run.levels.current().plan is None and runner.state in (STATE_SPAWNING, STATE_RUNNING):
+        run.levels.publish(openloop.rate_level(runner, openloop.OpenLoopSettings.from_options(options),
+                                               openloop.parse_rate(options.rate), 0,
+                                               int(runner.target_user_count or 0), lead_s=openloop.LEAD_S))
+
+
+def _rate_level_started(run: SpecRun, level: Level) -> None:
+    """A rate level starts when it is published (its users were spawned before): scrape at once."""
+    if level.plan is not None and run.scraper is not None and run.scraper.running:
+        run.scraper.level_changed(level.key, level.warmup_until_unix_s)
 
 
 @events.test_start.add_listener
@@ -133,15 +202,24 @@ def _on_test_start(environment, **_kw) -> None:
             run.give_up(str(e))
         else:
             run.start()
+    if run.tally is not None:
+        run.tally.clear()  # a new test in the web UI
     if run.collector is not None:
+        run.check_model(environment.host)
         run.collector.start_test()
         run.workers.start_test()
-        if environment.shape_class is None:  # a ladder publishes its own levels, with their warm-up
-            # Workers hear the total from Locust only once spawning completes, after their first requests
-            # started: tell them now, before the spawn messages leave (same socket, so this arrives first).
-            run.levels.publish(Level(int(environment.runner.target_user_count or 0)))
-    if not isinstance(environment.runner, WorkerRunner):
+        run.readiness.reset()  # a worker says it is ready only after this test's spawn
+    runner = environment.runner
+    if run.collector is not None and environment.shape_class is None and not _plain_rate(environment):
+        # A ladder publishes its own levels, with their warm-up. Workers hear the total from Locust only
+        # once spawning completes, after their first requests started: tell them now, before the spawn
+        # messages leave (same socket, so this arrives first).
+        run.levels.publish(Level(int(runner.target_user_count or 0)))
+    if not isinstance(runner, WorkerRunner):
         run.start_scraper()
+        run.start_record()
+        if run.levels.current().plan is not None:  # published before the scraper ran
+            _rate_level_started(run, run.levels.current())
     if run.timeline is not None:
         live.test_started(run, run.timeline)
 
@@ -149,6 +227,8 @@ def _on_test_start(environment, **_kw) -> None:
 @events.test_stopping.add_listener
 def _on_test_stopping(environment, **_kw) -> None:
     run = run_of(environment)
+    if run is not None and run.ledger is not None:
+        run.ledger.stopped(time.time())  # arrivals due later were never owed
     if run is not None and run.collector is not None:
         distributed.wait_for_final_batches(environment, run.collector, run.workers)
 
@@ -158,10 +238,15 @@ def _on_test_stop(environment, **_kw) -> None:
     run = run_of(environment)
     if run is None:
         return
+    if run.arrivals is not None:
+        run.arrivals.reset()
+        run.readiness.reset()
+    if _plain_rate(environment):
+        run.levels.clear()  # the next test plans its own arrivals
     if run.measuring:
         run.stop()
         run.flush()
-        if isinstance(environment.runner, LocalRunner) and run.files is not None:
+        if isinstance(environment.runner, LocalRunner) and run.files is not None and not run.gave_up:
             # Locust rewrites PREFIX_stats.csv only every CSV_STATS_INTERVAL_SEC and not at exit: let it
             # take the requests reported at stop (interrupted, drained), so its counts equal our rows.
             gevent.sleep(CSV_STATS_INTERVAL_SEC + 0.2)
@@ -169,6 +254,7 @@ def _on_test_stop(environment, **_kw) -> None:
         run.sink.flush(final=True)
     if run.scraper is not None and not isinstance(environment.runner, WorkerRunner):
         run.scraper.stop()
+    run.finish_record()
     if run.timeline is not None:
         live.test_stopped(run, run.timeline)
 

@@ -35,6 +35,14 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def own_master_port() -> list[str]:
+    """Locust options for a `--processes` run to keep its master and workers on a free port of their own:
+    on Locust's default 5557, two runs on the machine at once (another developer's tests) exchanged
+    workers."""
+    port = str(free_port())
+    return ["--master-bind-port", port, "--master-host", "127.0.0.1", "--master-port", port]
+
+
 def pinned(cmd: list[str], cpu: str) -> list[str]:
     """Pin a command to one core so server and load generator do not contend (2-core machines)."""
     if shutil.which("taskset") and (os.cpu_count() or 1) > 1:

@@ -11,9 +11,12 @@ from ..report.table import (
     HEADER,
     TASK_HEADER,
     acceptance_line,
+    answers_line,
     crossover_lines,
+    design_line,
+    evidence_line,
+    measured,
     rows,
-    runs_line,
     task_rows,
     users_label,
 )
@@ -24,6 +27,7 @@ table{border-collapse:collapse;margin:.5em 0}td,th{border:1px solid #ccc;padding
 td:not(:first-child){text-align:right}.v{font-weight:bold;text-transform:uppercase}
 .ship{color:#176c2a}.off{color:#a11}.tradeoff{color:#a66a00}.inconclusive{color:#555}
 img{max-width:100%;display:block;margin:.5em 0}.omitted{color:#555}
+table.measured td{text-align:left;font-size:.9em;word-break:break-all}
 """
 
 
@@ -64,18 +68,29 @@ def _task_table(verdict: Verdict) -> str:
             f"<table><tr>{head}</tr>{body}</table>")
 
 
+def _measured(verdict: Verdict) -> str:
+    """What each run measured, on the first screen: a verdict is only worth what a reader can check."""
+    found = measured(verdict)
+    if found is None:
+        return ""
+    header, facts = found
+    head = "".join(f"<th>{escape(h)}</th>" for h in header)
+    body = "".join("<tr>" + "".join(f"<td>{escape(c)}</td>" for c in r) + "</tr>" for r in facts)
+    return f"<h2>What was measured</h2><table class='measured'><tr>{head}</tr>{body}</table>"
+
+
 def render(verdict: Verdict) -> str:
     v = escape(verdict.verdict)
     parts = [f"<h1>Speculative decoding: <span class='v {v}'>{v}</span></h1>",
-             f"<p>{escape(verdict.summary)}</p>",
-             _task_table(verdict) if verdict.tasks else _class_table(verdict)]
+             f"<p>{escape(verdict.summary)}</p>", f"<p>{escape(design_line(verdict.design))}</p>",
+             _measured(verdict), _task_table(verdict) if verdict.tasks else _class_table(verdict)]
     for lv in verdict.levels:
         lvv = escape(lv.verdict)
         parts.append(f"<h2>{users_label(lv.users)}: <span class='v {lvv}'>{lvv}</span></h2>")
         parts.append(f"<p>{escape(acceptance_line(lv))}</p>")
-        extra = runs_line(lv)
-        if extra:
-            parts.append(f"<p>{escape(extra)}</p>")
+        for extra in (evidence_line(lv), answers_line(lv)):
+            if extra:
+                parts.append(f"<p>{escape(extra)}</p>")
         head = "".join(f"<th>{escape(h)}</th>" for h in HEADER)
         body = "".join("<tr>" + "".join(f"<td>{escape(c)}</td>" for c in r) + "</tr>" for r in rows(lv))
         parts.append(f"<table><tr>{head}</tr>{body}</table>")

@@ -9,9 +9,12 @@ from ..report.table import (
     HEADER,
     TASK_HEADER,
     acceptance_line,
+    answers_line,
     crossover_lines,
+    design_line,
+    evidence_line,
+    measured,
     rows,
-    runs_line,
     task_rows,
     users_label,
 )
@@ -35,12 +38,19 @@ def _escape(text: str) -> str:
 
 
 def render(verdict: Verdict) -> str:
-    out = [f"## Speculative decoding verdict: **{verdict.verdict}**", "", _escape(verdict.summary), ""]
+    out = [f"## Speculative decoding verdict: **{verdict.verdict}**", "", _escape(verdict.summary), "",
+           _escape(design_line(verdict.design)), ""]
+    found = measured(verdict)
+    if found is not None:
+        header, facts = found
+        out += ["| " + " | ".join(_inline(h) or "measured" for h in header) + " |",
+                "|" + "---|" * len(header)]
+        out += ["| " + " | ".join(_inline(c) for c in r) + " |" for r in facts] + [""]
     for lv in verdict.levels:
         out += [f"### {users_label(lv.users)}: **{lv.verdict}**", "", _escape(acceptance_line(lv)), ""]
-        extra = runs_line(lv)
-        if extra:
-            out += [extra, ""]
+        for extra in (evidence_line(lv), answers_line(lv)):
+            if extra:
+                out += [_escape(extra), ""]
         out.append("| " + " | ".join(HEADER) + " |")
         out.append("|---|---:|---:|---:|")
         out += ["| " + " | ".join(_inline(c) for c in r) + " |" for r in rows(lv)]

@@ -29,6 +29,7 @@ CDF_TAIL = 0.005
 DECIDING = (("tpot_p50_ms", "TPOT p50", "lower is better"),
             ("output_tok_s", "output tok/s", "higher is better"))
 RULE = Thresholds()  # the rule of thumb's lines on the acceptance plots
+AXIS_LABELS = {"users": "concurrent users", "rate": "arrival rate (requests/s, open loop)"}
 
 
 @dataclass(frozen=True)
@@ -145,9 +146,9 @@ def against_concurrency(verdict: Verdict) -> bytes | Omitted:
         right.plot(users, [float("nan") if v is None else v for v in itl], style, marker="o", label=label)
     for ax, title, ylabel in ((left, "Output throughput", "tokens/s"), (right, "ITL p50", "ms")):
         ax.set_xscale("log", base=2)
-        ax.set_xticks(users, [str(u) for u in users])  # the ladder's levels, not powers of two
+        ax.set_xticks(users, [f"{u:g}" for u in users])  # the ladder's levels, not powers of two
         ax.minorticks_off()
-        ax.set_xlabel("concurrent users")
+        ax.set_xlabel(AXIS_LABELS[verdict.axis])
         ax.set_ylabel(ylabel)
         ax.set_title(title)
         ax.grid(alpha=0.3)
@@ -284,9 +285,9 @@ def ratio_bands(verdict: Verdict) -> bytes | Omitted:
     ax.axhline(1.0, color="#444", linewidth=1)
     if len(levels) > 1:
         ax.set_xscale("log", base=2)
-        ax.set_xticks(users, [str(u) for u in users])  # the ladder's levels, not powers of two
+        ax.set_xticks(users, [f"{u:g}" for u in users])  # the ladder's levels, not powers of two
         ax.minorticks_off()
-    ax.set_xlabel("concurrent users")
+    ax.set_xlabel(AXIS_LABELS[verdict.axis])
     ax.set_ylabel("speculation on / off")
     ax.set_title("Ratio against concurrency (95% intervals; dotted: crossover)")
     ax.grid(alpha=0.3)

@@ -2,8 +2,19 @@
 
 from __future__ import annotations
 
-from ..model import ArmMetrics, Batch, CrossPoint, LevelVerdict, Verdict
-from ..verdict import fmt_change
+from .. import provenance
+from ..model import (
+    ArmMetrics,
+    Arrivals,
+    Batch,
+    CrossPoint,
+    DesignInfo,
+    LevelVerdict,
+    Rate,
+    Verdict,
+    level_label,
+)
+from ..verdict import LABELS, fmt_change
 
 # The deciding metrics first (TPOT per request, throughput), then context: token-weighted ITL and the
 # chunk gaps describe the stream's rhythm, not the time a reader waits per token.
@@ -45,6 +56,8 @@ def rows(lv: LevelVerdict) -> list[tuple[str, str, str, str]]:
                     batch_cell(lv.candidate_batch), ""))
         out.append(("server waiting p50 / max", batch_cell(lv.baseline_batch, waiting=True),
                     batch_cell(lv.candidate_batch, waiting=True), ""))
+    if lv.baseline_arrivals is not None or lv.candidate_arrivals is not None:
+        out += arrival_rows(lv.baseline_arrivals, lv.candidate_arrivals)
     for label, key, fmt in ROWS:
         if getattr(lv.baseline, key) is None and getattr(lv.candidate, key) is None:
             continue
@@ -52,6 +65,23 @@ def rows(lv: LevelVerdict) -> list[tuple[str, str, str, str]]:
         out.append((label, cell(lv.baseline, key, fmt), cell(lv.candidate, key, fmt),
                     "" if change is None or change.estimate is None else fmt_change(change)))
     return out
+
+
+ARRIVAL_ROWS = (
+    ("req/s sent / scheduled (asked)", lambda a: "-" if a.achieved_rate is None else
+     f"{a.achieved_rate:.2f} / {a.scheduled_rate or 0:.2f} ({a.rate:g})"),
+    ("arrivals never sent", lambda a: "-" if a.missed is None else f"{a.missed} of {a.scheduled}"),
+    ("lateness p50 / p99 (ms)", lambda a: "-" if a.lateness_p99_ms is None else
+     f"{a.lateness_p50_ms:.1f} / {a.lateness_p99_ms:.1f}"),
+    ("TTFT p50 from arrival (ms)", lambda a: "-" if a.ttft_from_arrival_p50_ms is None else
+     f"{a.ttft_from_arrival_p50_ms:.1f}"),
+)
+"""Open loop: whether each arm kept its arrival schedule, and TTFT as a user arriving then waited it."""
+
+
+def arrival_rows(base: Arrivals | None, cand: Arrivals | None) -> list[tuple[str, str, str, str]]:
+    return [(label, show(base) if base else "-", show(cand) if cand else "-", "")
+            for label, show in ARRIVAL_ROWS]
 
 
 def batch_cell(batch: Batch | None, waiting: bool = False) -> str:
@@ -70,16 +100,18 @@ def crossover_lines(points: tuple[CrossPoint, ...]) -> list[str]:
         text = p.note
         if p.users is not None:
             lo, hi = p.users_ci95
-            text += (f" (95% CI {'below the lowest level' if lo is None else f'{lo:.1f} users'} to "
-                     f"{'beyond the highest level' if hi is None else f'{hi:.1f} users'})")
+            unit = "req/s" if isinstance(p.users, Rate) else "users"
+            text += (f" (95% CI {'below the lowest level' if lo is None else f'{lo:.1f} {unit}'} to "
+                     f"{'beyond the highest level' if hi is None else f'{hi:.1f} {unit}'})")
             if p.batch is not None:
                 text += f", at a batch of about {p.batch:.1f}"
         out.append(text)
     return out
 
 
-def users_label(users: int) -> str:
-    return f"{users} user" + ("" if users == 1 else "s")
+def users_label(users: float) -> str:
+    """A level's heading: `16 users`, or on a rate level `4 req/s`."""
+    return level_label(users)
 
 
 def acceptance_line(lv: LevelVerdict) -> str:
@@ -95,11 +127,16 @@ def acceptance_line(lv: LevelVerdict) -> str:
     return ", ".join(parts)
 
 
-def runs_line(lv: LevelVerdict) -> str | None:
-    if lv.baseline.runs == 1 and lv.candidate.runs == 1:
-        return None
-    return (f"repeats: {lv.baseline.runs} baseline, {lv.candidate.runs} candidate runs "
-            "(median, spread min-max)")
+def measured(verdict: Verdict) -> tuple[list[str], list[list[str]]] | None:
+    """What each run measured (its PREFIX_run.json): header and rows, one column per run; None when the
+    verdict names no run (built by hand)."""
+    base, cand = verdict.provenance
+    return provenance.table(base, cand) if base or cand else None
+
+
+def answers_line(lv: LevelVerdict) -> str | None:
+    """The candidate's answers against the baseline's (analysis/answers.py); None when not compared."""
+    return lv.answers.line() if lv.answers is not None else None
 
 
 TASK_HEADER = ("task", "users", "verdict", "acceptance [95% CI]", "TPOT p50 change", "TPOT p90 change",
@@ -124,3 +161,33 @@ def task_rows(verdict: Verdict) -> list[tuple[str, ...]]:
             out.append((task.task, str(lv.users), lv.verdict, _acceptance_cell(lv),
                         *("-" if c is None or c.estimate is None else fmt_change(c) for c in changes)))
     return out
+
+
+def evidence_line(lv: LevelVerdict) -> str | None:
+    """Repeats, the units the intervals resampled and the smallest change each deciding metric could show
+    (an inconclusive level's reasons say when it was under-powered)."""
+    parts = []
+    if lv.baseline.runs > 1 or lv.candidate.runs > 1:
+        parts.append(f"repeats: {lv.baseline.runs} baseline, {lv.candidate.runs} candidate runs "
+                     "(median, spread min-max)")
+    units = next((c for k, c in lv.changes.items() if k in lv.mde_pct and c.measured and c.units), None)
+    if units is not None:
+        parts.append(f"intervals over {units.units} {units.unit} ({lv.design})")
+    mde = [f"{LABELS[k][0]} +-{v:.1f}%" for k, v in lv.mde_pct.items() if v is not None]
+    if mde:
+        parts.append("smallest detectable change " + ", ".join(mde))
+    return "; ".join(parts) or None
+
+
+def design_line(design: DesignInfo) -> str:
+    """How the arms shared time, for the top of a report."""
+    repeats = f", {design.repeats} repeats" if design.repeats > 1 else ""
+    if design.kind in ("interleaved", "simultaneous") and design.block_s:
+        how = ("arms taking turns in blocks (ABBA)" if design.kind == "interleaved" else
+               "arms at the same time")
+        return (f"design: {design.kind}, {how}, {design.blocks_per_level} blocks of {design.block_s:g}s per "
+                f"level{repeats}")
+    if design.kind == "mixed":
+        return f"design: mixed (the runs were measured differently; intervals unpaired){repeats}"
+    return (f"design: sequential, one arm's ladder after the other's{repeats}: drift between the arms is "
+            "not in the intervals")

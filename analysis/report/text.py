@@ -9,9 +9,12 @@ from ..report.table import (
     HEADER,
     TASK_HEADER,
     acceptance_line,
+    answers_line,
     crossover_lines,
+    design_line,
+    evidence_line,
+    measured,
     rows,
-    runs_line,
     task_rows,
     users_label,
 )
@@ -33,12 +36,18 @@ def _plain(text: str) -> str:
 
 
 def render(verdict: Verdict) -> str:
-    out = [f"VERDICT: {verdict.verdict.upper()}", _plain(verdict.summary), ""]
+    out = [f"VERDICT: {verdict.verdict.upper()}", _plain(verdict.summary), design_line(verdict.design), ""]
+    found = measured(verdict)
+    if found is not None:
+        header, facts = found
+        out.append("Measured (" + " | ".join(header[1:]) + "):")
+        out.extend(f"  {label}: " + " | ".join(_plain(c) for c in cells) for label, *cells in facts)
+        out.append("")
     for lv in verdict.levels:
         out.append(f"{users_label(lv.users)}: {lv.verdict.upper()}  ({acceptance_line(lv)})")
-        extra = runs_line(lv)
-        if extra:
-            out.append(f"  {extra}")
+        for extra in (evidence_line(lv), answers_line(lv)):
+            if extra:
+                out.append(f"  {_plain(extra)}")
         out.extend(_table([HEADER, *rows(lv)]))
         out.extend(f"  - {_plain(r)}" for r in lv.reasons)
         out.extend(f"  * {d.kind}: {_plain(d.message)}" for d in lv.diagnoses)

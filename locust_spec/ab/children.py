@@ -13,6 +13,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections import deque
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -80,10 +81,21 @@ def reason(log: Path) -> str:
     return log_reason(log.read_text(errors="replace")) if log.exists() else "no log"
 
 
+_GIVEN: deque[int] = deque(maxlen=64)
+"""Ports handed out lately: a port is free once its socket closes, so the next call could get it again
+before the first taker has bound it (the arms of a session are spawned one after the other)."""
+
+
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A loopback port nothing listens on, none of the last few handed out."""
+    for _ in range(100):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        if port not in _GIVEN:
+            break
+    _GIVEN.append(port)
+    return port
 
 
 def wait_ready(url: str, proc: subprocess.Popen, log: Path, timeout: float = 60.0,
@@ -121,18 +133,22 @@ def start_sim(log: Path, time_scale: float, gpu: str, speculative_config: dict |
 
 
 @contextmanager
-def simulators(out: Path, time_scale: float, gpu: str, speculative_config: dict) -> Iterator[dict[str, str]]:
-    """Two spec-sim servers on free loopback ports, speculation off and on: {arm: url}; stopped on exit."""
+def simulators(out: Path, time_scale: float, gpu: str, speculative_config: dict,
+               self_test: bool = False) -> Iterator[dict[str, str]]:
+    """Two spec-sim servers on free loopback ports, speculation off and on: {arm: url}; stopped on exit.
+    `self_test` (an A/A): only the baseline's, for both arms."""
     procs: list[subprocess.Popen] = []
     try:
         urls = {}
-        for arm in ARMS:
+        for arm in ARMS[:1] if self_test else ARMS:
             # Per-request acceptance (as vLLM's option of that name) gives the verdict its per-class
             # diagnosis: which prompts the speculation pays on.
             config, extra = ((speculative_config, ("--per-request-spec-decode-metrics", "detailed"))
                              if arm == "candidate" else (None, ()))
             proc, urls[arm] = start_sim(out / f"sim-{arm}.log", time_scale, gpu, config, extra)
             procs.append(proc)
+        if self_test:
+            urls["candidate"] = urls["baseline"]
         yield urls
     finally:
         for proc in procs:

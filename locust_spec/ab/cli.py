@@ -1,4 +1,5 @@
-"""spec-ab: sweep the concurrency ladder against both arms in turn, then write and print the verdict."""
+"""spec-ab: climb the concurrency ladder on both arms (by default taking turns in blocks on one clock),
+then write and print the verdict."""
 
 from __future__ import annotations
 
@@ -9,27 +10,42 @@ import shutil
 import signal
 import sys
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 import click
 
-from locust_spec.ab import capacity, children, preflight, progress
+from locust_spec.ab import capacity, children, preflight, progress, sessions
 from locust_spec.ab.children import ARMS, CLIENT_CPU, ChildError
-from locust_spec.analysis import api
-from locust_spec.analysis.model import Verdict
+from locust_spec.ab.sessions import Run, SessionError, schedule
+from locust_spec.analysis import aa, api
+from locust_spec.analysis.model import Verdict, level_label
 from locust_spec.analysis.runs import InputError
 from locust_spec.client import server_api
 from locust_spec.client.headers import HeaderValueError, credential
 from locust_spec.client.http_fetch import METRICS_URLS_ENV, UrlError, check_urls
+from locust_spec.core import design as designs
+from locust_spec.core.arrivals import ARRIVALS, POISSON
+from locust_spec.core.design import Design
 from locust_spec.core.formats import EVERYTHING, TURNS, Selection
 from locust_spec.core.prompts import Prompt, PromptError, load_prompt_set, parse_weighted
 from locust_spec.core.resources import locustfile
 from locust_spec.recording.scraper import TOKEN_ENV
 from locust_spec.sim import roofline
-from locust_spec.wiring.shape import LadderSettings, parse_duration, parse_levels, parse_stage_time
+from locust_spec.wiring.openloop import parse_burstiness
+from locust_spec.wiring.shape import (
+    DEFAULT_MAX_CONCURRENCY,
+    LadderSettings,
+    parse_duration,
+    parse_levels,
+    parse_rates,
+    parse_stage_time,
+)
+
+__all__ = ["Run", "schedule"]  # spec-tune and the tests take them from here
 
 SWEEP_LOCUSTFILE = locustfile("sweep")
 
@@ -40,15 +56,17 @@ VERDICT_FILES = ("verdict.json", "report.html", "report.md")
 
 @dataclass(frozen=True)
 class Ladder:
-    """The ladder every run of the A/B climbs."""
+    """The ladder every run of the A/B climbs: user counts, or (open loop) arrival rates."""
 
     levels: str
     stage_time: str
     warmup: str
+    rates: str = ""
+    """Open loop: requests per second per level (`--rates`), instead of `levels`."""
 
     @property
     def seconds(self) -> float:
-        return len(parse_levels(self.levels)) * parse_stage_time(self.stage_time)
+        return len(self.settings().steps) * parse_stage_time(self.stage_time)
 
     @property
     def metrics_interval_s(self) -> float:
@@ -64,13 +82,33 @@ class Ladder:
 
     def settings(self) -> LadderSettings:
         return LadderSettings(parse_levels(self.levels), parse_stage_time(self.stage_time),
-                              parse_duration(self.warmup))
+                              parse_duration(self.warmup), parse_rates(self.rates) if self.rates else ())
+
+    def design(self, kind: str, arms: int, block_time: str) -> Design:
+        """The design of `arms` runs on this ladder; ValueError when its blocks cannot be cut.
+
+        `stage_time` is each arm's time per level, whatever the design, so a command line costs what it
+        did sequentially: interleaved, a level lasts stage_time x arms, shared in blocks."""
+        stage_s = parse_stage_time(self.stage_time)
+        level_s = stage_s * arms if kind == designs.INTERLEAVED else stage_s
+        return Design.planned(kind, parse_levels(self.levels), level_s, parse_duration(self.warmup), arms,
+                              parse_stage_time(block_time), parse_rates(self.rates) if self.rates else ())
 
 
 REAL_LADDER = Ladder("1,4,16,64", "60s", "5s")
-DEMO_LADDER = Ladder("1,64", "25s", "3s")
-"""On the built-in simulators: both arms in about two minutes on two cores, with enough requests at one
-user for a verdict (at least 10, and 1000 output tokens, after the warm-up)."""
+REAL_BLOCK_TIME = "10s"
+"""Real servers at 64 users stream for seconds per request: a block holds a few of them."""
+DEMO_LADDER = Ladder("1,64", "30s", "3s")
+"""On the built-in simulators: both arms interleaved in two minutes on two cores (60 s a level), six
+block pairs per level (12 blocks of 5 s), each arm's first block at a level warming up for 3 s."""
+DEMO_BLOCK_TIME = "5s"
+DEMO_RATE_LADDER = Ladder(DEMO_LADDER.levels, "30s", "3s", "1,32")
+"""`--rates` on the simulators: one request a second, where speculation pays, and 32, past what the
+candidate serves well (its batch about 100 there, 50 without speculation; per-token latency doubles), in
+about two minutes, interleaved as the users ladder is. (At 20 it still pays: its requests end sooner, so its
+batch stays the smaller.) A middle level (`--rates 1,16,32`) places the crossover better, but needs a
+load-generator core that is not shared: docs/open-loop.md."""
+DEMO_RATES = DEMO_RATE_LADDER.rates
 DEMO_PROMPTS = ("quote:2", "code:2", "boilerplate:2", "chat:1", "creative:1")
 """Mostly workloads that copy their input (n-gram acceptance around 0.6) with some open chat and creative
 writing, whose proposals are rarely accepted but still verified: speculation pays alone and costs at 64."""
@@ -78,27 +116,6 @@ DEMO_TIME_SCALE = 1.0
 """Real time: a faster clock would make 64 streams outrun one load-generator core."""
 DEMO_GPU = "a100"
 """The simulated GPU: its compute-to-bandwidth ratio makes verification compute-bound by 64 users."""
-
-
-@dataclass(frozen=True)
-class Run:
-    """One sweep of one arm: its place in the A/B and its Locust `--csv` prefix."""
-
-    arm: str
-    repeat: int
-    prefix: Path
-
-
-def schedule(repeats: int, out: Path, arms: Sequence[str] = ARMS) -> list[Run]:
-    """Arms alternate ABBA...: in the given order in even repeats, reversed in odd ones (ABC CBA with more).
-
-    Alternating spreads slow drift of the machine (thermal, noisy neighbours) over every arm.
-    """
-    runs = []
-    for repeat in range(repeats):
-        order = tuple(arms) if repeat % 2 == 0 else tuple(arms)[::-1]
-        runs += [Run(arm, repeat, out / arm / f"r{repeat}") for arm in order]
-    return runs
 
 
 def base_url(url: str) -> str:
@@ -117,6 +134,9 @@ class Load:
     seed: int
     model: str
     processes: int
+    arrivals: tuple[str, ...] = ()
+    """Open loop: `--arrival`, `--burstiness`, `--max-concurrency` as given, the same on both arms (with the
+    same `--seed`, both arms' arrivals are the same schedule)."""
     selection: Selection = EVERYTHING
     """The prompt filters (--category, --prompt-limit, ...), passed on to every run as Locust options."""
 
@@ -142,13 +162,23 @@ def selection_options(command):
     return command
 
 
-def locust_command(run: Run, host: str, ladder: Ladder, load: Load) -> list[str]:
+def locust_command(run: Run, host: str, ladder: Ladder, load: Load,
+                   design: Design | None = None) -> list[str]:
     """The headless Locust command line of one run (the scraper reads HOST/metrics unless told by
-    `child_env`)."""
+    `child_env`); under a blocked design it gets the run's slot and the shared clock (`--blocks`)."""
+    blocked = design is not None and design.blocked
+    stage_time = f"{design.stage_s:g}s" if blocked else ladder.stage_time
+    # Several scrapes inside every block too: the batch an arm ran at is read from its own blocks.
+    interval = min(ladder.metrics_interval_s, max(0.5, round(design.block_s / 8, 1))) if blocked else \
+        ladder.metrics_interval_s
     cmd = [sys.executable, "-m", "locust", "-f", str(SWEEP_LOCUSTFILE), "--headless",
-           "--host", host, "--csv", str(run.prefix), "--metrics-interval", f"{ladder.metrics_interval_s:g}",
-           "--levels", ladder.levels, "--stage-time", ladder.stage_time, "--warmup", ladder.warmup,
+           "--host", host, "--csv", str(run.prefix), "--metrics-interval", f"{interval:g}",
+           "--levels", ladder.levels, "--stage-time", stage_time, "--warmup", ladder.warmup,
            "--seed", str(load.seed)]
+    if ladder.rates:
+        cmd += ["--rates", ladder.rates, *load.arrivals]
+    if blocked:
+        cmd += ["--blocks", json.dumps(design.to_dict(), separators=(",", ":"))]
     if load.max_tokens:
         cmd += ["--max-tokens", str(load.max_tokens)]
     for prompts in load.prompts:
@@ -159,8 +189,13 @@ def locust_command(run: Run, host: str, ladder: Ladder, load: Load) -> list[str]
     if load.model:
         cmd += ["--model", load.model]
     if load.processes != 1:
-        # the master's port has no authentication: loopback, whatever $LOCUST_MASTER_BIND_HOST says
-        cmd += ["--processes", str(load.processes), "--master-bind-host", "127.0.0.1"]
+        # The master's port has no authentication: loopback, whatever $LOCUST_MASTER_BIND_HOST says. And a
+        # free port, not Locust's 5557: two runs at once (a session's arms, another spec-ab or spec-tune on
+        # the machine) would bind the same one and exchange workers. Locust's --processes forks its workers
+        # with these options, so they connect to --master-host and --master-port.
+        port = str(children.free_port())
+        cmd += ["--processes", str(load.processes), "--master-bind-host", "127.0.0.1",
+                "--master-bind-port", port, "--master-host", "127.0.0.1", "--master-port", port]
     return cmd
 
 
@@ -177,45 +212,6 @@ class AbError(Exception):
     """A failure the user sees as one line."""
 
 
-def _run_files(run: Run) -> list[Path]:
-    return sorted(run.prefix.parent.glob(run.prefix.name + "_*")) + [run.prefix.with_suffix(".log")]
-
-
-def run_sweep(position: int, runs: list[Run], cmd: list[str], env: dict[str, str], ladder: Ladder,
-              display: progress.Display) -> None:
-    """Run one arm's Locust to the end, showing progress; on interrupt stop it and discard its files."""
-    run = runs[position]
-    run.prefix.parent.mkdir(parents=True, exist_ok=True)
-    log = run.prefix.with_suffix(".log")
-    sweep = progress.Sweep(position, len(runs), run.arm, run.repeat, ladder.settings())
-    watch = progress.Watch(run.prefix)
-    proc = children.spawn(cmd, log, env)
-    started = time.monotonic()
-    display.start(sweep.seconds)
-    try:
-        while proc.poll() is None:
-            elapsed = time.monotonic() - started
-            display.update(elapsed, progress.line(sweep, elapsed, watch.poll(time.monotonic())))
-            time.sleep(0.5)
-    except BaseException:
-        display.finish()
-        children.stop(proc)
-        for path in _run_files(run):
-            path.unlink(missing_ok=True)
-        raise
-    display.finish()
-    requests_csv = Path(f"{run.prefix}_requests.csv")
-    # Locust exits 1 when any request failed; that is data for the verdict, not a broken run.
-    if proc.returncode not in (0, 1) or not requests_csv.is_file():
-        raise AbError(f"locust ({run.arm} r{run.repeat}) failed, exit {proc.returncode}: "
-                      f"{children.reason(log)} "
-                      f"(log: {log})")
-    live = watch.poll(time.monotonic())
-    display.say(f"[{position + 1}/{len(runs)}] {run.arm} r{run.repeat} done in "
-                f"{time.monotonic() - started:.0f}s ({live.requests} requests, {live.failures} failed) "
-                f"-> {run.prefix}_*")
-
-
 def load_prompts(load: Load) -> list[Prompt]:
     """Every prompt of the run's sets that its filters keep, once each."""
     try:
@@ -230,30 +226,37 @@ def load_prompts(load: Load) -> list[Prompt]:
 
 
 def run_preflight(urls: dict[str, str], metrics: dict[str, str | None], load: Load,
-                  display: progress.Display) -> None:
-    """Check both arms before the first sweep; AbError when any check failed (each said in one line)."""
+                  display: progress.Display, names: tuple[str, ...] = ARMS) -> None:
+    """Check both arms (an A/A: the baseline alone) before the first sweep; AbError when any check
+    failed (each said in one line)."""
     started = time.monotonic()
     arms = [preflight.Arm(arm, base_url(urls[arm]), metrics[arm], arm == "candidate", f"--{arm}",
-                          f"--metrics-url-{arm}") for arm in ARMS]
+                          f"--metrics-url-{arm}") for arm in names]
     try:
         key = credential(os.environ.get("OPENAI_API_KEY", ""), "$OPENAI_API_KEY")
         token = credential(os.environ.get(TOKEN_ENV, ""), f"${TOKEN_ENV}") or None
     except HeaderValueError as e:
         raise AbError(str(e)) from None
     credentials = preflight.Credentials(key, token)
-    problems = preflight.check(arms, load.model, load_prompts(load), load.max_tokens, credentials)
+    with progress.phase(display, lambda s: f"preflight: checking {' and '.join(names)} ({s:.0f}s)"):
+        problems = preflight.check(arms, load.model, load_prompts(load), load.max_tokens, credentials)
     for problem in problems:
         display.say(problem.line())
     fatal = sum(p.fatal for p in problems)
     if fatal:
         raise AbError(f"preflight: {fatal} problem(s), no sweep started ({time.monotonic() - started:.1f}s); "
                       "--skip-preflight runs anyway")
-    display.say(f"preflight: both arms answer, stream and expose their counters "
-                f"({time.monotonic() - started:.1f}s)")
+    who = "both arms answer" if len(arms) > 1 else "the baseline answers"
+    display.say(f"preflight: {who}, stream and expose their counters ({time.monotonic() - started:.1f}s)")
+
+
+PRIME_CHUNK = 32
+"""Prompts per priming call: the count shown while priming moves at least this often (8 at a time)."""
 
 
 def prime_arm(arm: str, host: str, load: Load, display: progress.Display) -> None:
-    """Send every prompt once before the arm's first sweep (see server_api.prime: a fair prefix cache)."""
+    """Send every prompt once before the arm's first sweep (see server_api.prime: a fair prefix cache),
+    saying how far it got every few seconds (against real vLLM it takes minutes)."""
     api_key = os.environ.get("OPENAI_API_KEY", "")
     prompts = load_prompts(load)
     try:
@@ -261,20 +264,35 @@ def prime_arm(arm: str, host: str, load: Load, display: progress.Display) -> Non
     except RuntimeError as exc:
         raise AbError(str(exc)) from None
     started = time.monotonic()
-    result = server_api.prime(host, prompts, model, api_key)
-    if result.failed == result.sent:
-        raise AbError(f"{arm}: every priming request failed, first: {result.first_error}; no sweep started")
-    line = (f"{arm}: primed the prefix cache with {result.sent} prompts in {time.monotonic() - started:.0f}s")
-    if result.failed:
-        line += f" ({result.failed} failed, first: {result.first_error})"
+    sent = failed = 0
+    first_error = None
+    with progress.phase(display, lambda s: f"{arm}: priming the prefix cache, {sent}/{len(prompts)} "
+                                           f"prompts sent ({s:.0f}s)"):
+        for i in range(0, len(prompts), PRIME_CHUNK):
+            result = server_api.prime(host, prompts[i:i + PRIME_CHUNK], model, api_key)
+            sent, failed = sent + result.sent, failed + result.failed
+            first_error = first_error or result.first_error
+    if failed == sent:
+        raise AbError(f"{arm}: every priming request failed, first: {first_error}; no sweep started")
+    line = f"{arm}: primed the prefix cache with {sent} prompts in {time.monotonic() - started:.0f}s"
+    if failed:
+        line += f" ({failed} failed, first: {first_error})"
     display.say(line)
+
+
+def prime_arms(hosts: dict[str, str], load: Load, display: progress.Display) -> None:
+    """Prime every given arm's server ({arm: host}) at the same time: the arms of a session start together,
+    and a server waiting for its turn to be primed is time lost."""
+    with ThreadPoolExecutor(max_workers=max(1, len(hosts))) as pool:
+        for done in [pool.submit(prime_arm, arm, host, load, display) for arm, host in hosts.items()]:
+            done.result()
 
 
 def clear_previous(out: Path) -> None:
     """Remove what an earlier spec-ab wrote into `out` (only its own files), so runs never mix."""
     for arm in ARMS:
         shutil.rmtree(out / arm, ignore_errors=True)
-    for name in (*VERDICT_FILES, *(f"sim-{arm}.log" for arm in ARMS)):
+    for name in (*VERDICT_FILES, aa.FILE, *(f"sim-{arm}.log" for arm in ARMS)):
         (out / name).unlink(missing_ok=True)
 
 
@@ -283,12 +301,13 @@ def raise_interrupt(_signum, _frame) -> None:
     raise KeyboardInterrupt
 
 
-def write_verdict(out: Path, runs: list[Run]) -> Verdict:
+def write_verdict(out: Path, runs: list[Run], display: progress.Display) -> Verdict:
     """Judge both arms' runs and write the verdict files into `out`."""
     try:
-        verdict = api.verdict_for([r.prefix for r in runs if r.arm == "baseline"],
-                                  [r.prefix for r in runs if r.arm == "candidate"])
-        api.write_outputs(verdict, [out / name for name in VERDICT_FILES])
+        with progress.phase(display, lambda s: f"spec-ab: computing the verdict ({s:.0f}s)"):
+            verdict = api.verdict_for([r.prefix for r in runs if r.arm == "baseline"],
+                                      [r.prefix for r in runs if r.arm == "candidate"])
+            api.write_outputs(verdict, [out / name for name in VERDICT_FILES])
     except InputError as exc:
         raise AbError(f"no verdict: {exc}") from None
     return verdict
@@ -306,18 +325,19 @@ def failed_levels(verdict: Verdict) -> list[str]:
             metrics = getattr(level, arm)
             if metrics.requests and metrics.failures > MOST * metrics.requests:
                 out.append(f"{arm} failed {metrics.failures} of {metrics.requests} requests at "
-                           f"{level.users} users")
+                           f"{level_label(level.users)}")
     return out
 
 
 @contextmanager
 def _servers(simulated: bool, out: Path, time_scale: float, gpu: str, sim_config: dict,
-             baseline: str | None, candidate: str | None) -> Iterator[dict[str, str]]:
+             baseline: str | None, candidate: str | None, self_test: bool) -> Iterator[dict[str, str]]:
+    """{arm: url}; an A/A self-test sends both arms to the baseline."""
     if simulated:
-        with children.simulators(out, time_scale, gpu, sim_config) as urls:
+        with children.simulators(out, time_scale, gpu, sim_config, self_test) as urls:
             yield urls
     else:
-        yield {"baseline": baseline, "candidate": candidate}
+        yield {"baseline": baseline, "candidate": baseline if self_test else candidate}
 
 
 def check_processes(_ctx, _param, value: str) -> int | str:
@@ -332,15 +352,17 @@ def check_processes(_ctx, _param, value: str) -> int | str:
     return count
 
 
-def auto_processes(levels: str, simulated: bool, out: Path, say: Callable[[str], None]) -> tuple[int, str]:
+def auto_processes(levels: str, simulated: bool, out: Path, say: Callable[[str], None],
+                   streams: int | None = None) -> tuple[int, str]:
     """--processes auto: from the top level's chunk rate, this machine's measured cost per chunk and the
-    cores this client may use (ab/capacity.py; one on the simulators, where it is pinned beside them)."""
+    cores this client may use (ab/capacity.py; one on the simulators, where it is pinned beside them).
+    Open loop: `streams`, the most requests in flight."""
     def calibration(host: str, prefix: Path, users: int) -> list[str]:
         ladder = Ladder(str(users), capacity.CALIBRATION_STAGE, capacity.CALIBRATION_WARMUP)
         return locust_command(Run("calibration", 1, prefix), host, ladder,
                               Load(DEMO_PROMPTS, capacity.CALIBRATION_TOKENS, True, 1, "", 1))
 
-    return capacity.plan(max(parse_levels(levels)), simulated, out, calibration, say)
+    return capacity.plan(streams or max(parse_levels(levels)), simulated, out, calibration, say)
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
@@ -349,12 +371,37 @@ def auto_processes(levels: str, simulated: bool, out: Path, say: Callable[[str],
 @click.option("--candidate", metavar="URL", help="Server with speculative decoding.")
 @click.option("--levels", help=f"Users per ladder level (default {REAL_LADDER.levels}; "
               f"{DEMO_LADDER.levels} on the simulators).")
-@click.option("--stage-time", help=f"Time per level, e.g. 60s, 2m (default {REAL_LADDER.stage_time}; "
-              f"{DEMO_LADDER.stage_time} on the simulators).")
-@click.option("--warmup", help="Start of each level left out of its statistics (default "
-              f"{REAL_LADDER.warmup}; {DEMO_LADDER.warmup} on the simulators).")
+@click.option("--stage-time", help="Each arm's time per level, e.g. 60s, 2m; interleaved, a level lasts "
+              f"twice this, shared in blocks (default {REAL_LADDER.stage_time}; {DEMO_LADDER.stage_time} on "
+              "the simulators).")
+@click.option("--warmup", help="Start of each arm's first block at a level (sequential: of each level) "
+              f"left out of its statistics (default {REAL_LADDER.warmup}; {DEMO_LADDER.warmup} on the "
+              "simulators).")
+@click.option("--rates", help="Open loop: requests per second per level, e.g. 1,4,16, instead of --levels; "
+              "both arms get the same arrival schedule (the same --seed; interleaved, each arm's blocks of a "
+              "pair the same arrivals). On the simulators "
+              f"(e.g. --rates {DEMO_RATES}) stages default to {DEMO_RATE_LADDER.stage_time}, warm-up to "
+              f"{DEMO_RATE_LADDER.warmup}. See docs/open-loop.md.")
+@click.option("--arrival", type=click.Choice(ARRIVALS), default=POISSON, show_default=True,
+              help="Open loop: how arrivals are spaced (gamma: with --burstiness).")
+@click.option("--burstiness", default="1", show_default=True,
+              help="Open loop, --arrival gamma: the gaps' shape (below 1 burstier than Poisson).")
+@click.option("--max-concurrency", type=click.IntRange(min=1),
+              help=f"Open loop: requests in flight at most; later arrivals wait, sent late (default "
+                   f"{DEFAULT_MAX_CONCURRENCY}).")
+@click.option("--design", type=click.Choice(designs.KINDS), default=designs.INTERLEAVED, show_default=True,
+              help="interleaved: within each level the arms take turns in blocks, ABBA..., on one clock "
+                   "(drift hits both alike); simultaneous: both arms at once, each with the level's users "
+                   "(arms on separate hardware); sequential: one arm's whole ladder, then the other's.")
+@click.option("--block-time", help=f"Target length of a block (default {REAL_BLOCK_TIME}; "
+              f"{DEMO_BLOCK_TIME} on the simulators); each level is cut into whole ABBA cycles.")
+@click.option("--aa", "self_test", is_flag=True,
+              help="A/A self-test: the baseline against itself with the same design; reports how many "
+                   "compared quantities came out better or worse (false claims) and the smallest change "
+                   "each level could detect, into aa.json.")
 @click.option("--repeats", type=click.IntRange(min=1), default=1, show_default=True,
-              help="Sweeps per arm, arms alternating ABBA...")
+              help="Sweeps per arm (sequential: arms alternating ABBA...; interleaved: the arm taking "
+                   "the first block alternates); the intervals treat repeats as clusters.")
 @click.option("--prompts", multiple=True, help="Prompt set (built-in name, specbench for its six tasks, or a "
               "file: JSONL, JSON, CSV, question.jsonl, ShareGPT; NAME:WEIGHT); repeatable. Default: every "
               "built-in set; " + ",".join(DEMO_PROMPTS) + " on the simulators.")
@@ -381,29 +428,47 @@ def auto_processes(levels: str, simulated: bool, out: Path, say: Callable[[str],
               help="Start sweeping without first checking both arms (reachable, model served, a token "
                    "streamed, the right /metrics, prompts within the context).")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), required=True,
-              help="Run folder: both arms' files, verdict.json, report.html, report.md.")
+              help="Run folder: both arms' files, verdict.json, report.html, report.md (aa.json with --aa).")
 def main(baseline: str | None, candidate: str | None, levels: str | None, stage_time: str | None,
-         warmup: str | None, repeats: int, prompts: tuple[str, ...], category: tuple[str, ...],
-         prompt_limit: int | None, min_prompt_chars: int | None, max_prompt_chars: int | None, turns: str,
-         max_tokens: int | None, ignore_eos: bool, seed: int, model: str, processes: int | str,
-         metrics_url_baseline: str | None, metrics_url_candidate: str | None, time_scale: float, sim_gpu: str,
-         speculative_config: str, prime: bool, skip_preflight: bool, out: Path) -> None:
-    """Run the concurrency sweep against a baseline and a candidate server, then print the verdict.
+         warmup: str | None, rates: str | None, arrival: str, burstiness: str, max_concurrency: int | None,
+         design: str, block_time: str | None, self_test: bool, repeats: int, prompts: tuple[str, ...],
+         category: tuple[str, ...], prompt_limit: int | None, min_prompt_chars: int | None,
+         max_prompt_chars: int | None, turns: str, max_tokens: int | None, ignore_eos: bool, seed: int,
+         model: str, processes: int | str, metrics_url_baseline: str | None,
+         metrics_url_candidate: str | None, time_scale: float, sim_gpu: str, speculative_config: str,
+         prime: bool, skip_preflight: bool, out: Path) -> None:
+    """Run the concurrency ladder (or with --rates the open-loop rate ladder) against a baseline and a
+    candidate server, then print the verdict.
 
-    Both arms get the same prompts in the same order, the same seed and max_tokens. Without URLs, two
-    spec-sim servers (speculation off, and n-gram on) run on this machine for a demo.
+    Both arms get the same prompts in the same order, the same seed and max_tokens; by default they take
+    turns in short blocks within every level on one clock (--design). Without URLs, two spec-sim servers
+    (speculation off, and n-gram on) run on this machine for a demo.
 
     Exit codes: 0 a verdict; 1 no verdict (a preflight check failed, an arm could not be primed or its
     Locust failed; one line says why); 3 a verdict, but an arm failed most requests at some level;
     130 interrupted.
     """
-    if (baseline is None) != (candidate is None):
+    if self_test and candidate is not None:
+        raise click.UsageError("--aa runs the baseline against itself: give --baseline only")
+    if not self_test and (baseline is None) != (candidate is None):
         raise click.UsageError("give both --baseline and --candidate, or neither to run the simulators")
+    if self_test and design == designs.SIMULTANEOUS:
+        raise click.UsageError("--aa sends both arms to one server, so they cannot run at once: use "
+                               "--design interleaved, or give two identical servers as --baseline and "
+                               "--candidate")
     simulated = baseline is None
     default = DEMO_LADDER if simulated else REAL_LADDER
-    ladder = Ladder(levels or default.levels, stage_time or default.stage_time, warmup or default.warmup)
+    if rates is not None and levels is not None:
+        raise click.UsageError("give --levels (users) or --rates (requests per second), not both")
+    if rates is not None and simulated:
+        default = DEMO_RATE_LADDER
+    ladder = Ladder(levels or default.levels, stage_time or default.stage_time, warmup or default.warmup,
+                    rates or "")
     try:
         ladder.check()
+        parse_burstiness(burstiness)
+        plan = ladder.design(design, len(ARMS),
+                             block_time or (DEMO_BLOCK_TIME if simulated else REAL_BLOCK_TIME))
         sim_config = json.loads(speculative_config)
         for option, url in (("--metrics-url-baseline", metrics_url_baseline),
                             ("--metrics-url-candidate", metrics_url_candidate)):
@@ -413,39 +478,57 @@ def main(baseline: str | None, candidate: str | None, levels: str | None, stage_
     prompts = prompts or (DEMO_PROMPTS if simulated else ())
     display = progress.Display(sys.stdout)
     if processes == "auto":
+        streams = (max_concurrency or DEFAULT_MAX_CONCURRENCY) if ladder.rates else None
         processes, reason = auto_processes(ladder.levels, simulated, out,
-                                           lambda line: display.say(f"spec-ab: {line}"))
+                                           lambda line: display.say(f"spec-ab: {line}"), streams)
         display.say(f"spec-ab: --processes auto: {reason}")
     try:
         selection = Selection.of(category, prompt_limit, min_prompt_chars, max_prompt_chars, turns)
     except PromptError as exc:
         raise click.BadParameter(str(exc)) from None
-    load = Load(prompts, max_tokens, ignore_eos, seed, model, processes, selection)
+    arrivals = (("--arrival", arrival, "--burstiness", burstiness)
+                + (("--max-concurrency", str(max_concurrency)) if max_concurrency else ()))
+    load = Load(prompts, max_tokens, ignore_eos, seed, model, processes, arrivals, selection)
     runs = schedule(repeats, out)
+    plans = sessions.sessions(runs, plan)
     previous = signal.signal(signal.SIGTERM, raise_interrupt)
     out.mkdir(parents=True, exist_ok=True)
     clear_previous(out)
     done: list[Run] = []
     primed: set[str] = set()
     try:
-        with _servers(simulated, out, time_scale, sim_gpu, sim_config, baseline, candidate) as urls:
-            metrics = {"baseline": metrics_url_baseline, "candidate": metrics_url_candidate}
-            where = (f"two spec-sim servers (simulated {sim_gpu}, time x{time_scale:g})" if simulated
-                     else f"{urls['baseline']} vs {urls['candidate']}")
-            display.say(f"spec-ab: {len(runs)} sweeps of {ladder.seconds:g}s (levels {ladder.levels}, "
-                        f"{ladder.stage_time} each) on {where} -> {out}")
+        with _servers(simulated, out, time_scale, sim_gpu, sim_config, baseline, candidate,
+                      self_test) as urls:
+            metrics = {"baseline": metrics_url_baseline,
+                       "candidate": metrics_url_baseline if self_test else metrics_url_candidate}
+            sims = "one spec-sim server" if self_test else "two spec-sim servers"
+            where = (f"{sims} (simulated {sim_gpu}, time x{time_scale:g})" if simulated else
+                     f"{urls['baseline']} against itself" if self_test else
+                     f"{urls['baseline']} vs {urls['candidate']}")
+            steps = f"rates {ladder.rates} req/s" if ladder.rates else f"levels {ladder.levels}"
+            display.say(f"spec-ab: {'A/A self-test, ' if self_test else ''}{design_text(plan)}; "
+                        f"{len(plans)} session(s) of {plan.seconds:g}s "
+                        f"({steps}, {plan.stage_s:g}s each) on {where} -> {out}")
             if not skip_preflight:
-                run_preflight(urls, metrics, load, display)
-            for position, run in enumerate(runs):
-                host = base_url(urls[run.arm])
-                if prime and run.arm not in primed:
-                    prime_arm(run.arm, host, load, display)
-                    primed.add(run.arm)
-                cmd = locust_command(run, host, ladder, load)
-                run_cmd = children.pinned(cmd, CLIENT_CPU) if simulated else cmd
-                run_sweep(position, runs, run_cmd, child_env(metrics[run.arm]), ladder, display)
-                done.append(run)
-        verdict = write_verdict(out, runs)
+                run_preflight(urls, metrics, load, display, ARMS[:1] if self_test else ARMS)
+
+            def command(run: Run, run_design: Design) -> tuple[list[str], dict[str, str]]:
+                cmd = locust_command(run, base_url(urls[run.arm]), ladder, load, run_design)
+                return (children.pinned(cmd, CLIENT_CPU) if simulated else cmd), child_env(metrics[run.arm])
+
+            for session in plans:
+                if prime:
+                    todo = {urls[arm]: arm for arm in session.arms if urls[arm] not in primed}
+                    prime_arms({arm: base_url(url) for url, arm in todo.items()}, load, display)
+                    primed.update(todo)
+                sessions.run(session, command, display)
+                done.extend(session.runs)
+        verdict = write_verdict(out, runs, display)
+        if self_test:
+            found = aa.self_test(verdict)
+            (out / aa.FILE).write_text(aa.render_json(found))
+            display.say(aa.render_text(found))
+            return
         display.say(api.render(verdict, "text"))
         failed = failed_levels(verdict)
         if failed:
@@ -453,13 +536,22 @@ def main(baseline: str | None, candidate: str | None, levels: str | None, stage_
             sys.exit(3)
     except KeyboardInterrupt:
         kept = ", ".join(f"{r.arm} r{r.repeat}" for r in done) or "nothing"
-        stopped = "Locust and both simulators" if simulated else "Locust"
+        stopped = "Locust and the simulators" if simulated else "Locust"
         display.finish()
         display.say(f"spec-ab: interrupted; {stopped} stopped, kept {kept} in {out}")
         sys.exit(130)
-    except (AbError, ChildError) as exc:
+    except (AbError, ChildError, SessionError) as exc:
         display.finish()
         display.say(f"spec-ab: {exc}")
         sys.exit(1)
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+def design_text(plan: Design) -> str:
+    """'interleaved, 12 blocks of 5s per level (ABBA)' and the like, for the first line."""
+    if not plan.blocked:
+        return "sequential: each arm's ladder in turn (drift between them is not in the intervals)"
+    if plan.kind == designs.INTERLEAVED:
+        return f"interleaved: {plan.n_blocks} blocks of {plan.block_s:g}s per level, arms alternating ABBA"
+    return f"simultaneous: both arms at once, {plan.n_blocks} blocks of {plan.block_s:g}s per level"

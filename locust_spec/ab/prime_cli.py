@@ -44,14 +44,16 @@ def wait_ready(host: str, api_key: str, wait_s: float) -> None:
 def main(host: str, prompts: tuple[str, ...], category: tuple[str, ...], prompt_limit: int | None,
          min_prompt_chars: int | None, max_prompt_chars: int | None, turns: str, model: str, wait_s: float,
          name: str) -> None:
-    """Prime a server's prefix cache: every prompt once (a conversation's first turn), max_tokens 1 (see
-    server_api.prime)."""
+    """Prime a server's prefix cache before a run that starts Locust itself: send every prompt of the
+    run's sets once (a conversation's first turn) with max_tokens 1, as spec-ab does before an arm's first
+    sweep, so that both arms of an A/B start with their prompts cached. The API key comes from
+    $OPENAI_API_KEY."""
     host = ab.base_url(host)
     try:
         selection = Selection.of(category, prompt_limit, min_prompt_chars, max_prompt_chars, turns)
     except ValueError as e:
         raise click.BadParameter(str(e)) from None
-    load = ab.Load(tuple(prompt_specs(list(prompts))), None, False, 0, model, 1, selection)
+    load = ab.Load(tuple(prompt_specs(list(prompts))), None, False, 0, model, 1, selection=selection)
     try:
         wait_ready(host, os.environ.get("OPENAI_API_KEY", ""), wait_s)
         ab.prime_arm(name, host, load, progress.Display(sys.stdout))

@@ -14,18 +14,21 @@ from __future__ import annotations
 import csv
 import io
 import os
+import threading
 import time
 from collections import deque
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TextIO
 
 from tqdm import tqdm
 
+from locust_spec.core.design import INTERLEAVED
 from locust_spec.metrics import counters
 from locust_spec.metrics.exposition import CSV_COLUMNS, snapshots_from_rows
-from locust_spec.wiring.shape import LadderSettings, stage_at
+from locust_spec.wiring.shape import LadderSettings, Stage, stage_at
 
 PLAIN_INTERVAL_S = 4.0
 """Below 5 s, so a line comes at least every 5 s even when a poll runs late on a busy machine."""
@@ -47,30 +50,58 @@ class Live:
 
 @dataclass(frozen=True)
 class Sweep:
-    """One arm's sweep as the progress line names it."""
+    """One sweep as the progress line names it: one arm climbing the ladder alone (sequential), or every
+    arm of a session on one shared clock (`ladder.design`, interleaved or simultaneous)."""
 
     position: int
     runs: int
-    arm: str
+    arms: tuple[str, ...]
     repeat: int
     ladder: LadderSettings
 
     @property
     def seconds(self) -> float:
-        return len(self.ladder.levels) * self.ladder.stage_s
+        return len(self.ladder.steps) * self.ladder.stage_s
+
+
+def _block_text(sweep: Sweep, elapsed_s: float) -> str:
+    """', block 3/12 candidate' under an interleaved design (', block 3/12' when simultaneous)."""
+    design = sweep.ladder.design
+    if design is None or not design.blocked or design.clock_unix_s is None:
+        return ""
+    block = design.block_at(design.clock_unix_s + elapsed_s)
+    if block is None:
+        return ""
+    whose = f" {sweep.arms[block.slot]}" if design.kind == INTERLEAVED and len(sweep.arms) > 1 else ""
+    return f", block {block.index + 1}/{design.n_blocks}{whose}"
+
+
+def _in_warmup(sweep: Sweep, elapsed_s: float, stage: Stage) -> bool:
+    """In the warm-up of the arm sending now (under a design each arm warms up in its first block)."""
+    design = sweep.ladder.design
+    if design is None or design.clock_unix_s is None:
+        return elapsed_s < stage.warmup_end_s
+    now = design.clock_unix_s + elapsed_s
+    block = design.block_at(now)
+    slot = block.slot if block is not None else design.slot
+    return now < replace(design, slot=slot).warmup_until(stage.index)
 
 
 def stage_text(sweep: Sweep, elapsed_s: float) -> str:
-    """Arm, repeat, level and phase, time into the level and into the sweep."""
-    head = f"[{sweep.position + 1}/{sweep.runs}] {sweep.arm} r{sweep.repeat}"
+    """Arms, repeat, level, block and phase, time into the level and into the sweep."""
+    head = f"[{sweep.position + 1}/{sweep.runs}] {'+'.join(sweep.arms)} r{sweep.repeat}"
     ladder = sweep.ladder
-    stage = stage_at(elapsed_s, ladder.levels, ladder.stage_s, ladder.warmup_s)
+    if elapsed_s < 0:
+        return f"{head} starting in {-elapsed_s:.0f}s (every arm on one clock)"
+    stage = stage_at(elapsed_s, ladder.steps, ladder.stage_s, ladder.warmup_s)
     if stage is None:
         return f"{head} ladder done after {sweep.seconds:g}s, Locust writing its files"
-    phase = "warm-up" if elapsed_s < stage.warmup_end_s else "measuring"
-    users = f"{stage.users} user{'s' if stage.users > 1 else ''}"
-    return (f"{head} {users} (level {stage.index + 1}/{len(ladder.levels)}, {phase}) "
-            f"{elapsed_s - stage.start_s:3.0f}s/{ladder.stage_s:g}s  "
+    warm = _in_warmup(sweep, elapsed_s, stage)
+    phase = "warm-up" if warm else "measuring"
+    users = (f"{stage.users:g} req/s" if ladder.rates else
+             f"{stage.users} user{'s' if stage.users > 1 else ''}")
+    return (f"{head} {users} (level {stage.index + 1}/{len(ladder.steps)}{_block_text(sweep, elapsed_s)}, "
+            f"{phase}) {elapsed_s - stage.start_s:3.0f}s/{ladder.stage_s:g}s  "
             f"total {elapsed_s:3.0f}s/{sweep.seconds:g}s")
 
 
@@ -80,8 +111,12 @@ def live_text(live: Live) -> str:
     return f"{live.requests} req, {live.failures} failed, {tok_s} tok/s, acceptance {acceptance}"
 
 
-def line(sweep: Sweep, elapsed_s: float, live: Live) -> str:
-    return f"{stage_text(sweep, elapsed_s)} | {live_text(live)}"
+def line(sweep: Sweep, elapsed_s: float, lives: Sequence[Live]) -> str:
+    """The stage, then what each arm delivered (named when the sweep runs several)."""
+    if len(lives) == 1:
+        return f"{stage_text(sweep, elapsed_s)} | {live_text(lives[0])}"
+    parts = [f"{arm}: {live_text(live)}" for arm, live in zip(sweep.arms, lives, strict=True)]
+    return " | ".join([stage_text(sweep, elapsed_s), *parts])
 
 
 def e2e_totals(text: str) -> tuple[int, int, float] | None:
@@ -208,7 +243,10 @@ class Watch:
             totals = e2e_totals(self.stats.read_text(encoding="utf-8", errors="replace"))
         except OSError:
             totals = None
+        # Between the arm's blocks its server drafts nothing: the last acceptance measured stands.
         acceptance = self.metrics.poll()
+        if acceptance is None:
+            acceptance = self._live.acceptance
         if totals is not None:
             requests, failures, tokens = totals
             self._live = Live(requests, failures, self.rate.add(now, tokens), acceptance)
@@ -239,6 +277,7 @@ class Display:
         self.interval_s = interval_s
         self._bar: tqdm | None = None
         self._last: float | None = None
+        self._lock = threading.Lock()  # a phase's ticker thread says lines too
 
     def start(self, total_s: float) -> None:
         self.finish()
@@ -266,8 +305,30 @@ class Display:
 
     def say(self, text: str) -> None:
         """A line that stays (a result, a warning), above the bar when there is one."""
-        if self._bar is not None:
-            self._bar.write(text, file=self.stream)
-        else:
-            self.stream.write(text + "\n")
-        self.stream.flush()
+        with self._lock:
+            if self._bar is not None:
+                self._bar.write(text, file=self.stream)
+            else:
+                self.stream.write(text + "\n")
+            self.stream.flush()
+
+
+@contextmanager
+def phase(display: Display, status: Callable[[float], str], interval_s: float = PLAIN_INTERVAL_S
+          ) -> Iterator[None]:
+    """While the body runs (priming, preflight, a server starting, the verdict), a line every
+    `interval_s`: `status(seconds so far)`, so no phase is silent for 5 s."""
+    stop = threading.Event()
+    started = time.monotonic()
+
+    def tick() -> None:
+        while not stop.wait(interval_s):
+            display.say(status(time.monotonic() - started))
+
+    thread = threading.Thread(target=tick, name="spec-progress", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()

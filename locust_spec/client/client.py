@@ -43,7 +43,7 @@ from locust_spec.client.transport import (
     sdk_saw_done,
     with_timeout,
 )
-from locust_spec.core.level import LevelBoard
+from locust_spec.core.level import Arrival, LevelBoard, LevelKey, key_of
 from locust_spec.core.runfiles import ErrorKind, http_error
 
 log = logging.getLogger(__name__)
@@ -62,7 +62,7 @@ class Capture:
 
     name: str
     prompt_id: str
-    level_users: int
+    level_users: int | None
     warmup: bool
     start_unix: float = 0.0
     start: float = 0.0
@@ -73,7 +73,23 @@ class Capture:
     done: bool = False
     held_s: float = 0.0
     """Seconds its user waited before sending it because the server had refused it (backoff.py)."""
+    rate: float | None = None
+    """On a rate level (open loop): its arrivals per second; `level_users` is then None."""
+    arrival: int | None = None
+    intended_unix: float | None = None
+    """The scheduled arrival this request started for, and when it was meant to start."""
     _events: list | None = field(default=None, repr=False)
+
+    @property
+    def level_key(self) -> LevelKey:
+        return key_of(self.level_users, self.rate)
+
+    @property
+    def lateness_ms(self) -> float | None:
+        """How long after its intended start the request went out (None: no schedule, or never sent)."""
+        if self.intended_unix is None or not self.start_unix:
+            return None
+        return (self.start_unix - self.intended_unix) * 1000.0
 
     def events(self) -> list[tuple[float, Event]]:
         """The stream's SSE events, each stamped with its arrival; parsed once."""
@@ -201,12 +217,24 @@ class ChatClient:
         self._submit = submit
         self._wait_s = 0.0  # asked for by the last refusal (backoff.py)
         self._send_at = 0.0  # monotonic: not before then
+        self.arrival: Arrival | None = None
+        """Open loop: the arrival the next request starts for (the user's wait took it from the schedule)."""
 
     def stream(self, messages: Sequence[dict], *, name: str = "chat", prompt_id: str = "",
                **body) -> Capture:
+        # A server that asked to wait is waited for first; under a rate the arrival then goes out late,
+        # and its lateness says so.
         held = self._hold()
-        level = self._levels.current()
-        capture = Capture(name, prompt_id, level.users, level.in_warmup(time.time()), held_s=held)
+        arrival, self.arrival = self.arrival, None
+        if arrival is None:
+            level = self._levels.current()
+            capture = Capture(name, prompt_id, None if level.plan else level.users,
+                              level.in_warmup(time.time()), held_s=held, rate=level.rate)
+        else:  # the arrival's level, even if the next one has started: its warm-up by the intended start
+            level = arrival.level
+            capture = Capture(name, prompt_id, None, level.in_warmup(arrival.intended_unix_s), held_s=held,
+                              rate=level.rate, arrival=arrival.index, intended_unix=arrival.intended_unix_s)
+            hold_until(arrival.intended_unix_s)
         refused, retry_after = None, None
         try:
             with with_timeout(self.settings.request_timeout):
@@ -351,6 +379,21 @@ class OpenAIChatClient(ChatClient):
         finally:
             first_token.close()
         capture.done = sdk_saw_done(stream)
+
+
+HOLD_MAX_S = 0.005
+"""The longest an arrival's send is held for its intended start (its user wakes a little early, see
+wiring/openloop.py WAKE_EARLY_S); a clock stepped back by more does not hold it longer."""
+
+
+def hold_until(unix_s: float) -> None:
+    """Yield to the other greenlets until the wall clock reads `unix_s`: an arrival is never sent early."""
+    left = min(unix_s - time.time(), HOLD_MAX_S)
+    if left <= 0:
+        return
+    end = time.perf_counter() + left
+    while time.perf_counter() < end:
+        gevent.sleep(0)
 
 
 def openai_sdk(host: str, api_key: str, settings: RequestSettings):

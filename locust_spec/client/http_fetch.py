@@ -129,6 +129,9 @@ class _DeadlineReader(io.RawIOBase):
     def __init__(self, sock, deadline: _Deadline) -> None:
         super().__init__()
         self._sock = sock
+        # A file of the socket's own holds the socket open until the body is read: for a `Connection:
+        # close` answer http.client closes its connection as soon as the head is in.
+        self._raw = sock.makefile("rb", buffering=0)
         self._deadline = deadline
 
     def readable(self) -> bool:
@@ -136,7 +139,12 @@ class _DeadlineReader(io.RawIOBase):
 
     def readinto(self, buffer) -> int:
         self._sock.settimeout(self._deadline.left())
-        return self._sock.recv_into(buffer)
+        return self._raw.readinto(buffer)
+
+    def close(self) -> None:
+        if not self.closed:
+            self._raw.close()
+        super().close()
 
 
 def _connection(target: Target, deadline: _Deadline) -> http.client.HTTPConnection:
@@ -192,9 +200,12 @@ def request(url: str | Target, *, deadline_s: float, max_bytes: int, body: bytes
             try:
                 conn.request("POST" if body is not None else "GET", target.path, body=body, headers=sent)
                 resp = conn.getresponse()
-                if resp.status not in REDIRECTS:
-                    return Response(resp.status, _read_capped(resp, max_bytes))
-                location = resp.getheader("Location") or ""
+                try:
+                    if resp.status not in REDIRECTS:
+                        return Response(resp.status, _read_capped(resp, max_bytes))
+                    location = resp.getheader("Location") or ""
+                finally:
+                    resp.close()  # its file holds the socket open (_DeadlineReader)
             finally:
                 conn.close()
             target = _redirect(target, location, body is not None, origin)

@@ -1,4 +1,5 @@
-"""Plain (non-streamed) calls to an OpenAI-compatible server: its model list, and priming its prefix cache."""
+"""Plain (non-streamed) calls to an OpenAI-compatible server: its model list and version, and priming its
+prefix cache."""
 
 from __future__ import annotations
 
@@ -20,6 +21,11 @@ def api_url(host: str, path: str) -> str:
     endpoint = Endpoint(host)
     scheme = "https" if endpoint.ssl else "http"
     return f"{scheme}://{endpoint.host_header}{endpoint.api_base}{path}"
+
+
+def root_url(host: str, path: str) -> str:
+    """A path beside the API, not under /v1 (vLLM's GET /version)."""
+    return api_url(host, "").removesuffix("/v1") + path
 
 
 # Bytes of an error answer read for its message: enough for any server's one-line reason.
@@ -131,6 +137,58 @@ def first_model(host: str, api_key: str, timeout: float) -> str:
     except (KeyError, IndexError, TypeError) as e:
         raise RuntimeError(f"cannot read the model from {host}/v1/models (no model listed: {e!r}); "
                            "pass --model") from None
+
+
+# A /v1/models listing can name hundreds of LoRA adapters; the run's record keeps the first ones, and no
+# more of a name than a real one needs (a path on the server, a hub id).
+MAX_MODELS = 16
+MAX_NAME_CHARS = 300
+
+
+def served_models(host: str, api_key: str, timeout: float) -> list[dict]:
+    """The models GET /v1/models lists, as vLLM describes them: id, root (what was loaded) and
+    max_model_len, each None where the server does not say; CallError (one line) when unreadable."""
+    data = get_json(host, "/models", api_key, timeout)
+    listed = data.get("data") if isinstance(data, dict) else None
+    if not isinstance(listed, list):
+        raise CallError("no model list in the answer")
+
+    def field(entry: dict, key: str, kind: type) -> object:
+        value = entry.get(key)
+        if not isinstance(value, kind) or isinstance(value, bool):
+            return None
+        return value[:MAX_NAME_CHARS] if isinstance(value, str) else value
+
+    return [{"id": field(m, "id", str), "root": field(m, "root", str),
+             "max_model_len": field(m, "max_model_len", int)}
+            for m in listed[:MAX_MODELS] if isinstance(m, dict)]
+
+
+def server_version(host: str, api_key: str, timeout: float) -> str | None:
+    """vLLM's GET /version (`{"version": "0.32.0"}`); None where the server has no such route."""
+    body = _call(root_url(host, "/version"), api_key, timeout, MAX_ERROR_BYTES)
+    try:
+        version = orjson.loads(body).get("version")
+    except (orjson.JSONDecodeError, AttributeError):
+        return None
+    return version[:100] if isinstance(version, str) else None
+
+
+def check_model(host: str, api_key: str, model: str, timeout: float) -> None:
+    """RuntimeError with one line when the server lists its models (GET /v1/models) and `model` is not
+    among them: every request would be refused (vLLM: 404), thousands a second. A server that does not
+    list them, or does not answer yet, is not judged here: its requests say what is wrong."""
+    try:
+        listed = [entry["id"] for entry in get_json(host, "/models", api_key, timeout)["data"]]
+    except (CallError, KeyError, IndexError, TypeError):
+        return
+    if model in listed:
+        return
+    # a hostile list stays one short line
+    shown = ", ".join(repr(" ".join(str(m).split())[:80]) for m in listed[:5]) or "no model"
+    more = f" and {len(listed) - 5} more" if len(listed) > 5 else ""
+    raise RuntimeError(f"{host} does not serve the model {model!r} (GET /v1/models lists {shown}{more}); "
+                       "pass --model with one of them, or leave it out for the first")
 
 
 def prime_body(prompt: Prompt, model: str) -> bytes:

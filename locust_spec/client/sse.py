@@ -28,8 +28,8 @@ class Chunk(msgspec.Struct, frozen=True, gc=False):
     """What one `chat.completion.chunk` event tells about the stream.
 
     `completion_tokens` is the cumulative count from `usage` (None when the chunk has no usage);
-    `text_chars` counts content, reasoning and tool-call text in the deltas; `has_choices` is False
-    for the final usage-only chunk, which carries no token.
+    `text_chars` counts content, reasoning and tool-call text in the deltas, `text` is that text (for the
+    answer's fingerprint); `has_choices` is False for the final usage-only chunk, which carries no token.
     """
 
     completion_tokens: int | None = None
@@ -40,6 +40,7 @@ class Chunk(msgspec.Struct, frozen=True, gc=False):
     spec_accepted_tokens: int | None = None
     spec_draft_tokens: int | None = None
     error: str | None = None
+    text: str = ""
 
 
 class Done(msgspec.Struct, frozen=True, gc=False):
@@ -147,29 +148,31 @@ def _chunk(wire: _Wire) -> Event:
     choices = wire.choices
     if choices is None:
         return Malformed("chunk without choices")
-    text_chars = 0
     finish_reason = None
+    pieces: list[str] = []
     for choice in choices:
         delta = choice.delta
         if delta is not None:
             for text in (delta.content, delta.reasoning_content, delta.reasoning):
                 if text:
-                    text_chars += len(text)
+                    pieces.append(text)
             if delta.tool_calls:
                 for call in delta.tool_calls:
                     fn = call.function
-                    text_chars += 1 if fn is None else len(fn.name or "") + len(fn.arguments or "") + 1
+                    pieces.append("\n" if fn is None else f"{fn.name or ''}{fn.arguments or ''}\n")
         finish_reason = choice.finish_reason or finish_reason
+    text = "".join(pieces)
     usage = wire.usage
     spec = wire.metrics.speculative_decoding if wire.metrics is not None else None
     return Chunk(
         completion_tokens=usage.completion_tokens if usage is not None else None,
         prompt_tokens=usage.prompt_tokens if usage is not None else None,
-        text_chars=text_chars,
+        text_chars=len(text),
         has_choices=bool(choices),
         finish_reason=None if finish_reason is None else printable(finish_reason, FINISH_REASON_CHARS),
         spec_accepted_tokens=spec.num_accepted_draft_tokens if spec is not None else None,
         spec_draft_tokens=spec.num_draft_tokens if spec is not None else None,
+        text=text,
     )
 
 

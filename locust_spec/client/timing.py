@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from locust_spec.client.sse import Chunk, Done, Event, Malformed, completed
+from locust_spec.core.answers import fingerprint
 
 SORT_MAX = 4096
 """Percentiles of a sample this long or shorter are read off its sorted copy (a stream's ITLs: a few
@@ -24,6 +25,7 @@ class RequestTiming:
     gap g gives n values g/n); `chunk_gaps_ms` one value per token-carrying chunk after the first.
     `tokens_estimated` is True when some chunk's token count came from its text, not from usage.
     `error` is what the stream itself reported (malformed event, server error object, no [DONE]).
+    `output_hash`, `output_marks`: the answer's fingerprint (core/answers.py), of whatever text arrived.
     """
 
     ttft_ms: float | None
@@ -44,6 +46,8 @@ class RequestTiming:
     spec_draft_tokens: int | None
     done: bool
     error: str | None
+    output_hash: str | None = None
+    output_marks: str | None = None
 
 
 def request_timing(start: float, events: Sequence[tuple[float, Event]], end: float) -> RequestTiming:
@@ -69,6 +73,7 @@ def timing_slices(start: float, events: Sequence[tuple[float, Event]], end: floa
     error = None
     itl: list[float] = []
     gaps: list[float] = []
+    texts: list[str] = []
     for lo in range(0, len(events), every):
         if lo:
             yield
@@ -97,6 +102,8 @@ def timing_slices(start: float, events: Sequence[tuple[float, Event]], end: floa
                 finish_reason = chunk.finish_reason
             if not chunk.has_choices:
                 continue
+            if chunk.text:
+                texts.append(chunk.text)
             if cum is not None:
                 n = cum - prev_cum  # a count that went down carries no token and leaves the high mark
                 if n <= 0:
@@ -139,6 +146,7 @@ def timing_slices(start: float, events: Sequence[tuple[float, Event]], end: floa
     gap_p50 = percentile(gaps, 50)
     if sliced:
         yield
+    output_hash, output_marks = fingerprint(texts)
     return RequestTiming(
         ttft_ms=ttft,
         tpot_ms=tpot,
@@ -158,6 +166,8 @@ def timing_slices(start: float, events: Sequence[tuple[float, Event]], end: floa
         spec_draft_tokens=drafted,
         done=done,
         error=error,
+        output_hash=output_hash,
+        output_marks=output_marks,
     )
 
 

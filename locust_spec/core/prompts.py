@@ -19,7 +19,8 @@ from locust_spec.core.formats import (
 from locust_spec.core.resources import prompts_dir
 
 __all__ = ["BUILTIN_DIR", "GROUPS", "Prompt", "PromptError", "PromptSampler", "Selection", "builtin_names",
-           "load_prompt_set", "parse_weighted", "prompt_specs", "set_names", "stream_seed"]
+           "describe_sets", "load_prompt_set", "parse_weighted", "prompt_specs", "set_names", "set_paths",
+           "stream_seed"]
 
 log = logging.getLogger(__name__)
 
@@ -37,15 +38,14 @@ def set_names() -> list[str]:
     return [*builtin_names(), *GROUPS, "all"]
 
 
-def load_prompt_set(spec: str, selection: Selection = EVERYTHING) -> list[Prompt]:
-    """A prompt file (public formats: core/formats.py), a built-in set name (a file stem in prompts/), a
-    group (`specbench`) or `all` (every built-in set); the selection's filters applied to each set.
-    [] when the filters leave nothing."""
+def set_paths(spec: str) -> list[Path]:
+    """The files a prompt set names: a prompt file (public formats: core/formats.py), a built-in set name (a
+    file stem in prompts/), a group (`specbench`) or `all` (every built-in set)."""
     if spec == "all" or spec in GROUPS:
         names = builtin_names() if spec == "all" else [n for n in GROUPS[spec] if n in builtin_names()]
         if not names:
             raise PromptError(f"no built-in prompt sets in {BUILTIN_DIR}; pass --prompts FILE.jsonl")
-        return [p for name in names for p in load_prompt_set(name, selection)]
+        return [BUILTIN_DIR / f"{name}.jsonl" for name in names]
     path = Path(spec)
     if not path.suffix and not path.exists():
         path = BUILTIN_DIR / f"{spec}.jsonl"
@@ -53,7 +53,28 @@ def load_prompt_set(spec: str, selection: Selection = EVERYTHING) -> list[Prompt
             raise PromptError(f"no prompt set {spec!r}: not a file, and built-ins are {set_names()}")
     if not path.is_file():
         raise PromptError(f"prompt file not found: {path}")
-    return read_prompts(path, selection)
+    return [path]
+
+
+def load_prompt_set(spec: str, selection: Selection = EVERYTHING) -> list[Prompt]:
+    """The prompts of a set (see `set_paths`), the selection's filters applied to each file. [] when the
+    filters leave nothing."""
+    return [p for path in set_paths(spec) for p in read_prompts(path, selection)]
+
+
+def describe_sets(specs: list[str], selection: Selection = EVERYTHING) -> list[dict]:
+    """What each of a run's prompt sets is, to tell two runs' prompts apart: per file its set as given, its
+    weight, whether it is built in, the prompts the selection keeps and the sha256 of its bytes. PromptError
+    as loading."""
+    out = []
+    for spec in specs:
+        name, weight = parse_weighted(spec)
+        for path in set_paths(name):
+            builtin = path.parent == BUILTIN_DIR
+            out.append({"set": name, "file": path.stem if builtin else str(path), "builtin": builtin,
+                        "weight": weight, "prompts": len(read_prompts(path, selection)),
+                        "sha256": hashlib.sha256(path.read_bytes()).hexdigest()})
+    return out
 
 
 def parse_weighted(spec: str) -> tuple[str, float]:
@@ -99,8 +120,7 @@ class PromptSampler:
     """Draws prompts: a set chosen by weight, then that set's prompts in a seeded shuffled cycle."""
 
     def __init__(self, specs: list[str], seed: int = 0, selection: Selection = EVERYTHING) -> None:
-        self._rng = random.Random(seed)
-        self._sets: list[list[Prompt]] = []
+        self._loaded: list[list[Prompt]] = []
         self._weights: list[float] = []
         emptied = []
         for spec in specs or ["all"]:
@@ -109,15 +129,25 @@ class PromptSampler:
             if not prompts:
                 emptied.append(name)
                 continue
-            self._rng.shuffle(prompts)
-            self._sets.append(prompts)
+            self._loaded.append(prompts)
             self._weights.append(weight)
-        if not self._sets:
+        if not self._loaded:
             raise PromptError(f"no prompt of {', '.join(emptied)} passes the filters "
                               f"({selection.describe()})")
         if emptied:
             log.warning("locust-spec: no prompt of %s passes the filters (%s); the other sets are sent",
                         ", ".join(emptied), selection.describe())
+        self.reseed(seed)
+
+    def reseed(self, seed: int) -> None:
+        """Start over: the order `seed` names, from the sets as loaded (whatever was drawn before), so two
+        samplers given the same seed draw the same prompts from here on."""
+        self._rng = random.Random(seed)
+        self._sets = []
+        for prompts in self._loaded:
+            shuffled = list(prompts)
+            self._rng.shuffle(shuffled)
+            self._sets.append(shuffled)
         self._positions = [0] * len(self._sets)
 
     @property
@@ -131,11 +161,12 @@ class PromptSampler:
     def leave_out(self, prompts: list[Prompt]) -> None:
         """Never draw these again; a set left empty goes with its weight. PromptError when none is left."""
         gone = {id(p) for p in prompts}
-        pairs = zip(self._sets, self._weights, strict=True)
-        kept = [(left, w) for s, w in pairs if (left := [p for p in s if id(p) not in gone])]
+        kept = [(left, [p for p in s if id(p) not in gone], w)
+                for loaded, s, w in zip(self._loaded, self._sets, self._weights, strict=True)
+                if (left := [p for p in loaded if id(p) not in gone])]
         if not kept:
             raise PromptError("no prompt is left to send")
-        self._sets, self._weights = [s for s, _ in kept], [w for _, w in kept]
+        self._loaded, self._sets, self._weights = ([k[i] for k in kept] for i in range(3))
         self._positions = [0] * len(self._sets)
 
     def next(self) -> Prompt:

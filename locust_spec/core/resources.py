@@ -1,4 +1,4 @@
-"""Where the packaged data lives: the built-in prompt sets and the locustfiles.
+"""Where the packaged data lives: the built-in prompt sets and the locustfiles; installed versions.
 
 They are the top-level `prompts/` and `locustfiles/` folders of the checkout, installed inside this package
 (`locust_spec.prompt_sets`, `locust_spec.locustfiles`), so they are found the same way from a wheel, an
@@ -7,8 +7,17 @@ editable install or a container.
 
 from __future__ import annotations
 
+from importlib import metadata
 from importlib.resources import files
 from pathlib import Path
+
+
+def installed_version(distribution: str = "locust-spec") -> str | None:
+    """The installed version of a distribution (this package's by default); None when not installed."""
+    try:
+        return metadata.version(distribution)
+    except metadata.PackageNotFoundError:
+        return None
 
 
 def prompts_dir() -> Path:

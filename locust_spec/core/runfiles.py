@@ -8,11 +8,16 @@ import enum
 from dataclasses import dataclass, fields
 from pathlib import Path
 
+from locust_spec.core.level import LevelKey, key_of
+
 REQUESTS = "_requests.csv"
 LATENCY = "_latency.json"
 SERVER_METRICS = "_server_metrics.csv"
 SUMMARY = "_summary.json"
-SUFFIXES = (REQUESTS, LATENCY, SERVER_METRICS, SUMMARY)
+RUN = "_run.json"
+DESIGN = "_design.json"
+"""Written by spec-ab (not Locust): how the run shared time with its other arms (core/design.py)."""
+SUFFIXES = (REQUESTS, LATENCY, SERVER_METRICS, SUMMARY, RUN, DESIGN)
 """What follows the Locust `--csv` PREFIX in each of locust-spec's files, in the order they are listed."""
 
 LATENCY_SCHEMA = 1
@@ -20,8 +25,11 @@ SUMMARY_SCHEMA = 2
 SUMMARY_SCHEMAS = (1, 2)
 """What readers of PREFIX_summary.json accept (2 added the models under test, lost workers, counter
 anomalies)."""
-BATCH_VERSION = 1
-"""Of the worker -> master row batches (distributed.py)."""
+RUN_SCHEMA = 1
+"""Of PREFIX_run.json, what was measured (recording/provenance.py)."""
+BATCH_VERSION = 3
+"""Of the worker -> master row batches (distributed.py); 2 added the answer's columns to the row, 3 the
+open-loop columns."""
 
 
 @dataclass(frozen=True)
@@ -49,6 +57,14 @@ class RunFiles:
     def summary(self) -> Path:
         return self.path(SUMMARY)
 
+    @property
+    def run(self) -> Path:
+        return self.path(RUN)
+
+    @property
+    def design(self) -> Path:
+        return self.path(DESIGN)
+
 
 def prefix_of(path: Path) -> Path:
     """The run prefix a path names: `runs/a_requests.csv` -> `runs/a`; a path without a suffix is one."""
@@ -63,7 +79,7 @@ class RequestRow:
     """One request started: a PREFIX_requests.csv row, its columns in order. None = empty cell."""
 
     start_unix_s: float
-    level_users: int
+    level_users: int | None
     prompt_class: str
     prompt_id: str
     prompt_tokens: int | None = None
@@ -82,10 +98,26 @@ class RequestRow:
     spec_draft_tokens: int | None = None
     error: str | None = None
     warmup: int = 0
+    output_hash: str | None = None
+    output_marks: str | None = None
+    level_rate: float | None = None
+    """A rate level's arrivals per second (open loop); `level_users` is then empty."""
+    arrival: int | None = None
+    """The arrival this request started for: its index in the level's schedule."""
+    intended_unix_s: float | None = None
+    """When the schedule meant it to start; `start_unix_s` is when it was sent."""
+    lateness_ms: float | None = None
+    """Sent this much after its intended start (coordinated omission, measured rather than hidden)."""
+
+    @property
+    def level_key(self) -> LevelKey:
+        """Its level in per-level tables: the users, or the rate (`4/s`)."""
+        return key_of(self.level_users, self.level_rate)
 
 
 COLUMNS = tuple(f.name for f in fields(RequestRow))
-ADDED_COLUMNS = ("warmup",)
+ADDED_COLUMNS = ("warmup", "output_hash", "output_marks", "level_rate", "arrival", "intended_unix_s",
+                 "lateness_ms")
 """Columns added after the first schema: readers fill them in when an older file lacks them."""
 REQUIRED_COLUMNS = tuple(c for c in COLUMNS if c not in ADDED_COLUMNS)
 

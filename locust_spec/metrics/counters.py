@@ -47,6 +47,10 @@ DRAFTS, DRAFT_TOKENS, ACCEPTED, PER_POS = (
 V0_EMITTED = "vllm:spec_decode_num_emitted_tokens_total"
 V0_RATE = "vllm:spec_decode_draft_acceptance_rate"
 V0_EFFICIENCY = "vllm:spec_decode_efficiency"
+# A diffusion LM (vLLM's dLLM models) reuses the spec-decode machinery and counts denoising steps, canvas
+# positions and committed tokens instead: it does not speculate at all.
+DIFFUSION_PREFIX = "vllm:diffusion_"
+DIFFUSION_KIND = "diffusion"
 SGLANG_RATE = "sglang:spec_accept_rate"
 SGLANG_LENGTH = "sglang:spec_accept_length"
 GENERATION = "vllm:generation_tokens_total"
@@ -402,6 +406,8 @@ class WindowAccumulator:
             return "vllm-v0", None
         if {SGLANG_RATE, SGLANG_LENGTH} & self._seen:
             return "sglang", None
+        if any(f.startswith(DIFFUSION_PREFIX) for f in self._seen):
+            return DIFFUSION_KIND, None
         return "unknown", None
 
 

@@ -1,10 +1,21 @@
-"""Prometheus text and the server-metrics CSV <-> `Sample` / `Snapshot` (pure)."""
+"""Exposition text (Prometheus text 0.0.4 or OpenMetrics 1.0) and the server-metrics CSV <-> `Sample` /
+`Snapshot` (pure).
+
+Counters are read by their sample names (`vllm:spec_decode_num_drafts_total`), which both formats share,
+never by family: vLLM's Python frontend writes `# TYPE vllm:x_total counter` (Prometheus text), its Rust
+frontend (`VLLM_USE_RUST_FRONTEND=1`) `# TYPE vllm:x counter` with `vllm:x_total` samples and `# EOF`
+(OpenMetrics, whatever Accept asks for). prometheus-client's two parsers each read only one of them: the
+classic one files OpenMetrics samples under `unknown` families and, before 0.21, reads an exemplar
+(`... 1120 # {trace_id="..."} 1.0`) as a label and takes the exemplar's value for the counter's; the
+OpenMetrics one rejects Prometheus text (`Clashing name`). So each text goes to the parser of its format.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
+from prometheus_client.openmetrics.parser import text_string_to_metric_families as openmetrics_families
 from prometheus_client.parser import text_string_to_metric_families
 
 Labels = tuple[tuple[str, str], ...]
@@ -38,25 +49,63 @@ class Parsed:
     bad_lines: int
 
 
-def _samples(text: str) -> Iterator[Sample]:
-    for family in text_string_to_metric_families(text):
+def is_openmetrics(text: str) -> bool:
+    """OpenMetrics ends with `# EOF` (its spec requires it) and may declare units; Prometheus text has
+    neither. A cut-off OpenMetrics answer without either is read as Prometheus text, line by line."""
+    return text.rstrip().endswith("\n# EOF") or text.strip() == "# EOF" or "\n# UNIT " in text
+
+
+def _from_families(families) -> Iterator[Sample]:
+    for family in families:
         for s in family.samples:
             yield Sample(s.name, tuple(sorted(s.labels.items())), float(s.value))
 
 
+def _samples(text: str) -> Iterator[Sample]:
+    return _from_families(text_string_to_metric_families(text))
+
+
+def without_exemplar(line: str) -> str:
+    """A sample line without its OpenMetrics exemplar (` # {labels} value [timestamp]`): outside a quoted
+    label value, a `#` after the sample can only open one."""
+    if "#" not in line:
+        return line
+    quoted = escaped = False
+    for i, char in enumerate(line):
+        if escaped:
+            escaped = False
+        elif char == "\\" and quoted:
+            escaped = True
+        elif char == '"':
+            quoted = not quoted
+        elif char == "#" and not quoted and i and line[i - 1] in " \t":
+            return line[:i].rstrip()
+    return line
+
+
+def _sample_lines(text: str) -> list[str]:
+    """The text's sample lines (comments, `# EOF` and blank lines left out), exemplars removed."""
+    return [without_exemplar(line) for line in text.splitlines()
+            if line.strip() and not line.lstrip().startswith("#")]
+
+
 def parse_exposition_checked(text: str) -> Parsed:
-    """Parse Prometheus text; a line the parser rejects (cut-off text, a shell prompt, HTML) is skipped
-    and counted rather than losing the whole scrape."""
+    """Parse exposition text in either format; a line the parser rejects (cut-off text, a shell prompt,
+    HTML) is skipped and counted rather than losing the whole scrape."""
+    if is_openmetrics(text):
+        try:
+            return Parsed(list(_from_families(openmetrics_families(text))), 0)
+        except Exception:  # noqa: BLE001 - the strict parser rejects a whole text for one bad line
+            pass
+    lines = _sample_lines(text)
     try:
-        return Parsed(list(_samples(text)), 0)
+        return Parsed(list(_samples("\n".join(lines) + "\n")), 0)
     except ValueError:
         pass
     # Line by line loses the TYPE context, but sample names and values are read the same without it.
     samples: list[Sample] = []
     bad = 0
-    for line in text.splitlines():
-        if not line.strip() or line.lstrip().startswith("#"):
-            continue
+    for line in lines:
         try:
             samples.extend(_samples(line + "\n"))
         except ValueError:
@@ -65,7 +114,7 @@ def parse_exposition_checked(text: str) -> Parsed:
 
 
 def parse_exposition(text: str) -> list[Sample]:
-    """Parse Prometheus text exposition into samples, skipping lines that cannot be read."""
+    """Parse exposition text (either format) into samples, skipping lines that cannot be read."""
     return parse_exposition_checked(text).samples
 
 

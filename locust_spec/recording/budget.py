@@ -20,6 +20,8 @@ from dataclasses import dataclass
 
 import gevent
 
+from locust_spec.core.level import LevelKey, in_level_order
+
 HALF_CORE = 0.5
 """The share of a core a process is planned for at the top level (its event loop free half the time)."""
 WORST_US_PER_CHUNK = 80.0
@@ -116,33 +118,33 @@ class ClientBudget:
     """Chunks handled (counted as each request is processed) and this process's CPU time (sampled every
     `sample_s` while `active()`), both per ladder level (`level()` users at that moment)."""
 
-    def __init__(self, active: Callable[[], bool] = lambda: True, level: Callable[[], int] = lambda: 0,
+    def __init__(self, active: Callable[[], bool] = lambda: True, level: Callable[[], LevelKey] = lambda: 0,
                  sample_s: float = SAMPLE_S) -> None:
         self.active = active
         self.level = level
         self.sample_s = sample_s
-        self.by_level: dict[int, LevelBudget] = {}
+        self.by_level: dict[LevelKey, LevelBudget] = {}
         self._greenlet: gevent.Greenlet | None = None
 
-    def _at(self, users: int) -> LevelBudget | None:
+    def _at(self, users: LevelKey) -> LevelBudget | None:
         found = self.by_level.get(users)
         if found is None and len(self.by_level) < MAX_LEVELS:
             found = self.by_level[users] = LevelBudget()
         return found
 
-    def add_chunks(self, users: int, chunks: int) -> None:
+    def add_chunks(self, users: LevelKey, chunks: int) -> None:
         at = self._at(users)
         if at is not None:
             at.chunks += chunks
 
-    def add_held(self, users: int, seconds: float) -> None:
+    def add_held(self, users: LevelKey, seconds: float) -> None:
         """A request at `users` was sent `seconds` late: its user waited as the server asked."""
         at = self._at(users)
         if at is not None:
             at.holds += 1
             at.held_s += seconds
 
-    def add_time(self, users: int, cpu_s: float, wall_s: float) -> None:
+    def add_time(self, users: LevelKey, cpu_s: float, wall_s: float) -> None:
         at = self._at(users)
         if at is not None:
             at.cpu_s += cpu_s
@@ -168,7 +170,7 @@ class ClientBudget:
             cpu, wall = cpu1, wall1
 
     def summary(self) -> dict:
-        return {str(users): b.summary() for users, b in sorted(self.by_level.items())}
+        return {str(users): b.summary() for users, b in in_level_order(self.by_level)}
 
 
 def combine(parts: Sequence[Mapping[str, dict]]) -> dict:
@@ -184,7 +186,7 @@ def combine(parts: Sequence[Mapping[str, dict]]) -> dict:
             if seen is None or float(b.get("cpu_share") or 0.0) > seen["cpu_share"]:
                 seen = out[str(users)] = {**b, "cpu_share": float(b.get("cpu_share") or 0.0)}
             seen["chunks_all_processes"], seen["holds"], seen["held_s"] = total, holds, round(held, 3)
-    return dict(sorted(out.items(), key=lambda kv: int(kv[0])))
+    return dict(in_level_order(out))
 
 
 def held_share(users: int, spent: Mapping[str, object]) -> float | None:

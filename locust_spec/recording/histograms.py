@@ -11,17 +11,20 @@ import orjson
 from hdrh.histogram import HdrHistogram
 
 from locust_spec.client.timing import RequestTiming
+from locust_spec.core.level import LevelKey, key_order, parse_key
 from locust_spec.core.runfiles import LATENCY_SCHEMA
 from locust_spec.recording.writes import write_whole
 
-METRICS = ("ttft", "itl", "chunk_gap", "tpot", "e2e")
+METRICS = ("ttft", "itl", "chunk_gap", "tpot", "e2e", "lateness", "ttft_from_arrival", "e2e_from_arrival")
+"""The last three only on rate levels (open loop): how late each request went out after its intended
+start, and TTFT and E2E counted from that intended start, which is what a user arriving then waited."""
 PERCENTILES = (50.0, 90.0, 95.0, 99.0)
 LOWEST_US = 1
 HIGHEST_US = 3_600_000_000
 SIGNIFICANT_FIGURES = 3
 ALL_LEVELS = -1  # the level key of the histograms that include every request, warm-up too
 
-Key = tuple[str, str, int]
+Key = tuple[str, str, LevelKey]
 
 
 def new_histogram() -> HdrHistogram:
@@ -139,15 +142,23 @@ class LatencyHistograms:
             hist = self._hists[key] = new_histogram()
         return hist
 
-    def record(self, metric: str, cls: str, level: int, values_ms: Iterable[float], warmup: bool) -> None:
+    def record(self, metric: str, cls: str, level: LevelKey, values_ms: Iterable[float],
+               warmup: bool) -> None:
         values = values_ms if isinstance(values_ms, (list, tuple)) else list(values_ms)
         self.record_together((metric,), cls, level, values, warmup)
 
-    def record_timing(self, timing: RequestTiming, cls: str, level: int, warmup: bool) -> None:
-        """A finished request's measurements; failed requests are recorded by the caller only if wanted."""
+    def record_timing(self, timing: RequestTiming, cls: str, level: LevelKey, warmup: bool,
+                      lateness_ms: float | None = None) -> None:
+        """A finished request's measurements; failed requests are recorded by the caller only if wanted.
+        With `lateness_ms` (open loop), TTFT and E2E are also recorded from the intended start."""
         for metric, value in (("ttft", timing.ttft_ms), ("tpot", timing.tpot_ms), ("e2e", timing.e2e_ms)):
             if value is not None:
                 self.record(metric, cls, level, (value,), warmup)
+        if lateness_ms is not None:
+            late = max(lateness_ms, 0.0)
+            for metric, value in (("ttft_from_arrival", timing.ttft_ms), ("e2e_from_arrival", timing.e2e_ms)):
+                if value is not None:
+                    self.record(metric, cls, level, (value + late,), warmup)
         # One token per chunk (no speculation) makes ITLs and chunk gaps the same list: index it once.
         itl, gaps = timing.itl_ms, timing.chunk_gaps_ms
         if itl == gaps:
@@ -156,7 +167,7 @@ class LatencyHistograms:
             self.record("itl", cls, level, itl, warmup)
             self.record("chunk_gap", cls, level, gaps, warmup)
 
-    def record_together(self, metrics: Sequence[str], cls: str, level: int, values_ms: Sequence[float],
+    def record_together(self, metrics: Sequence[str], cls: str, level: LevelKey, values_ms: Sequence[float],
                         warmup: bool) -> None:
         """The same values for several metrics, each into its all-levels and (after warm-up) level one."""
         if not values_ms:
@@ -188,7 +199,7 @@ class LatencyHistograms:
                 _empty(h)
                 yield f"{m}|{c}|{lv}", blob
 
-    def get(self, metric: str, cls: str, level: int = ALL_LEVELS) -> HdrHistogram | None:
+    def get(self, metric: str, cls: str, level: LevelKey = ALL_LEVELS) -> HdrHistogram | None:
         return self._hists.get((metric, cls, level))
 
     def classes(self) -> list[str]:
@@ -199,7 +210,7 @@ class LatencyHistograms:
         """Add histograms produced by `encode()` (e.g. a worker's) into these."""
         for name, blob in encoded.items():
             metric, cls, level = name.split("|")
-            self._get((metric, cls, int(level))).add(HdrHistogram.decode(blob))
+            self._get((metric, cls, parse_key(level))).add(HdrHistogram.decode(blob))
 
     def merge(self, other: LatencyHistograms) -> None:
         for key, hist in other._hists.items():
@@ -212,7 +223,7 @@ class LatencyHistograms:
         """The PREFIX_latency.json document (schema runfiles.LATENCY_SCHEMA)."""
         metrics: dict[str, dict] = {}
         levels: dict[str, dict] = {}
-        for level in sorted({lv for _, _, lv in self._hists}):
+        for level in sorted({lv for _, _, lv in self._hists}, key=key_order):
             target = metrics if level == ALL_LEVELS else levels.setdefault(str(level), {})
             for metric in METRICS:
                 per_class = {c: h for (m, c, lv), h in self._hists.items() if m == metric and lv == level}

@@ -150,7 +150,8 @@ class Processor:
     def _report(self, capture: Capture, timing: RequestTiming | None) -> None:
         error = capture.error or (timing.error if timing is not None else None)
         row = make_row(capture.start_unix, capture.level_users, capture.name, capture.prompt_id,
-                       capture.warmup, timing, error)
+                       capture.warmup, timing, error, level_rate=capture.rate, arrival=capture.arrival,
+                       intended_unix_s=capture.intended_unix, lateness_ms=capture.lateness_ms)
         sink = self._sink()
         if sink is not None:
             try:
@@ -164,9 +165,9 @@ class Processor:
                              capture.start_unix, capture.start, timing)
         self.requests += 1
         if self._budget is not None and timing is not None:
-            self._budget.add_chunks(capture.level_users, timing.chunks)
+            self._budget.add_chunks(capture.level_key, timing.chunks)
         if self._budget is not None and capture.held_s:
-            self._budget.add_held(capture.level_users, capture.held_s)
+            self._budget.add_held(capture.level_key, capture.held_s)
         fire, name = self._fire, capture.name
         if error is None and timing is not None and timing.ttft_ms is not None:
             fire(request_type=TTFT, name=name, response_time=timing.ttft_ms, response_length=0,

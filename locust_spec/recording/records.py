@@ -18,11 +18,16 @@ __all__ = ["COLUMNS", "FileSink", "RecordSink", "RequestRow", "RowWriter", "make
 log = logging.getLogger(__name__)
 
 
-def make_row(start_unix_s: float, level_users: int, prompt_class: str, prompt_id: str, warmup: bool,
-             timing: RequestTiming | None, error: str | None) -> RequestRow:
-    """The row for a request; `timing` is whatever was measured before it ended (None if nothing)."""
+def make_row(start_unix_s: float, level_users: int | None, prompt_class: str, prompt_id: str, warmup: bool,
+             timing: RequestTiming | None, error: str | None, *, level_rate: float | None = None,
+             arrival: int | None = None, intended_unix_s: float | None = None,
+             lateness_ms: float | None = None) -> RequestRow:
+    """The row for a request; `timing` is whatever was measured before it ended (None if nothing); on a rate
+    level (open loop) also the arrival it started for."""
+    common = {"error": error, "warmup": int(warmup), "level_rate": level_rate, "arrival": arrival,
+              "intended_unix_s": intended_unix_s, "lateness_ms": lateness_ms}
     if timing is None:
-        return RequestRow(start_unix_s, level_users, prompt_class, prompt_id, error=error, warmup=int(warmup))
+        return RequestRow(start_unix_s, level_users, prompt_class, prompt_id, **common)
     return RequestRow(
         start_unix_s, level_users, prompt_class, prompt_id,
         prompt_tokens=timing.prompt_tokens,
@@ -39,8 +44,10 @@ def make_row(start_unix_s: float, level_users: int, prompt_class: str, prompt_id
         finish_reason=timing.finish_reason,
         spec_accepted_tokens=timing.spec_accepted_tokens,
         spec_draft_tokens=timing.spec_draft_tokens,
-        error=error,
-        warmup=int(warmup),
+        # only a whole answer has a fingerprint to compare
+        output_hash=timing.output_hash if error is None else None,
+        output_marks=timing.output_marks if error is None else None,
+        **common,
     )
 
 
@@ -114,9 +121,13 @@ class RowWriter:
 
 
 def record_histograms(histograms: LatencyHistograms, row: RequestRow, timing: RequestTiming | None) -> None:
-    """Histograms take only successful requests (level histograms also skip warm-up: LatencyHistograms)."""
+    """Histograms take only successful requests (level histograms also skip warm-up: LatencyHistograms);
+    lateness, every request that went out on schedule, failed or not."""
+    if row.lateness_ms is not None:
+        histograms.record("lateness", row.prompt_class, row.level_key, (max(row.lateness_ms, 0.0),),
+                          bool(row.warmup))
     if timing is not None and not row.error:
-        histograms.record_timing(timing, row.prompt_class, row.level_users, bool(row.warmup))
+        histograms.record_timing(timing, row.prompt_class, row.level_key, bool(row.warmup), row.lateness_ms)
 
 
 class RecordSink(Protocol):

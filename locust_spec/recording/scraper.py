@@ -15,6 +15,7 @@ from locust_spec.client import http_fetch
 from locust_spec.client.headers import credential
 from locust_spec.client.http_fetch import METRICS_URLS_ENV as URLS_ENV
 from locust_spec.client.http_fetch import FetchError, UrlError, check_urls, display_url
+from locust_spec.core.level import LevelKey
 from locust_spec.core.runfiles import RunFiles
 from locust_spec.metrics.counters import Snapshot, SpecWindow, WindowAccumulator, parse_exposition_checked
 from locust_spec.metrics.exposition import CSV_COLUMNS, rows_from_snapshot
@@ -34,6 +35,20 @@ SCRAPE_TIMEOUT_S = 5.0
 DEFAULT_INTERVAL_S = 1.0
 
 Fetch = Callable[[str], str]
+
+
+class StatusError(FetchError):
+    """/metrics answered, with another status than 200."""
+
+    def __init__(self, message: str, status: int) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+def refuses(status: int) -> bool:
+    """An answer that will not change by scraping again (404: not a /metrics URL, 401/403: locked), unlike
+    a server that is busy (408, 429) or failing (5xx) for now."""
+    return 400 <= status < 500 and status not in (408, 429)
 
 
 def default_metrics_url(host: str) -> str:
@@ -65,7 +80,7 @@ def http_fetcher(token: str | None, timeout_s: float, max_bytes: int = MAX_BODY_
         if resp.status != 200:
             locked = resp.status in (401, 403)
             hint = f" (is a token needed? locust --metrics-token, or ${TOKEN_ENV})" if locked else ""
-            raise FetchError(f"HTTP {resp.status}{hint}")
+            raise StatusError(f"HTTP {resp.status}{hint}", resp.status)
         return resp.body.decode("utf-8", errors="replace")
 
     return fetch
@@ -96,15 +111,20 @@ class Scraper:
         self._stopped = Event()
         self._loop: gevent.Greenlet | None = None
         self.listeners: list[Callable[[list[Snapshot]], None]] = []  # told every round (the live page)
+        self.on_refused: Callable[[str], None] | None = None
+        """Told, in one line, when a URL's first answer says it will never serve counters (`refuses`): the
+        run stops then (SpecRun.give_up), instead of a warning every interval and a run without acceptance."""
         self._reset_run()
 
     def _reset_run(self) -> None:
         self._run = WindowAccumulator()
-        self._levels: list[tuple[int, WindowAccumulator]] = []
+        self._levels: list[tuple[LevelKey, WindowAccumulator]] = []
         self.first: dict[str, Snapshot] = {}
         self.last: dict[str, Snapshot] = {}
-        self.level_snapshots: list[tuple[int, tuple[Snapshot, ...]]] = []
+        self.level_snapshots: list[tuple[LevelKey, tuple[Snapshot, ...]]] = []
         self._failures: dict[str, list] = {}
+        self._refused: dict[str, str] = {}
+        self._first_round = True
 
     def start(self) -> None:
         """Scrape at once, then every interval until `stop`; returns without waiting for any scrape."""
@@ -125,20 +145,34 @@ class Scraper:
 
     def _every_interval(self) -> None:
         self.scrape()
+        if self._refused:
+            url, reason = next(iter(self._refused.items()))
+            self._stopped.set()  # no scrape at stop either: the one line below, not one per scrape
+            # A wrong URL among several stops the run as well: it was meant for a server (often the
+            # candidate's) whose counters, acceptance among them, the run would otherwise go without.
+            lost = ("no server counters from it" if len(self.urls) > 1
+                    else "no server counters, so no acceptance")
+            self.on_refused(f"the metrics URL {url} answers {reason}: {lost}; pass --metrics-url with the "
+                            "server's /metrics, or --metrics-url off")
+            return
         while not self._stopped.wait(self.interval_s):
             self.scrape()
 
-    def level_changed(self, users: int, warmup_until_unix_s: float = 0.0) -> None:
+    def level_changed(self, users: LevelKey, warmup_until_unix_s: float = 0.0) -> None:
         """The ladder reached a new level: scrape at once, and again when its warm-up ends, so the level's
         measured counters are bracketed by scrapes at its boundaries."""
-        gevent.spawn(self.scrape, users)
+        gevent.spawn(self._scrape_unless_stopped, users)
         wait = warmup_until_unix_s - time.time()
         if wait > 0:
             gevent.spawn_later(wait, self._scrape_unless_stopped)
 
-    def _scrape_unless_stopped(self) -> None:
+    def _scrape_unless_stopped(self, level_users: int | None = None) -> None:
         if not self._stopped.is_set():
-            self.scrape()
+            self.scrape(level_users)
+
+    def abandon(self) -> None:
+        """The run gave up: no more scrapes, none at stop either (their warnings would bury its one line)."""
+        self._stopped.set()
 
     def stop(self) -> None:
         """The final scrape, after the one in flight. The users have stopped by now; what this waits for is
@@ -161,9 +195,11 @@ class Scraper:
                 self._records.close()
                 self._records = None
 
-    def scrape(self, level_users: int | None = None) -> list[Snapshot]:
+    def scrape(self, level_users: LevelKey | None = None) -> list[Snapshot]:
         """One round over every URL; a failed URL leaves a gap and a warning, never an exception."""
         with self._lock:
+            if self._refused:  # the run stops (on_refused): nothing more to scrape or to warn about
+                return []
             fetches = [gevent.spawn(self._fetch_one, url) for url in self.urls]
             gevent.joinall(fetches)
             pool = gevent.get_hub().threadpool
@@ -191,6 +227,7 @@ class Scraper:
             self._tell_write_failure()
             for listener in self.listeners:
                 listener(taken)
+            self._first_round = False
             return taken
 
     def _fetch_one(self, url: str) -> tuple[float, float, str] | None:
@@ -198,7 +235,11 @@ class Scraper:
         try:
             text = self._fetch(url)
         except (FetchError, UrlError, OSError, ValueError) as e:
-            self._failed(display_url(url), _reason(e))
+            if (self._first_round and self.on_refused is not None and isinstance(e, StatusError)
+                    and refuses(e.status)):
+                self._refused[display_url(url)] = _reason(e)
+            else:
+                self._failed(display_url(url), _reason(e))
             return None
         return sent, time.time(), text
 
@@ -234,8 +275,8 @@ class Scraper:
         far."""
         return self._run.window(models)
 
-    def level_windows(self, models: Collection[str] | None = None) -> list[tuple[int, SpecWindow]]:
-        """(users, counters of `models` over that level) for each ladder level, in order."""
+    def level_windows(self, models: Collection[str] | None = None) -> list[tuple[LevelKey, SpecWindow]]:
+        """(users or rate key, counters of `models` over that level) for each ladder level, in order."""
         return [(users, acc.window(models)) for users, acc in self._levels]
 
     def warnings(self, models: Collection[str] | None = None) -> list[str]:

@@ -18,7 +18,8 @@ window's `models`, `other_models`, `anomalies`):
  "server": {<SpecWindow over the run>} | null,
  "concurrency": [{"users", "max_running", "max_waiting", "delivered"}, ...],
  "lost_workers": [{"worker", "last_seen_unix_s", "detected_unix_s", "level_users", "users", "rows_received",
-                   "requests_reported", "rows_lost"}, ...]}
+                   "requests_reported", "rows_lost"}, ...],
+ "arrivals": {"<rate>/s": {...}}}   // rate levels only (open loop): recording/ledger.py, docs/contracts.md
 ```
 Written when the process exits (Locust's `quit` event), after the request rows are closed: on the master in
 a distributed run, after the workers' last batches.
@@ -33,6 +34,7 @@ from pathlib import Path
 
 import orjson
 
+from locust_spec.core.level import LevelKey, describe, in_level_order, parse_key
 from locust_spec.core.runfiles import SUMMARY_SCHEMA
 from locust_spec.metrics import crosscheck
 from locust_spec.metrics.counters import SpecWindow
@@ -80,18 +82,22 @@ def combine_levels(parts: Sequence[Mapping[str, dict]]) -> dict:
             seen["late_samples"] += int(lag.get("late_samples") or 0)
             seen["late_share"] = max(seen["late_share"], float(lag.get("late_share") or 0.0))
             seen["max_lag_ms"] = max(seen["max_lag_ms"], float(lag.get("max_lag_ms") or 0.0))
-    return dict(sorted(out.items(), key=lambda kv: int(kv[0])))
+    return dict(in_level_order(out))
 
 
-def concurrency(levels: Sequence[tuple[int, SpecWindow]],
+def concurrency(levels: Sequence[tuple[LevelKey, SpecWindow]],
                 foreign: bool = False) -> tuple[list[dict], list[str]]:
-    """Per ladder level: the users asked for vs the server's peak running (+ waiting) requests.
+    """Per ladder level: the users asked for vs the server's peak running (+ waiting) requests (a rate
+    level asks for no concurrency: its peak is shown, and what it delivered is in `arrivals`).
 
     `foreign`: the counters are another server's (see crosscheck.foreign), so a low peak blames the metrics
     URL, not the load generator."""
     entries, warnings = [], []
     for users, window in levels:
         running, waiting = window.max_requests_running, window.max_requests_waiting
+        if isinstance(users, str):
+            entries.append({"rate": users, "max_running": running, "max_waiting": waiting, "delivered": None})
+            continue
         delivered = None
         if running is not None and users > 0:
             delivered = round((running + (waiting or 0.0)) / users, 4)
@@ -130,12 +136,12 @@ def generator_warnings(generators: dict, rows: int | None) -> list[str]:
                 "more processes (spec-ab --processes auto, locust --processes N) or fewer users each"
                 + budget.processes_advice(spent))
         if spent.get("held_s"):
-            share = budget.held_share(int(users), spent)
+            share = budget.held_share(int(users), spent) if str(users).isdigit() else None
             of_time = f" ({share:.1%} of the level's user time)" if share is not None else ""
             warnings.append(
-                f"at {users} users the server refused requests (429/503 or connections) and its users "
-                f"waited {float(spent['held_s']):.1f} s in all before sending again{of_time}: the server had "
-                "fewer users than that while they waited")
+                f"at {describe(parse_key(str(users)))} the server refused requests (429/503 or connections) "
+                f"and its users waited {float(spent['held_s']):.1f} s in all before sending again{of_time}: "
+                "the server had fewer users than that while they waited")
     measured = generators.get("requests") or 0
     if rows is not None and measured > rows:
         warnings.append(f"{measured - rows} of {measured} requests measured by the load generators have no "
@@ -151,12 +157,14 @@ def models_under_test(clients: Mapping[str, dict]) -> list[str] | None:
 
 
 def build_summary(totals: crosscheck.ClientTotals | None, run: SpecWindow | None,
-                  levels: Sequence[tuple[int, SpecWindow]], clients: Mapping[str, dict],
+                  levels: Sequence[tuple[LevelKey, SpecWindow]], clients: Mapping[str, dict],
                   other_warnings: Sequence[str] = (), models: Sequence[str] | None = None,
-                  lost_workers: Sequence[dict] = ()) -> dict:
+                  lost_workers: Sequence[dict] = (),
+                  arrivals: tuple[dict[str, dict], list[str]] = ({}, [])) -> dict:
     """The summary document; `other_warnings` (lost workers, scrape failures, lost batches) come first.
     `models` are the models under test, whose counters the windows count; `lost_workers` the workers lost
-    mid-run (wiring/distributed.py's LostWorker.as_dict)."""
+    mid-run (wiring/distributed.py's LostWorker.as_dict); `arrivals` the arrival ledger's account of the
+    rate levels (recording/ledger.py), with its warnings."""
     # what the server may have finished that no row shows: a lost worker's rows, and its requests in flight
     unseen = sum(int(lw.get("rows_lost") or 0) + int(lw.get("users") or 0) for lw in lost_workers)
     checks = crosscheck.cross_check(totals, run, unseen) if totals is not None and run is not None else []
@@ -170,6 +178,7 @@ def build_summary(totals: crosscheck.ClientTotals | None, run: SpecWindow | None
             *other_warnings,
             *crosscheck.warnings(checks),
             *conc_warnings,
+            *arrivals[1],
             *generator_warnings(generators, totals.requests if totals is not None else None),
         )
     ]
@@ -182,6 +191,7 @@ def build_summary(totals: crosscheck.ClientTotals | None, run: SpecWindow | None
         "server": asdict(run) if run is not None else None,
         "concurrency": conc,
         "lost_workers": list(lost_workers),
+        **({"arrivals": arrivals[0]} if arrivals[0] else {}),
     }
 
 

@@ -5,13 +5,14 @@ Two series, each a `Series` of fixed capacity whatever the run's length:
 - client points, one per tick (2 s): TTFT p50, TPOT p50/p99 and output tokens/s over the requests reported
   in the last WINDOW_S (a sliding window of HDR histograms, one per tick), the users running, and the worst
   load generator's share of late event-loop wake-ups and its share of a core (its budget's CPU time) since
-  the previous tick;
+  the previous tick; open loop, also the rate asked, the requests per second sent on schedule and their
+  lateness p99 over the window;
 - server points, one per /metrics scrape: acceptance rate, mean acceptance length and per-position
   acceptance from the counters' increase since the previous scrape, requests running and waiting (gauges),
   generated tokens/s.
 
-Level changes are kept as (time, users) marks. Nothing here reads a clock or does I/O: the caller passes
-the time, the requests, the scrapes and the load generators' client summaries.
+Level changes are kept as (time, level) marks: users, or a rate key (`4/s`). Nothing here reads a clock or
+does I/O: the caller passes the time, the requests, the scrapes and the load generators' client summaries.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 from hdrh.histogram import HdrHistogram
 
+from locust_spec.core.level import LevelKey
 from locust_spec.metrics.counters import RUNNING, WAITING, Snapshot, WindowAccumulator
 from locust_spec.recording.histograms import HIGHEST_US, LOWEST_US, percentiles_us, record_ms
 from locust_spec.recording.task_board import TaskBoard
@@ -39,7 +41,7 @@ MIN_SPAN_S = 1.0
 LIVE_SIGNIFICANT_FIGURES = 2
 
 CLIENT_FIELDS = ("t", "users", "requests", "errors", "tok_s", "ttft_p50", "tpot_p50", "tpot_p99", "lag_pct",
-                 "cpu_pct")
+                 "cpu_pct", "rate_target", "rate_sent", "late_p99")
 SERVER_FIELDS = ("t", "acceptance", "mean_len", "per_position", "running", "waiting", "gen_tok_s")
 
 
@@ -102,17 +104,22 @@ class _Slot:
     def __init__(self) -> None:
         self.ttft = _live_histogram()
         self.tpot = _live_histogram()
+        self.late = _live_histogram()
         self.started_unix_s = 0.0
         self.tokens = 0
         self.requests = 0
         self.errors = 0
+        self.arrivals = 0
+
+    def hists(self) -> tuple[HdrHistogram, ...]:
+        return self.ttft, self.tpot, self.late
 
     def reset(self, now_unix_s: float) -> None:
-        for hist in (self.ttft, self.tpot):
+        for hist in self.hists():
             _counts(hist)[:] = 0
             hist.total_count = 0
         self.started_unix_s = now_unix_s
-        self.tokens = self.requests = self.errors = 0
+        self.tokens = self.requests = self.errors = self.arrivals = 0
 
 
 class SlidingWindow:
@@ -136,11 +143,15 @@ class SlidingWindow:
         slot.reset(now_unix_s)
         self._slots.append(slot)
 
-    def add(self, ttft_ms: float | None, tpot_ms: float | None, output_tokens: int | None, ok: bool) -> None:
+    def add(self, ttft_ms: float | None, tpot_ms: float | None, output_tokens: int | None, ok: bool,
+            lateness_ms: float | None = None) -> None:
         if not self._slots:
             return
         for slot in (self._slots[-1], self._total):
             slot.requests += 1
+            if lateness_ms is not None:  # sent for an arrival (open loop), failed or not
+                slot.arrivals += 1
+                record_ms(slot.late, (max(lateness_ms, 0.0),))
             if not ok:
                 slot.errors += 1
                 continue
@@ -154,24 +165,28 @@ class SlidingWindow:
         """Close the current tick; the oldest leaves the window once it holds `slots` ticks."""
         if len(self._slots) >= self.slots:
             old = self._slots.popleft()
-            for mine, theirs in ((self._total.ttft, old.ttft), (self._total.tpot, old.tpot)):
+            for mine, theirs in zip(self._total.hists(), old.hists(), strict=True):
                 _counts(mine)[:] -= _counts(theirs)
                 mine.total_count -= theirs.total_count
             self._total.tokens -= old.tokens
             self._total.requests -= old.requests
             self._total.errors -= old.errors
+            self._total.arrivals -= old.arrivals
             self._free.append(old)
         self._open(now_unix_s)
 
     def summary(self, now_unix_s: float) -> dict:
-        """requests, errors, tok_s, ttft_p50, tpot_p50, tpot_p99 over the window (None when undefined)."""
+        """requests, errors, tok_s, ttft_p50, tpot_p50, tpot_p99, and (open loop) rate_sent, late_p99 over the
+        window (None when undefined)."""
         total = self._total
         span = now_unix_s - self._slots[0].started_unix_s if self._slots else 0.0
         ttft = _ms(total.ttft, (50.0,))
         tpot = _ms(total.tpot, (50.0, 99.0))
         return {"requests": total.requests, "errors": total.errors,
                 "tok_s": total.tokens / span if span > 0 else None,
-                "ttft_p50": ttft[0], "tpot_p50": tpot[0], "tpot_p99": tpot[1]}
+                "ttft_p50": ttft[0], "tpot_p50": tpot[0], "tpot_p99": tpot[1],
+                "rate_sent": total.arrivals / span if span > 0 and total.arrivals else None,
+                "late_p99": _ms(total.late, (99.0,))[0]}
 
 
 def _ms(hist: HdrHistogram, pcts: Sequence[float]) -> list[float | None]:
@@ -273,7 +288,7 @@ class Timeline:
         self.tick_s = tick_s
         self.client = Series(recent, older)
         self.server = Series(recent, older)
-        self.levels: deque[tuple[float, int]] = deque(maxlen=MAX_LEVELS)
+        self.levels: deque[tuple[float, LevelKey]] = deque(maxlen=MAX_LEVELS)
         self.window = SlidingWindow(max(1, round(window_s / tick_s)))
         self.lag = WorstShare(lag_counts)
         self.cpu = WorstShare(cpu_counts)
@@ -300,10 +315,11 @@ class Timeline:
         return self.started_unix_s is not None and self.stopped_unix_s is None
 
     def request(self, ttft_ms: float | None, tpot_ms: float | None, output_tokens: int | None,
-                ok: bool) -> None:
-        """A request reported (finished, failed or interrupted) since the last tick."""
+                ok: bool, lateness_ms: float | None = None) -> None:
+        """A request reported (finished, failed or interrupted) since the last tick; open loop, how late it
+        went out."""
         if self.running:
-            self.window.add(ttft_ms, tpot_ms, output_tokens, ok)
+            self.window.add(ttft_ms, tpot_ms, output_tokens, ok, lateness_ms)
 
     def scrape(self, taken: Sequence[Snapshot]) -> None:
         """A round of /metrics scrapes (one snapshot per URL that answered)."""
@@ -318,32 +334,37 @@ class Timeline:
             self.server.append((point.t, point.acceptance, point.mean_len, list(point.per_position),
                                 point.running, point.waiting, point.gen_tok_s))
 
-    def level(self, now_unix_s: float, users: int) -> None:
-        """The ladder's level (or the target user count) as of now: marked when it changes (a count of
-        0, before the first users are asked for, is no level)."""
-        if self.started_unix_s is not None and users > 0 and (not self.levels or self.levels[-1][1] != users):
+    def level(self, now_unix_s: float, users: LevelKey) -> None:
+        """The ladder's level (or the target user count, or a rate key) as of now: marked when it changes (a
+        count of 0, before the first users are asked for, is no level)."""
+        if self.started_unix_s is not None and (isinstance(users, str) or users > 0) and (
+                not self.levels or self.levels[-1][1] != users):
             self.levels.append((now_unix_s, users))
 
-    def tick(self, now_unix_s: float, users: int, lag_summaries: Mapping[str, Mapping]) -> None:
-        """Close the tick: one client point over the last window, then a new tick begins."""
+    def tick(self, now_unix_s: float, users: int, lag_summaries: Mapping[str, Mapping],
+             rate: float | None = None) -> None:
+        """Close the tick: one client point over the last window, then a new tick begins. `rate`: the
+        requests per second asked (open loop)."""
         if not self.running:
             return
-        self._point(now_unix_s, users, lag_summaries)
+        self._point(now_unix_s, users, lag_summaries, rate)
         self.window.rotate(now_unix_s)
 
-    def stop(self, now_unix_s: float, users: int, lag_summaries: Mapping[str, Mapping]) -> None:
+    def stop(self, now_unix_s: float, users: int, lag_summaries: Mapping[str, Mapping],
+             rate: float | None = None) -> None:
         """The last point (requests drained at stop included); the picture stays until the next start."""
         if not self.running:
             return
-        self._point(now_unix_s, users, lag_summaries)
+        self._point(now_unix_s, users, lag_summaries, rate)
         self.stopped_unix_s = now_unix_s
 
-    def _point(self, now_unix_s: float, users: int, lag_summaries: Mapping[str, Mapping]) -> None:
+    def _point(self, now_unix_s: float, users: int, lag_summaries: Mapping[str, Mapping],
+               rate: float | None) -> None:
         s = self.window.summary(now_unix_s)
         lag, cpu = self.lag.share(lag_summaries), self.cpu.share(lag_summaries)
         self.client.append((now_unix_s, users, s["requests"], s["errors"], s["tok_s"], s["ttft_p50"],
                             s["tpot_p50"], s["tpot_p99"], None if lag is None else lag * 100.0,
-                            None if cpu is None else cpu * 100.0))
+                            None if cpu is None else cpu * 100.0, rate, s["rate_sent"], s["late_p99"]))
 
     def to_json(self) -> dict:
         """What the page draws: columns named once, points as lists (times in unix seconds)."""

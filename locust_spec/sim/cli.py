@@ -30,41 +30,72 @@ def _rate(text: str) -> float:
 
 
 ADMIN_ENV = "SPEC_SIM_ADMIN_TOKEN"
+DESCRIPTION = """A simulated vLLM server, to try locust-spec (and test it) without a GPU.
+
+It answers like `vllm serve`: streamed and plain /v1/chat/completions, /v1/models, /tokenize, /health, and
+a Prometheus /metrics with vLLM's counters, speculative decoding's included. Step times come from a
+roofline model of --gpu and --model-size; a --speculative-config (n-gram, or a draft model) drafts and
+verifies tokens as vLLM would, so acceptance depends on the prompts. `make ab` runs two of them
+(speculation off, and n-gram on).
+
+  spec-sim --port 8000 --speculative-config '{"method": "ngram", "num_speculative_tokens": 4}'
+"""
+
+
+class _Help(argparse.RawDescriptionHelpFormatter):
+    """The description as written, and each option's default where it has one."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        unset = action.default is None or action.default is False or action.default in ("", argparse.SUPPRESS)
+        if not unset and "%(default)" not in text:  # 0 is a default, False (a flag's) is not
+            text += " (default: %(default)s)"
+        return text
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="spec-sim", description=__doc__, epilog=FORMAT,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--host", default="127.0.0.1")
-    p.add_argument("--port", type=int, default=8000)
-    p.add_argument("--served-model-name", default="sim-8b")
-    p.add_argument("--speculative-config", default="", help="vLLM's JSON, e.g. "
-                   '\'{"method": "ngram", "num_speculative_tokens": 5, "prompt_lookup_max": 4}\'')
+    p = argparse.ArgumentParser(prog="spec-sim", description=DESCRIPTION, epilog=FORMAT,
+                                formatter_class=_Help)
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on")
+    p.add_argument("--port", type=int, default=8000, help="port to listen on (0: any free one)")
+    p.add_argument("--served-model-name", default="sim-8b", help="the model's name in the API")
+    p.add_argument("--speculative-config", default="", help="vLLM's JSON (default: speculation off), e.g. "
+                   '\'{"method": "ngram", "num_speculative_tokens": 5, "prompt_lookup_max": 4}\'; '
+                   "methods ngram, draft_model (eagle, eagle3, mtp: the same model of a draft), with vLLM's "
+                   "num_speculative_tokens_per_batch_size and rejection_sample_method 'synthetic' "
+                   "(synthetic_acceptance_length or _rates)")
     p.add_argument("--max-num-seqs", type=int, default=256, help="running requests at most; others wait")
-    p.add_argument("--max-model-len", type=int, default=8192)
+    p.add_argument("--max-model-len", type=int, default=8192, help="context: prompt plus max_tokens at most")
     p.add_argument("--time-scale", type=float, default=1.0,
                    help="multiply every step time (0.1 runs ten times faster than the modelled GPU)")
     p.add_argument("--fixed-step-ms", type=float, default=0.0, metavar="MS",
                    help="every engine step lasts MS wall milliseconds whatever the batch, prefill or "
                         "speculation (--time-scale does not apply): a known clock for client-fidelity checks")
-    p.add_argument("--gpu", choices=sorted(roofline.GPUS), default="h100")
+    p.add_argument("--gpu", choices=sorted(roofline.GPUS), default="h100", help="the GPU modelled")
     p.add_argument("--model-size", default="8b", help="1b, 3b, 8b, 70b or a size in billions of parameters")
     p.add_argument("--draft-size", default="1b", help="draft model size for method draft_model")
     p.add_argument("--send-log", type=Path, help="CSV of arrivals and chunks sent (format below)")
     p.add_argument("--per-request-spec-decode-metrics", choices=["detailed"],
                    help="add metrics.speculative_decoding to responses, as vLLM")
+    p.add_argument("--accept-wrong-drafts", type=_rate, default=0.0, metavar="RATE",
+                   help="a lossy verifier (as vLLM 0.33's rejection_sample_method 'fly', or a broken draft "
+                        "setup): accept each draft token the target disagrees with at this rate, so the "
+                        "answers differ from those without speculation (spec-verdict's answer gate)")
     p.add_argument("--grammar-disables-spec", action="store_true",
                    help="requests with response_format decode without speculation (silent fallback)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--metrics-format", choices=("prometheus", "openmetrics"), default="prometheus",
+                   help="/metrics as vLLM's Python frontend writes it (Prometheus text), or as its Rust "
+                        "frontend (VLLM_USE_RUST_FRONTEND=1) serves it whatever Accept asks: OpenMetrics 1.0")
+    p.add_argument("--seed", type=int, default=0, help="of the generated text and the faults")
     p.add_argument("--idle-timeout", type=float, default=65.0, metavar="SECONDS",
                    help="close a connection that sent no complete request for this long")
     f = p.add_argument_group("faults (rates 0..1 per request)")
-    f.add_argument("--fault-500", type=_rate, default=0.0)
+    f.add_argument("--fault-500", type=_rate, default=0.0, help="an HTTP 500 instead of the answer")
     f.add_argument("--fault-429", type=_rate, default=0.0, help="429 with Retry-After")
     f.add_argument("--fault-reset", type=_rate, default=0.0, help="connection reset mid-stream")
     f.add_argument("--fault-malformed", type=_rate, default=0.0, help="a malformed SSE line mid-stream")
     f.add_argument("--fault-stall", type=_rate, default=0.0, help="a stall of --stall-seconds mid-stream")
-    f.add_argument("--stall-seconds", type=float, default=30.0)
+    f.add_argument("--stall-seconds", type=float, default=30.0, help="how long a --fault-stall stalls")
     f.add_argument("--stall-at-token", type=int, default=1,
                    help="the stall starts after this many tokens were sent (0: before the first, so not even "
                         "the role chunk, which vLLM sends with the first token, goes out)")
@@ -115,13 +146,14 @@ def main(argv: list[str] | None = None) -> None:
     gc.freeze()
     use_draft = draft if spec and spec.method == "draft_model" else None
     cfg = EngineConfig(roofline.GPUS[args.gpu], model, spec, use_draft, args.max_num_seqs, args.time_scale,
-                       args.fixed_step_ms / 1000.0)
+                       args.fixed_step_ms / 1000.0, args.accept_wrong_drafts)
     engine = Engine(cfg, tok, SimMetrics(args.served_model_name, spec.num_speculative_tokens if spec else 0))
     faults = FaultConfig(args.fault_500, args.fault_429, args.fault_reset, args.fault_malformed,
                          args.fault_stall, args.fault_no_done, args.stall_seconds, args.stall_at_token)
     detailed = args.per_request_spec_decode_metrics == "detailed"
     opts = ServerOptions(args.served_model_name, args.max_model_len, detailed, args.grammar_disables_spec,
-                         faults, args.seed, args.idle_timeout, os.environ.get(ADMIN_ENV) or None)
+                         faults, args.seed, args.idle_timeout, os.environ.get(ADMIN_ENV) or None,
+                         args.metrics_format == "openmetrics")
     send_log = SendLog(args.send_log) if args.send_log else None
     sim = SimServer(engine, opts, send_log)
     srv = serve(sim, args.host, args.port)

@@ -6,7 +6,7 @@ import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from locust_spec.core import schedule
+from locust_spec.core import schedule, speculative
 from locust_spec.sim.model import EOS
 
 
@@ -23,6 +23,9 @@ class SpecConfig:
     vocab_mismatch: bool = False
     per_batch_size: tuple[schedule.Entry, ...] | None = None
     """vLLM's `num_speculative_tokens_per_batch_size`: the k for each step's batch size."""
+    synthetic_rates: tuple[float, ...] | None = None
+    """`rejection_sample_method: "synthetic"`: per position, the chance the drafts up to it are accepted,
+    whatever they are (core/speculative.py)."""
 
     @property
     def agreement(self) -> float:
@@ -32,25 +35,33 @@ class SpecConfig:
 def parse_spec_config(raw: dict) -> SpecConfig:
     """Validate a speculative config dict; raise ValueError with one clear line when it is not usable."""
     method = raw.get("method")
+    removed = speculative.removed_method(raw)
+    if removed:
+        raise ValueError(removed)
     k = raw.get("num_speculative_tokens")
     if not isinstance(k, int) or k < 1:
         raise ValueError("speculative config needs an integer num_speculative_tokens >= 1")
     per_batch = raw.get(schedule.KEY)
     # vLLM validates the schedule when its scheduler starts, with these messages.
     entries = tuple(schedule.validate(per_batch)) if per_batch is not None else None
+    rejection = raw.get(speculative.REJECTION, "standard")
+    if rejection not in ("standard", speculative.SYNTHETIC):
+        raise ValueError(f"{speculative.REJECTION} {rejection!r} is not simulated (standard or synthetic; "
+                         "spec-sim --accept-wrong-drafts imitates a lossy verifier)")
+    rates = speculative.synthetic_rates(raw, k)
     if method in ("ngram", "[ngram]"):
         hi = int(raw.get("prompt_lookup_max", raw.get("prompt_lookup_min", 4)))
         lo = int(raw.get("prompt_lookup_min", min(2, hi)))
         if not 1 <= lo <= hi:
             raise ValueError("speculative config needs 1 <= prompt_lookup_min <= prompt_lookup_max")
-        return SpecConfig("ngram", k, hi, lo, per_batch_size=entries)
-    if method in ("draft_model", "eagle", "eagle3", "medusa", "mtp") or (method is None and raw.get("model")):
+        return SpecConfig("ngram", k, hi, lo, per_batch_size=entries, synthetic_rates=rates)
+    if method in ("draft_model", "eagle", "eagle3", "mtp") or (method is None and raw.get("model")):
         p = float(raw.get("draft_acceptance", 0.8))
         if not 0.0 <= p <= 1.0:
             raise ValueError("draft_acceptance must be within 0..1")
         return SpecConfig("draft_model", k, draft_model=str(raw.get("model", "draft")),
                           draft_acceptance=p, vocab_mismatch=bool(raw.get("vocab_mismatch", False)),
-                          per_batch_size=entries)
+                          per_batch_size=entries, synthetic_rates=rates)
     raise ValueError(f"unsupported speculative method {method!r} (use 'ngram' or 'draft_model')")
 
 
@@ -90,20 +101,37 @@ class NgramIndex:
         return []
 
 
-def _unit(seed: int, pos: int, j: int) -> float:
-    h = hashlib.blake2b(f"{seed}:{pos}:{j}".encode(), digest_size=8).digest()
+def unit(seed: int, pos: int, j: int, salt: str = "") -> float:
+    """A uniform draw in [0, 1) fixed by the request's seed, the output position and the draft position:
+    the same request draws the same, whatever else the server runs (`salt` keeps uses apart)."""
+    h = hashlib.blake2b(f"{salt}{seed}:{pos}:{j}".encode(), digest_size=8).digest()
     return int.from_bytes(h, "big") / 2**64
 
 
-def draft_model_proposal(target: Callable[[int], int], seed: int, pos: int, k: int, p: float) -> list[int]:
+def draft_model_proposal(target: Callable[[int], int], seed: int, pos: int, k: int, p: float,
+                         stop_at_eos: bool = True) -> list[int]:
     """k draft tokens from output position `pos`: each agrees with the target with probability p.
 
     A position that disagrees gets a token the target did not choose; the rest is never verified.
+    `stop_at_eos=False` drafts all k, past the target's end, as a draft head does.
     """
     out = []
     for j in range(k):
         t = target(pos + j)
-        if t == EOS:
+        if t == EOS and stop_at_eos:
             break
-        out.append(t if _unit(seed, pos, j) < p else t + 1)
+        out.append(t if unit(seed, pos, j) < p else t + 1)
     return out
+
+
+def synthetic_accepted(rates: tuple[float, ...], drafted: int, seed: int, pos: int) -> int:
+    """How many of `drafted` tokens synthetic acceptance takes: one draw u per step, and position i is
+    accepted when u < rates[i], so the first i+1 are all accepted with exactly that chance."""
+    u = unit(seed, pos, 0, "synthetic:")
+    return sum(1 for rate in rates[:drafted] if u < rate)
+
+
+def lossy_accepts(rate: float, seed: int, pos: int, j: int) -> bool:
+    """Whether a lossy verifier takes the draft token at `j` the target disagrees with (spec-sim
+    --accept-wrong-drafts): fixed per request and position, so a prompt always gets the same answer."""
+    return rate > 0.0 and unit(seed, pos, j, "lossy:") < rate

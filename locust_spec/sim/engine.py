@@ -12,7 +12,13 @@ import gevent.event
 
 from locust_spec.core import schedule
 from locust_spec.sim import roofline
-from locust_spec.sim.drafters import NgramIndex, SpecConfig, draft_model_proposal
+from locust_spec.sim.drafters import (
+    NgramIndex,
+    SpecConfig,
+    draft_model_proposal,
+    lossy_accepts,
+    synthetic_accepted,
+)
 from locust_spec.sim.metrics import SimMetrics
 from locust_spec.sim.model import EOS, Target
 from locust_spec.sim.prefix_cache import BLOCK, PrefixCache
@@ -107,6 +113,8 @@ class EngineConfig:
     max_num_seqs: int = 256
     time_scale: float = 1.0
     fixed_step_s: float = 0.0  # >0: every step lasts this many wall seconds, whatever it holds
+    accept_wrong: float = 0.0
+    """A lossy verifier: the chance a draft token the target disagrees with is accepted all the same."""
 
 
 @dataclass
@@ -267,17 +275,20 @@ class Engine:
             room = r.max_tokens - r.generated - 1
             k = 0
             if r.spec is not None and room > 0:
-                k = min(step_k, room)
+                # Synthetic acceptance drafts the full k, as vLLM's draft heads do: what lies past
+                # max_tokens is dropped from the answer, not from the counters.
+                k = step_k if spec.synthetic_rates is not None else min(step_k, room)
                 if k <= 0:
                     drafts = []
                 elif r.index is not None:
                     drafts = r.index.propose(k)
                 else:
-                    drafts = draft_model_proposal(r.target.token, r.seed, r.generated, k, spec.agreement)
-            accepted = 0
-            while accepted < len(drafts) and drafts[accepted] == r.target.token(r.generated + accepted):
-                accepted += 1
-            toks = [r.target.token(r.generated + i) for i in range(accepted + 1)]
+                    drafts = draft_model_proposal(r.target.token, r.seed, r.generated, k, spec.agreement,
+                                                  stop_at_eos=spec.synthetic_rates is None)
+            accepted = self._accepted(r, drafts)
+            # Accepted drafts are emitted as drafted: under a lossy or synthetic verifier they may not be
+            # the target's tokens, and the answer changes.
+            toks = [*drafts[:accepted], r.target.token(r.generated + accepted)]
             # The verifier runs k+1 positions for every speculating request: drafts are padded to a
             # [batch, k] tensor, so a short or empty proposal still costs the full verification.
             positions = k + 1
@@ -286,6 +297,19 @@ class Engine:
             pairs += positions * ctx
             plan.append((r, toks, len(drafts), accepted))
         return plan, roofline.StepLoad(len(active), query, kv, pairs), step_k
+
+    def _accepted(self, r: Request, drafts: list[int]) -> int:
+        """The drafts the verifier takes: the target's agreement (standard), with wrong ones taken at
+        --accept-wrong-drafts' rate (lossy), or the configured rates whatever they are (synthetic)."""
+        rates = self.cfg.spec.synthetic_rates if self.cfg.spec is not None else None
+        if rates is not None:
+            return synthetic_accepted(rates, len(drafts), r.seed, r.generated)
+        accepted = 0
+        while accepted < len(drafts) and (drafts[accepted] == r.target.token(r.generated + accepted)
+                                          or lossy_accepts(self.cfg.accept_wrong, r.seed, r.generated,
+                                                           accepted)):
+            accepted += 1
+        return accepted
 
     def _emit(self, plan: list[Planned], now: float) -> None:
         m = self.metrics

@@ -7,6 +7,7 @@ from collections import Counter
 
 from prometheus_client import CollectorRegistry, Gauge, Histogram, generate_latest
 from prometheus_client import Counter as PromCounter
+from prometheus_client.openmetrics import exposition as openmetrics
 
 # Bucket bounds as exposed by vLLM 0.32 (read off the reference /metrics captures).
 TTFT_BUCKETS = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0,
@@ -111,5 +112,12 @@ class SimMetrics:
         self.tpot.observe(tpot)
         self.inference.observe(inference)
 
-    def exposition(self) -> bytes:
-        return generate_latest(self.registry)
+    def exposition(self, as_openmetrics: bool = False) -> bytes:
+        """Prometheus text as vLLM's Python frontend writes it, or OpenMetrics 1.0 as its Rust frontend
+        (`VLLM_USE_RUST_FRONTEND=1`) serves it whatever Accept asks for."""
+        if not as_openmetrics:
+            return generate_latest(self.registry)
+        try:  # vLLM's names keep their colon; newer prometheus-client would escape it to `_` by default
+            return openmetrics.generate_latest(self.registry, escaping=openmetrics.ALLOWUTF8)
+        except (TypeError, AttributeError):  # before 0.22: no escaping, colons kept
+            return openmetrics.generate_latest(self.registry)

@@ -17,6 +17,7 @@ import orjson
 from gevent.server import StreamServer
 from gevent.socket import wait_write
 
+from locust_spec.core.resources import installed_version
 from locust_spec.sim import model as sim_model
 from locust_spec.sim import protocol, sendlog
 from locust_spec.sim.engine import Engine, Request, StepOutput
@@ -46,6 +47,8 @@ class ServerOptions:
     admin_token: str | None = None
     """`POST /admin/restart` needs `Authorization: Bearer <token>`; with none, it is refused. A header
     no web page can send without a CORS preflight, which spec-sim never grants."""
+    openmetrics: bool = False
+    """/metrics as OpenMetrics 1.0 whatever Accept asks for, as vLLM's Rust frontend serves it."""
 
 
 def _head(status: int, ctype: bytes, length: int | None, extra: bytes = b"") -> bytes:
@@ -259,8 +262,12 @@ class SimServer:
         if path == b"/health" and method == b"GET":
             sock.sendall(_head(200, b"application/json", 0))
         elif path == b"/metrics" and method == b"GET":
-            text = self.engine.metrics.exposition()
-            sock.sendall(_head(200, b"text/plain; version=0.0.4; charset=utf-8", len(text)) + text)
+            text = self.engine.metrics.exposition(self.opts.openmetrics)
+            kind = (b"application/openmetrics-text; version=1.0.0; charset=utf-8" if self.opts.openmetrics
+                    else b"text/plain; version=0.0.4; charset=utf-8")
+            sock.sendall(_head(200, kind, len(text)) + text)
+        elif path == b"/version" and method == b"GET":  # vLLM's; the simulator says what it is
+            self._json(sock, 200, orjson.dumps({"version": f"spec-sim {installed_version() or 'unknown'}"}))
         elif path == b"/v1/models" and method == b"GET":
             self._json(sock, 200, protocol.models(self.opts.served_model_name, self.created,
                                                   self.opts.max_model_len))

@@ -12,7 +12,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
-import pandas as pd
 
 from locust_spec.tune import intervals
 from locust_spec.tune.intervals import Interval
@@ -21,6 +20,8 @@ OBJECTIVES = ("throughput", "tpot", "goodput")
 UNITS = {"throughput": "output tok/s", "tpot": "ms TPOT p50", "goodput": "good req/s"}
 MIN_REQUESTS = 5
 """Fewer measured requests than this at a level: the arm is left out of that level's choice."""
+MDE_TARGET_PCT = 10.0
+"""As spec-verdict's: a comparison that could not have shown a difference this large is under-powered."""
 
 
 @dataclass(frozen=True)
@@ -55,52 +56,37 @@ def higher_is_better(objective: str) -> bool:
     return objective != "tpot"
 
 
-def values(frame: pd.DataFrame, objective: str, slo: Slo | None) -> tuple[np.ndarray, np.ndarray]:
-    """Per-request values of a level's measured rows that the objective's statistic is taken over, and
-    each one's request seconds (E2E).
-
-    throughput: output tokens of every measured request (failed ones count what they delivered);
-    tpot: TPOT of each successful request with one; goodput: 1 for a successful request inside the SLO.
-    """
-    ok = frame["error"].isna().to_numpy()
-    seconds = frame["e2e_ms"].to_numpy(dtype=float) / 1000.0
-    if objective == "throughput":
-        return frame["output_tokens"].fillna(0.0).to_numpy(dtype=float), seconds
-    if objective == "tpot":
-        tpot = frame["tpot_ms"].to_numpy(dtype=float)
-        keep = ok & ~np.isnan(tpot)
-        return tpot[keep], seconds[keep]
-    if objective == "goodput":
-        good = ok.copy()
-        if slo is not None:
-            for column, limit in (("ttft_ms", slo.ttft_ms), ("tpot_ms", slo.tpot_ms), ("e2e_ms", slo.e2e_ms)):
-                if limit is not None:
-                    # A request with no TPOT (one token) meets any TPOT limit.
-                    col = frame[column].to_numpy(dtype=float)
-                    good &= (col <= limit) | (np.isnan(col) & (column == "tpot_ms"))
-        return good.astype(float), seconds
-    raise ValueError(f"unknown objective {objective!r} ({', '.join(OBJECTIVES)})")
+def good(ok: np.ndarray, ttft_ms: np.ndarray, tpot_ms: np.ndarray, e2e_ms: np.ndarray,
+         slo: Slo | None) -> np.ndarray:
+    """Per request: successful and inside every limit of the SLO (goodput counts these). A request with no
+    TPOT (one token) meets any TPOT limit."""
+    out = np.asarray(ok, dtype=bool).copy()
+    if slo is not None:
+        for values, limit, missing_ok in ((ttft_ms, slo.ttft_ms, False), (tpot_ms, slo.tpot_ms, True),
+                                          (e2e_ms, slo.e2e_ms, False)):
+            if limit is not None:
+                out &= (values <= limit) | (np.isnan(values) & missing_ok)
+    return out
 
 
 @dataclass(frozen=True, eq=False)
 class Sample:
-    """One arm's per-request values at one level, repeats pooled: each request's seconds (E2E), the
-    measured windows' seconds (a rate is sum(values) / wall_s) and each request's run (a cluster when
-    repeated)."""
+    """One arm's objective at one level, repeats pooled, over its independent units (blocks of time).
+
+    Rates (throughput, goodput): per unit the amount (tokens, good requests) and the seconds it measured;
+    tpot: per request its TPOT and its unit. `keys` name each unit so that arms measured on one clock pair
+    by it ((clock, level, group)); `runs` is each unit's run (repeats: the outer cluster)."""
 
     k: int
     users: int
     values: np.ndarray
-    seconds: np.ndarray
-    wall_s: float
-    groups: np.ndarray | None
+    seconds: np.ndarray | None
+    unit_of: np.ndarray | None
+    keys: tuple[tuple, ...]
+    runs: np.ndarray
     requests: int
     batch: float | None
     """Time-weighted mean of the server's running requests over the window (None: not scraped)."""
-
-    @property
-    def parts(self) -> intervals.Parts:
-        return self.values, self.seconds, self.wall_s, self.groups
 
 
 @dataclass(frozen=True)
@@ -113,10 +99,17 @@ class ArmResult:
     versus_best: Interval | None = None
     note: str = ""
 
+    @property
+    def mde_pct(self) -> float | None:
+        """The smallest difference from the best k this comparison could have shown (80% power)."""
+        return self.versus_best.mde_pct(0.0) if self.versus_best is not None else None
+
     def as_dict(self) -> dict:
         return {"k": self.k, "users": self.users, "requests": self.requests, "batch": self.batch,
                 "interval": intervals.as_dict(self.interval),
-                "versus_best_pct": intervals.as_dict(self.versus_best), "note": self.note or None}
+                "versus_best_pct": intervals.as_dict(self.versus_best), "mde_pct": self.mde_pct,
+                "units": self.versus_best.units if self.versus_best is not None else None,
+                "note": self.note or None}
 
 
 @dataclass(frozen=True)
@@ -141,15 +134,16 @@ class Decision:
 
 def estimate(sample: Sample, objective: str) -> Interval | None:
     """The arm's objective with its interval; None with too few requests or no interval."""
-    if sample.requests < MIN_REQUESTS or len(sample.values) < 2 or sample.wall_s <= 0:
+    if sample.requests < MIN_REQUESTS or len(sample.values) < 2:
         return None
-    iv = intervals.level(objective, sample.parts)
+    iv = intervals.level(objective, sample)
     return iv if iv.measured else None
 
 
 def compare(a: Sample, b: Sample, objective: str) -> Interval:
-    """The % change of a's objective from b's, with its interval."""
-    return intervals.change(objective, b.parts, a.parts)
+    """The % change of a's objective from b's, with its interval (paired by block group when both arms
+    ran on one clock)."""
+    return intervals.change(objective, b, a)
 
 
 def better(objective: str, x: float, y: float) -> bool:
@@ -195,6 +189,12 @@ def choose(samples: Sequence[Sample], objective: str) -> Decision:
     else:
         reason = (f"k={best.k} has the best estimate ({best_iv.estimate:.4g} {unit}) but k={chosen} is "
                   f"statistically tied with it and smaller")
+    weak = [(a.k, a.mde_pct) for a in arms if a.versus_best is not None
+            and (a.mde_pct is None or a.mde_pct > MDE_TARGET_PCT)]
+    if weak:
+        shown = ", ".join(f"k={k} " + ("no interval" if m is None else f"+-{m:.0f}%") for k, m in weak)
+        reason += (f"; under-powered: the smallest differences from k={best.k} this level could show are "
+                   f"{shown} (above {MDE_TARGET_PCT:g}%): a tie may hide a real difference")
     chosen_sample = next(s for s, _ in usable if s.k == chosen)
     return Decision(users, chosen, best.k, tuple(sorted(tied)), chosen_sample.batch, reason, tuple(arms))
 

@@ -13,14 +13,17 @@ from pathlib import Path
 
 import click
 
-from locust_spec.ab import capacity, children, progress
+from locust_spec.ab import capacity, children, progress, sessions
 from locust_spec.ab import cli as ab
 from locust_spec.ab.children import CLIENT_CPU, ChildError
 from locust_spec.ab.cli import AbError, Ladder, Load, Run
+from locust_spec.ab.sessions import SessionError
 from locust_spec.analysis.report.table import users_label
 from locust_spec.analysis.runs import InputError, read_run
 from locust_spec.analysis.tasks import tasks_of
-from locust_spec.core import schedule
+from locust_spec.core import design as designs
+from locust_spec.core import schedule, speculative
+from locust_spec.core.design import Design
 from locust_spec.core.formats import Selection
 from locust_spec.sim import roofline
 from locust_spec.tune import choose, confirm, measure, report, servers
@@ -48,6 +51,9 @@ class Settings:
     prime: bool
     pin_client: bool
     swing_stage_time: str
+    design: str = designs.INTERLEAVED
+    block_time: str = ab.DEMO_BLOCK_TIME
+    max_servers: int | None = None
 
 
 def parse_ks(text: str) -> tuple[int, ...]:
@@ -67,18 +73,63 @@ def arm_config(base: dict, k: int) -> dict | None:
 
 
 def sweep(runs: list[Run], urls: dict[str, str], ladder: Ladder, s: Settings, primed: set[str],
-          display: progress.Display) -> None:
-    """Every run in order (the arms interleaved), each arm primed before its first run; ab's machinery."""
-    for position, run in enumerate(runs):
-        host = ab.base_url(urls[run.arm])
-        if s.prime and urls[run.arm] not in primed:
-            ab.prime_arm(run.arm, host, s.load, display)
-            primed.add(urls[run.arm])
-        cmd = ab.locust_command(run, host, ladder, s.load)
+          display: progress.Display, design: Design) -> None:
+    """The runs in sessions (every arm of a repeat on one clock under a blocked design, each alone when
+    sequential), each server primed before its first run; spec-ab's machinery."""
+    def command(run: Run, run_design: Design) -> tuple[list[str], dict[str, str]]:
         # Pinned on the simulator's machine, as spec-ab: the load generator keeps its own core; it scrapes
         # HOST/metrics of the server it loads.
-        ab.run_sweep(position, runs, children.pinned(cmd, CLIENT_CPU) if s.pin_client else cmd,
-                     ab.child_env(None), ladder, display)
+        cmd = ab.locust_command(run, ab.base_url(urls[run.arm]), ladder, s.load, run_design)
+        return (children.pinned(cmd, CLIENT_CPU) if s.pin_client else cmd), ab.child_env(None)
+
+    for session in sessions.sessions(runs, design):
+        if s.prime:
+            todo = {urls[arm]: arm for arm in session.arms if urls[arm] not in primed}
+            ab.prime_arms({arm: ab.base_url(url) for url, arm in todo.items()}, s.load, display)
+            primed.update(todo)
+        sessions.run(session, command, display)
+
+
+def batches(arms: Sequence[str], cap: int | None) -> list[tuple[str, ...]]:
+    """The arms in groups of at most `cap` servers at once (all together without a cap)."""
+    size = len(arms) if cap is None else max(1, cap)
+    return [tuple(arms[i:i + size]) for i in range(0, len(arms), size)]
+
+
+def cap_note(arms: Sequence[str], groups: Sequence[tuple[str, ...]], cap: int | None) -> str | None:
+    """What the design loses when the arms cannot all be served at once."""
+    if len(groups) < 2:
+        return None
+    shown = " then ".join("+".join(g) for g in groups)
+    return (f"--max-servers {cap}: the {len(arms)} arms ran in {len(groups)} batches one after the other "
+            f"({shown}); arms of different batches were not interleaved, so drift between batches is not "
+            "cancelled and their comparisons are unpaired (each arm's blocks resampled on their own: wider "
+            "intervals, and a difference that is drift cannot be told from one that is not)")
+
+
+def run_arms(arms: dict[str, tuple[str, dict | None]], folder: Path, ladder: Ladder, s: Settings,
+            pool: servers.Servers, primed: set[str], display: progress.Display, kind: str) -> list[Run]:
+    """Every arm ({name: (server key, speculative config)}) on the ladder, at most --max-servers servers
+    at a time: each batch's servers started (the others stopped first), its runs interleaved by `kind`."""
+    runs: list[Run] = []
+    groups = batches(list(arms), s.max_servers if pool.starts_servers else None)
+    for group in groups:
+        keys = {arms[a][0] for a in group}
+        if len(groups) > 1:
+            for started in list(pool.urls):
+                if started not in keys:
+                    pool.stop(started)
+        urls = {}
+        for arm in group:
+            key, config = arms[arm]
+            with progress.phase(display, lambda t, k=key: f"spec-tune: waiting for server {k} to answer "
+                                                          f"({t:.0f}s)"):
+                urls[arm] = pool.start(key, config)
+        group_runs = ab.schedule(s.repeats, folder, group)
+        plan = ladder.design(kind, len(group), s.block_time)
+        sweep(group_runs, urls, ladder, s, primed, display, plan)
+        runs += group_runs
+    return runs
 
 
 def prefixes(runs: Sequence[Run], arm: str) -> list[Path]:
@@ -107,6 +158,10 @@ def points(decisions: Sequence[choose.Decision], notes: list[str]) -> list[sched
     out = []
     for d in decisions:
         if d.k is None:
+            continue
+        if d.batch is None and isinstance(d.users, float):  # a rate is no batch: nothing to place it by
+            notes.append(f"{users_label(d.users)}: the server exposed no vllm:num_requests_running; the "
+                         "level is left out of the schedule")
             continue
         if d.batch is None:
             notes.append(f"{users_label(d.users)}: the server exposed no vllm:num_requests_running; the "
@@ -140,11 +195,11 @@ def confirmation(out: Path, decisions: Sequence[choose.Decision], built: schedul
     for arm in list(pool.urls):
         if arm not in keys.values() and pool.starts_servers:
             pool.stop(arm)
-    urls = {arm: pool.start(key, config if arm == "schedule" else None) for arm, key in keys.items()}
+    configs = {arm: (key, config if arm == "schedule" else arm_config(s.base_config, int(key[1:]))
+                     if key.startswith("k") else None) for arm, key in keys.items()}
     arms = tuple(keys)
-    runs = ab.schedule(s.repeats, out / "confirm", arms)
-    display.say(f"spec-tune: confirmation: {', '.join(arms)} on the ladder ({len(runs)} sweeps)")
-    sweep(runs, urls, s.ladder, s, primed, display)
+    display.say(f"spec-tune: confirmation: {', '.join(arms)} on the ladder")
+    runs = run_arms(configs, out / "confirm", s.ladder, s, pool, primed, display, s.design)
     # A sample's k only matters when choosing between ks; the confirmation compares arms by name.
     samples = {arm: measure.level_samples(prefixes(runs, arm), 0, s.objective, s.slo) for arm in arms}
 
@@ -155,10 +210,12 @@ def confirmation(out: Path, decisions: Sequence[choose.Decision], built: schedul
                                        same(d.k)) for d in decisions)
     swings = []
     for t, (lo, hi) in swing_pairs(decisions, built):
-        ladder = Ladder(",".join([f"{lo},{hi}"] * SWING_CYCLES), s.swing_stage_time, "0s")
-        sruns = ab.schedule(s.repeats, out / f"swing-{t}", arms)
-        display.say(f"spec-tune: swing {lo} <-> {hi} users across batch {t} ({len(sruns)} sweeps)")
-        sweep(sruns, urls, ladder, s, primed, display)
+        steps = ",".join([f"{lo:g},{hi:g}"] * SWING_CYCLES)
+        ladder = (Ladder(s.ladder.levels, s.swing_stage_time, "0s", steps) if s.ladder.rates else
+                  Ladder(steps, s.swing_stage_time, "0s"))
+        display.say(f"spec-tune: swing {lo:g} <-> {users_label(hi)} across batch {t} (each arm alone: its "
+                    "switches are what is measured)")
+        sruns = run_arms(configs, out / f"swing-{t}", ladder, s, pool, primed, display, designs.SEQUENTIAL)
         whole = {a: measure.whole_sample(prefixes(sruns, a), 0, s.objective, s.slo) for a in arms}
         swings.append(confirm.check_swing(t, (lo, hi), decisions, whole, s.objective))
     return confirm.Confirmation(static_k, checks, tuple(swings), confirm.summarize(checks, swings))
@@ -185,14 +242,17 @@ def clear_previous(out: Path) -> None:
 
 def run_tune(out: Path, s: Settings, pool: servers.Servers, do_confirm: bool,
              display: progress.Display) -> TuneResult:
-    arms = tuple(f"k{k}" for k in s.ks)
-    urls = {arm: pool.start(arm, arm_config(s.base_config, k)) for arm, k in zip(arms, s.ks, strict=True)}
-    runs = ab.schedule(s.repeats, out / "tune", arms)
-    display.say(f"spec-tune: {len(runs)} sweeps of {s.ladder.seconds:g}s (k {','.join(map(str, s.ks))}, "
-                 f"levels {s.ladder.levels}, {s.ladder.stage_time} each) -> {out}")
+    arms = {f"k{k}": (f"k{k}", arm_config(s.base_config, k)) for k in s.ks}
+    steps = f"rates {s.ladder.rates} req/s" if s.ladder.rates else f"levels {s.ladder.levels}"
+    display.say(f"spec-tune: k {','.join(map(str, s.ks))} on {steps}, {s.ladder.stage_time} each, {s.design} "
+                f"({s.repeats} repeat(s)) -> {out}")
     primed: set[str] = set()
-    sweep(runs, urls, s.ladder, s, primed, display)
+    runs = run_arms(arms, out / "tune", s.ladder, s, pool, primed, display, s.design)
     decisions, per_task, notes = decide(runs, s)
+    capped = cap_note(list(arms), batches(list(arms), s.max_servers if pool.starts_servers else None),
+                      s.max_servers)
+    if capped:
+        notes.append(capped)
     pts = points(decisions, notes)
     built = schedule.build(pts, s.max_num_seqs) if pts else None
     config = schedule.speculative_config(s.base_config, built.entries) if built else None
@@ -229,11 +289,27 @@ def run_tune(out: Path, s: Settings, pool: servers.Servers, do_confirm: bool,
               help="A running server for k (repeatable); schedule=URL for the confirmation pass.")
 @click.option("--levels", help=f"Users per ladder level (default {ab.REAL_LADDER.levels}; "
               f"{ab.DEMO_LADDER.levels} on the simulator).")
-@click.option("--stage-time", help="Time per level (default 60s; 25s on the simulator).")
-@click.option("--warmup", help="Start of each level left out (default 5s; 3s on the simulator).")
+@click.option("--rates", help="Open loop: requests per second per level instead of --levels "
+              "(docs/open-loop.md); each level's batch is what the server ran at that rate.")
+@click.option("--stage-time", help="Time per level for each k (interleaved, a level lasts this times the "
+              f"arms served together; default {ab.REAL_LADDER.stage_time}; {ab.DEMO_LADDER.stage_time} on "
+              "the simulator).")
+@click.option("--warmup", help="Start of each arm's first block at a level left out (default 5s; 3s on the "
+              "simulator).")
 @click.option("--repeats", type=click.IntRange(min=1), default=1, show_default=True,
-              help="Sweeps per k, arms interleaved (ABC CBA...).")
-@click.option("--objective", type=click.Choice(choose.OBJECTIVES), default="throughput", show_default=True)
+              help="Sweeps per k (the intervals treat repeats as clusters).")
+@click.option("--design", type=click.Choice(designs.KINDS), default=designs.INTERLEAVED, show_default=True,
+              help="interleaved: within each level the k arms take turns in blocks (ABC CBA...) on one "
+                   "clock; simultaneous: all at once; sequential: one arm's ladder after the other's.")
+@click.option("--block-time", help=f"Target block length (default {ab.REAL_BLOCK_TIME}; "
+              f"{ab.DEMO_BLOCK_TIME} on the simulator).")
+@click.option("--max-servers", type=click.IntRange(min=1),
+              help="At most this many servers at once (a single-GPU box: 1). The arms then run in batches "
+                   "one after the other: arms of different batches are not interleaved, so drift between "
+                   "them is not cancelled and their intervals are unpaired (said in the notes).")
+@click.option("--objective", type=click.Choice(choose.OBJECTIVES),
+              help="What a level's best k maximises (default throughput; with --rates tpot: at a rate both "
+                   "arms serve the same arrivals, so throughput is the offered load).")
 @click.option("--slo", help="Goodput's per-request limits, e.g. ttft=500,tpot=50 (ms).")
 @click.option("--speculative-config", "base_config", default=json.dumps(BASE_CONFIG), show_default=True,
               help="The speculative config every arm shares; num_speculative_tokens is set per arm.")
@@ -261,7 +337,8 @@ def run_tune(out: Path, s: Settings, pool: servers.Servers, do_confirm: bool,
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), required=True,
               help="Run folder: schedule.json, tune.json, report.md, report.html, schedule.png, the runs.")
 def main(ks: str, server_cmd: str | None, server_urls: tuple[str, ...], levels: str | None,
-         stage_time: str | None, warmup: str | None, repeats: int, objective: str, slo: str | None,
+         rates: str | None, stage_time: str | None, warmup: str | None, repeats: int, design: str,
+         block_time: str | None, max_servers: int | None, objective: str | None, slo: str | None,
          base_config: str, max_num_seqs: int, confirm: bool, swing_stage_time: str,
          prompts: tuple[str, ...], category: tuple[str, ...], prompt_limit: int | None,
          min_prompt_chars: int | None, max_prompt_chars: int | None, turns: str, max_tokens: int | None,
@@ -277,7 +354,10 @@ def main(ks: str, server_cmd: str | None, server_urls: tuple[str, ...], levels: 
         raise click.UsageError("give --server-cmd or --server URLs, not both")
     simulated = not server_cmd and not server_urls
     default = ab.DEMO_LADDER if simulated else ab.REAL_LADDER
-    ladder = Ladder(levels or default.levels, stage_time or default.stage_time, warmup or default.warmup)
+    if rates is not None and levels is not None:
+        raise click.UsageError("give --levels (users) or --rates (requests per second), not both")
+    ladder = Ladder(levels or default.levels, stage_time or default.stage_time, warmup or default.warmup,
+                    rates or "")
     try:
         ladder.check()
         parse_stage_time(swing_stage_time)
@@ -289,12 +369,23 @@ def main(ks: str, server_cmd: str | None, server_urls: tuple[str, ...], levels: 
             raise ValueError("--speculative-config must be a JSON object")
         base.pop("num_speculative_tokens", None)
         base.pop(schedule.KEY, None)
+        removed = speculative.removed_method(base)
+        if removed and simulated:
+            raise ValueError(removed)
+        if speculative.is_synthetic(base):
+            raise ValueError(f"{speculative.REJECTION} 'synthetic' accepts drafts at the rates its config "
+                             "names, whatever they are: spec-tune would choose k by a number you typed; tune "
+                             "with the standard rejection sampler")
         slo_value = choose.parse_slo(slo) if slo else None
+        objective = objective or ("tpot" if ladder.rates else "throughput")
         if objective == "goodput" and slo_value is None:
             raise ValueError("--objective goodput needs --slo (e.g. ttft=500,tpot=50)")
         selection = Selection.of(category, prompt_limit, min_prompt_chars, max_prompt_chars, turns)
         given = dict(servers.parse_server(t) for t in server_urls)
         template = servers.parse_template(server_cmd) if server_cmd else None
+        block_time = block_time or (ab.DEMO_BLOCK_TIME if simulated else ab.REAL_BLOCK_TIME)
+        for arms in {len(g) for g in batches(parse_ks(ks), max_servers)}:
+            ladder.design(design, arms, block_time)  # a ValueError now, not after the first servers
     except ValueError as exc:
         raise click.BadParameter(str(exc)) from None
     missing = [f"k{k}" for k in k_list if server_urls and f"k{k}" not in given]
@@ -307,11 +398,14 @@ def main(ks: str, server_cmd: str | None, server_urls: tuple[str, ...], levels: 
         display.say(f"spec-tune: --processes auto: {reason}")
     settings = Settings(k_list, ladder, repeats,
                         Load(prompts or (ab.DEMO_PROMPTS if simulated else ()), max_tokens, ignore_eos, seed,
-                             model, processes, selection),
-                        objective, slo_value, base, max_num_seqs, prime, simulated, swing_stage_time)
+                             model, processes, selection=selection),
+                        objective, slo_value, base, max_num_seqs, prime, simulated, swing_stage_time, design,
+                        block_time, max_servers)
     sim = (servers.SimSettings(time_scale, sim_gpu, ("--max-num-seqs", str(max_num_seqs),
                                                      "--per-request-spec-decode-metrics", "detailed"))
            if simulated else None)
+    if removed:  # a real server of vLLM 0.32 or older may still have it
+        click.echo(f"spec-tune: note: {removed}; this config starts only on vLLM 0.32 or older")
     out.mkdir(parents=True, exist_ok=True)
     clear_previous(out)
     pool = servers.Servers(out, sim, template, given)
@@ -322,7 +416,7 @@ def main(ks: str, server_cmd: str | None, server_urls: tuple[str, ...], levels: 
     except KeyboardInterrupt:
         display.say(f"spec-tune: interrupted; servers and Locust stopped; finished runs kept in {out}")
         sys.exit(130)
-    except (AbError, ChildError, InputError) as exc:
+    except (AbError, ChildError, InputError, SessionError) as exc:
         display.say(f"spec-tune: {exc}")
         sys.exit(1)
     finally:

@@ -1,54 +1,67 @@
-"""The objective's 95% intervals, from the verdict's statistics (analysis/stats.py: percentile bootstrap
-over requests, runs as clusters when repeated), so spec-tune and spec-verdict judge noise the same way.
+"""The objective's 95% intervals, from the verdict's statistics (analysis/stats.py), so spec-tune and
+spec-verdict judge noise the same way: over independent blocks of time, paired by block group when two
+arms ran on one clock (the interleaved design), runs as an outer cluster when repeated.
 
-A rate (throughput, goodput) is the amount over the level's measured window; its interval is the spread
-of the per-request rate sum(amount) / sum(request seconds) under resampling of requests, centred on the
-window's rate (as the verdict does for throughput). Resampling the window's amounts alone would hold the
-number of requests fixed, and with equal-length answers show no spread at all. TPOT is the per-request
-median.
+A rate (throughput, goodput) is the amount over the seconds of the arm's measured block windows; TPOT is
+the pooled per-request median.
 """
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from locust_spec.analysis import stats
 from locust_spec.analysis.stats import Interval
 
+if TYPE_CHECKING:
+    from locust_spec.tune.choose import Sample
+
 __all__ = ["Interval", "as_dict", "change", "contains", "level"]
 
 
-Parts = tuple[np.ndarray, np.ndarray, float, np.ndarray | None]
-"""(per-request values, per-request seconds, the measured window's seconds, run labels or None)."""
-
-
-def _rate(parts: Parts) -> float:
-    values, _, wall_s, _ = parts
-    return float(values.sum() / wall_s)
-
-
-def level(objective: str, parts: Parts) -> Interval:
+def level(objective: str, sample: Sample) -> Interval:
     """One arm's objective at one level with its interval."""
-    values, seconds, _, groups = parts
+    units = stats.Units(sample.runs, "blocks")
     if objective == "tpot":
-        return stats.quantile_ci(values, 0.5, groups=groups)
-    per_request = stats.ratio_ci(values, seconds, groups=groups)
-    point = _rate(parts)
-    if not per_request.measured or not per_request.estimate:
-        return Interval(point, None, None, method=per_request.method, units=per_request.units)
-    scale = point / per_request.estimate
-    return Interval(point, per_request.lo * scale, per_request.hi * scale, per_request.confidence,
-                    per_request.method + ", centred on the window's rate", per_request.units)
+        return stats.quantile_interval(sample.values, sample.unit_of, 0.5, units)
+    return stats.ratio_interval(sample.values, sample.seconds, units)
 
 
-def change(objective: str, reference: Parts, other: Parts) -> Interval:
+def _paired(reference: Sample, other: Sample) -> tuple[stats.Units, np.ndarray, np.ndarray] | None:
+    """Units shared by both arms (each unit's run and each arm's unit -> shared unit) when every unit of
+    both carries a clock and they name the same block groups; None otherwise."""
+    if set(reference.keys) != set(other.keys) or any(k[0] is None for k in reference.keys):
+        return None
+    order = sorted(set(reference.keys))
+    code = {k: i for i, k in enumerate(order)}
+    clocks = sorted({k[0] for k in order})
+    runs = np.array([clocks.index(k[0]) for k in order], dtype=np.int64)
+    return (stats.Units(runs, "block groups"), np.array([code[k] for k in reference.keys], dtype=np.int64),
+            np.array([code[k] for k in other.keys], dtype=np.int64))
+
+
+def change(objective: str, reference: Sample, other: Sample) -> Interval:
     """The % change of `other`'s objective from `reference`'s."""
-    (rv, rs, _, rg), (ov, os_, _, og) = reference, other
+    shared = _paired(reference, other)
+    if shared is not None:
+        units, ref_map, other_map = shared
+        ref_units, other_units = units, None
+    else:
+        ref_units, other_units = stats.Units(reference.runs, "blocks"), stats.Units(other.runs, "blocks")
+        ref_map, other_map = np.arange(ref_units.count), np.arange(other_units.count)
     if objective == "tpot":
-        return stats.change_ci(rv, ov, 0.5, baseline_groups=rg, candidate_groups=og)
-    base = _rate(reference)
-    point = (_rate(other) / base - 1.0) * 100.0 if base else None
-    return stats.rate_change_ci(rv, rs, ov, os_, baseline_groups=rg, candidate_groups=og, point_change=point)
+        return stats.quantile_changes(reference.values, ref_map[reference.unit_of], other.values,
+                                      other_map[other.unit_of], (0.5,), ref_units, other_units)[0]
+    count = ref_units.count
+
+    def sums(sample: Sample, mapping: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+        return (np.bincount(mapping, sample.values, n), np.bincount(mapping, sample.seconds, n))
+
+    ref_sums = sums(reference, ref_map, count)
+    other_sums = sums(other, other_map, count if other_units is None else other_units.count)
+    return stats.ratio_change(*ref_sums, *other_sums, ref_units, other_units)
 
 
 def contains(interval: Interval, value: float) -> bool:

@@ -32,8 +32,23 @@
      lines: [{series: "client", key: "lag_pct", label: "late wake-ups (>= 5 ms)", color: COLORS[5], width: 2}]},
     {id: "cpu", title: "Client CPU", source: "busiest load generator, share of one core", unit: "%",
      rules: [{y: 50, label: "50 %: what --processes auto plans for", color: "#d1242f"}],
-     lines: [{series: "client", key: "cpu_pct", label: "CPU", color: COLORS[0], width: 2}]}
+     lines: [{series: "client", key: "cpu_pct", label: "CPU", color: COLORS[0], width: 2}]},
+    // Open loop only (--rate, --rates): drawn once a point has them.
+    {id: "arrivals", title: "Arrival rate", source: "asked vs sent on schedule (rows reported)", unit: "req/s",
+     optional: true,
+     lines: [{series: "client", key: "rate_sent", label: "sent", color: COLORS[2], width: 2},
+             {series: "client", key: "rate_target", label: "asked", color: "#98a2b3", width: 1.5, dash: true,
+              step: true}]},
+    {id: "lateness", title: "Lateness p99", source: "send after the intended start", unit: "ms", optional: true,
+     rules: [{y: 50, label: "50 ms: schedule not kept", color: "#d1242f"}],
+     lines: [{series: "client", key: "late_p99", label: "p99", color: COLORS[6], width: 2}]}
   ];
+
+  function levelText(level) {
+    // a level is a user count, or a rate key such as "4/s"
+    if (typeof level === "string") return level.replace(/\/s$/, " req/s");
+    return level + (level === 1 ? " user" : " users");
+  }
 
   function esc(s) {
     return String(s).replace(/[&<>"']/g, function (c) {
@@ -140,14 +155,13 @@
     levels.forEach(function (mark) {
       var px = x(Math.max(mark[0], t0)).toFixed(1);
       s.push('<line class="level" x1="' + px + '" x2="' + px + '" y1="' + (M.t - 4) + '" y2="' + (M.t + ih) +
-             '"/><text class="levellabel" x="' + (+px + 3) + '" y="' + (M.t - 8) + '">' + esc(mark[1]) +
-             (mark[1] === 1 ? " user" : " users") + '</text>');
+             '"/><text class="levellabel" x="' + (+px + 3) + '" y="' + (M.t - 8) + '">' +
+             esc(levelText(mark[1])) + '</text>');
     });
-    (chart.rules || []).forEach(function (r) {
-      if (r.y > top) return;
+    var rules = (chart.rules || []).filter(function (r) { return r.y <= top; });
+    rules.forEach(function (r) {
       s.push('<line class="rule" stroke="' + r.color + '" x1="' + M.l + '" x2="' + (W - M.r) + '" y1="' +
-             y(r.y).toFixed(1) + '" y2="' + y(r.y).toFixed(1) + '"/><text x="' + (W - M.r - 2) + '" y="' +
-             (y(r.y) - 3).toFixed(1) + '" text-anchor="end" fill="' + r.color + '">' + esc(r.label) + '</text>');
+             y(r.y).toFixed(1) + '" y2="' + y(r.y).toFixed(1) + '"/>');
     });
     var drawn = 0;
     lines.slice().reverse().forEach(function (l) {
@@ -157,6 +171,11 @@
       s.push('<path data-line="' + esc(l.label) + '" fill="none" stroke="' + l.color + '" stroke-width="' +
              (l.width || 1.5) + '"' + (l.dash ? ' stroke-dasharray="5 3"' : '') +
              ' stroke-linejoin="round" d="' + d + '"/>');
+    });
+    // The rules' labels come after the data, on a halo of the background: a line never crosses them out.
+    rules.forEach(function (r) {
+      s.push('<text class="rulelabel" x="' + (W - M.r - 2) + '" y="' + (y(r.y) - 3).toFixed(1) +
+             '" text-anchor="end" fill="' + r.color + '">' + esc(r.label) + '</text>');
     });
     s.push('<line class="grid" x1="' + M.l + '" x2="' + M.l + '" y1="' + M.t + '" y2="' + (M.t + ih) + '"/>');
     if (!drawn) {
@@ -173,6 +192,10 @@
       return n + l.pts.filter(function (p) { return p[1] !== null && p[1] !== undefined; }).length;
     }, 0);
     var fig = document.getElementById("chart-" + chart.id);
+    if (chart.optional && !points) {  // a closed loop has no arrival rate to draw
+      if (fig) fig.remove();
+      return;
+    }
     if (!fig) {
       fig = document.createElement("figure");
       fig.id = "chart-" + chart.id;
@@ -198,7 +221,7 @@
     el.textContent = data.state;
     el.className = data.state;
     var end = data.stopped || data.now;
-    var items = [["users", data.users], ["level", data.level ? data.level + " users" : "–"],
+    var items = [["users", data.users], ["level", data.level ? levelText(data.level) : "–"],
                  ["elapsed", data.started ? clock(end - data.started) : "–"],
                  ["acceptance", fmt(latest(data, "server", "acceptance"))],
                  ["TPOT p50", fmt(latest(data, "client", "tpot_p50"), "ms")],

@@ -43,7 +43,7 @@ def link(environment) -> str:
 
 def _row_listener(timeline: Timeline):
     def on_row(row: RequestRow) -> None:
-        timeline.request(row.ttft_ms, row.tpot_ms, row.output_tokens, row.error is None)
+        timeline.request(row.ttft_ms, row.tpot_ms, row.output_tokens, row.error is None, row.lateness_ms)
         if timeline.running:
             timeline.tasks.request(row)
     return on_row
@@ -55,7 +55,7 @@ def _state(run: SpecRun, timeline: Timeline) -> dict:
     # Locust says stopped before its test_stop listeners ran; the last point comes from the last of them.
     state = "stopping" if runner.state == STATE_STOPPED and timeline.running else runner.state
     return {**timeline.to_json(), "now": time.time(), "state": state,
-            "users": int(runner.user_count or 0), "level": current.users,
+            "users": int(runner.user_count or 0), "level": current.key, "rate": current.rate,
             "warmup_until": current.warmup_until_unix_s or None}
 
 
@@ -109,17 +109,17 @@ def _tick_forever(run: SpecRun, timeline: Timeline) -> None:
         gevent.sleep(LEVEL_POLL_S)
         if not timeline.running:
             continue
-        timeline.level(time.time(), run.levels.current().users)
+        timeline.level(time.time(), run.levels.current().key)
         if time.monotonic() >= next_tick:
             next_tick += TICK_S
             users = int(run.environment.runner.user_count or 0)
-            timeline.tick(time.time(), users, run.client_summaries())
+            timeline.tick(time.time(), users, run.client_summaries(), run.levels.current().rate)
 
 
 def test_started(run: SpecRun, timeline: Timeline) -> None:
     """After the scraper started: the first point, the level, and the scrape taken at start."""
     timeline.start(time.time(), run.client_summaries())
-    timeline.level(time.time(), run.levels.current().users)
+    timeline.level(time.time(), run.levels.current().key)
     found = run.scraper
     if found is not None:
         if timeline.scrape not in found.listeners:
@@ -129,4 +129,5 @@ def test_started(run: SpecRun, timeline: Timeline) -> None:
 
 def test_stopped(run: SpecRun, timeline: Timeline) -> None:
     """After the requests were drained and the scraper took its last scrape: the last point."""
-    timeline.stop(time.time(), int(run.environment.runner.user_count or 0), run.client_summaries())
+    timeline.stop(time.time(), int(run.environment.runner.user_count or 0), run.client_summaries(),
+                  run.levels.current().rate)

@@ -10,6 +10,8 @@ from collections.abc import Callable
 
 import gevent
 
+from locust_spec.core.level import LevelKey, in_level_order
+
 log = logging.getLogger(__name__)
 
 LATE_MS = 5.0
@@ -65,7 +67,8 @@ class LagMonitor:
 
     def __init__(self, interval_s: float = 0.05, warn_ms: float = LATE_MS, late_share: float = LATE_SHARE,
                  window_s: float = WINDOW_S, warn_every_s: float = 30.0,
-                 active: Callable[[], bool] = lambda: True, level: Callable[[], int] = lambda: 0) -> None:
+                 active: Callable[[], bool] = lambda: True,
+                 level: Callable[[], LevelKey] = lambda: 0) -> None:
         self.interval_s = interval_s
         self.warn_ms = warn_ms
         self.late_share = late_share
@@ -73,7 +76,7 @@ class LagMonitor:
         self.warn_every_s = warn_every_s
         self.active = active
         self.level = level
-        self.by_level: dict[int, LevelLag] = {}
+        self.by_level: dict[LevelKey, LevelLag] = {}
         self.max_lag_ms = 0.0
         self.samples = 0
         self.late_samples = 0
@@ -102,7 +105,7 @@ class LagMonitor:
         """Share of the measured time the loop was behind by warn_ms or more."""
         return self.late_s / self.measured_s if self.measured_s else 0.0
 
-    def observe(self, lag_ms: float, now: float, users: int = 0) -> None:
+    def observe(self, lag_ms: float, now: float, users: LevelKey = 0) -> None:
         """One wake-up `lag_ms` late, after `interval_s` of sleep, at perf_counter `now`, at level `users`."""
         self.samples += 1
         self.max_lag_ms = max(self.max_lag_ms, lag_ms)
@@ -147,4 +150,4 @@ class LagMonitor:
         return {"max_loop_lag_ms": round(self.max_lag_ms, 3), "loop_lag_samples": self.samples,
                 "loop_lag_late_samples": self.late_samples, "loop_lag_warnings": self.warnings,
                 "loop_late_share": round(self.share(), 5),
-                "by_level": {str(users): lag.summary() for users, lag in sorted(self.by_level.items())}}
+                "by_level": {str(users): lag.summary() for users, lag in in_level_order(self.by_level)}}

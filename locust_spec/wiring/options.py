@@ -25,6 +25,21 @@ def _byte_limit(text: str) -> int:
     return value
 
 
+def validated(parse):
+    """An argparse type that rejects bad input with argparse's one line but keeps the text for the web UI
+    (which hands options back as text)."""
+
+    def check(text: str) -> str:
+        try:
+            parse(str(text))
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+        return str(text)
+
+    check.__name__ = parse.__name__
+    return check
+
+
 def add_options(parser) -> None:
     parser.add_argument("--prompts", action="append", include_in_web_ui=True,
                        help="Prompt set: a built-in name (specbench: its six tasks; all: every set) or a "

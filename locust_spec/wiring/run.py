@@ -13,6 +13,8 @@ from __future__ import annotations
 import gc
 import logging
 import os
+import sys
+import time
 from dataclasses import dataclass, field
 
 import gevent
@@ -22,23 +24,28 @@ from locust.runners import STATE_RUNNING, MasterRunner, WorkerRunner
 from locust_spec.client import context, server_api
 from locust_spec.client.client import ChatClient, FastChatClient, OpenAIChatClient, Server, openai_sdk
 from locust_spec.client.settings import RequestSettings
+from locust_spec.core.design import parse_blocks
 from locust_spec.core.level import MESSAGE as LEVEL_MESSAGE
 from locust_spec.core.level import LevelBoard, runner_users
 from locust_spec.core.prompts import Prompt, PromptError, PromptSampler, prompt_specs, stream_seed
 from locust_spec.core.runfiles import RunFiles
 from locust_spec.metrics import crosscheck
-from locust_spec.recording import summary
+from locust_spec.recording import provenance, summary
 from locust_spec.recording.budget import ClientBudget
+from locust_spec.recording.ledger import ArrivalLedger
+from locust_spec.recording.level_table import LevelTally, table
 from locust_spec.recording.memtrace import MemTrace
 from locust_spec.recording.processor import Processor
 from locust_spec.recording.records import FileSink, RecordSink
-from locust_spec.recording.scraper import Scraper, scraper_from_options
+from locust_spec.recording.scraper import Scraper, scraper_from_options, url_option
 from locust_spec.recording.timeline import Timeline
 from locust_spec.recording.trace import Trace
 from locust_spec.recording.writes import WriteFailed
 from locust_spec.wiring.distributed import BATCH, Collector, WorkerSink, WorkerWatch
 from locust_spec.wiring.lag import LagMonitor
+from locust_spec.wiring.openloop import READY, ArrivalQueue, Readiness, open_loop, slot_name
 from locust_spec.wiring.options import selection_from, settings_from
+from locust_spec.wiring.turns import Turns
 
 log = logging.getLogger(__name__)
 
@@ -66,6 +73,22 @@ class SpecRun:
     timeline: Timeline | None = None
     """The live page's (a local or master runner with the web UI)."""
     memtrace: MemTrace | None = None
+    record: dict | None = None
+    """PREFIX_run.json as it stands (a local or master runner with --csv)."""
+    arrivals: ArrivalQueue | None = None
+    """This process's share of the open-loop arrivals (a load-generating runner)."""
+    ledger: ArrivalLedger | None = None
+    """The rate levels' plans against the rows that came back (a local or master runner)."""
+    open_loop: bool = False
+    """The run's options ask for arrivals at a rate (`--rate`, `--rates`)."""
+    readiness: Readiness = field(default_factory=Readiness)
+    """Open loop: whether every process's users are ready for the first arrivals."""
+    planning: bool = False
+    """Open loop without the ladder: the first plan waits for every process to be ready."""
+    tally: LevelTally | None = None
+    """Every request row per level, for the table a headless run prints at its end (local or master)."""
+    turns: Turns | None = None
+    """Under spec-ab's interleaved or simultaneous design: when this arm may send (wiring/turns.py)."""
     gave_up: bool = False
     write_failure: str | None = None
     """Why the requests CSV stopped (a full disk), for the summary once the sink is closed."""
@@ -89,11 +112,16 @@ class SpecRun:
                   api_key=getattr(options, "api_key", "") or "", files=RunFiles(prefix) if prefix else None)
         if not measuring:
             return run
+        if not worker:
+            run.ledger = ArrivalLedger()
+            run.levels.listeners.append(run.ledger.planned)
         if not master:
+            run.arrivals = ArrivalQueue(slot_name(runner))
+            run.levels.listeners.append(run.arrivals.level_changed)
             # Built here so a bad --prompts fails at start; each test builds its own (use_run_options).
             run.sampler = PromptSampler(prompt_specs(options.prompts), options.seed, selection_from(options))
-            run.lag = LagMonitor(active=run.running, level=lambda: run.levels.current().users)
-            run.budget = ClientBudget(active=run.running, level=lambda: run.levels.current().users)
+            run.lag = LagMonitor(active=run.running, level=lambda: run.levels.current().key)
+            run.budget = ClientBudget(active=run.running, level=lambda: run.levels.current().key)
             run.processor = Processor(environment.events.request.fire, lambda: run.sink, Trace.from_env(),
                                       run.budget)
             run.memtrace = MemTrace.from_env()
@@ -106,6 +134,11 @@ class SpecRun:
         if master:
             run.collector = Collector()
             run.workers = WorkerWatch(level=lambda: run.levels.current().users)
+        if run.ledger is not None:
+            (run.collector or run.processor).row_listeners.append(run.ledger.add)
+        if not worker:
+            run.tally = LevelTally()
+            (run.collector or run.processor).row_listeners.append(run.tally.add)
         return run
 
     def use_run_options(self, worker_index: int) -> None:
@@ -113,8 +146,13 @@ class SpecRun:
         with the spawn message (this process was built from its own command line), and the web UI may
         have changed them. The prompt stream is seeded per worker (prompts.stream_seed)."""
         options = self.environment.parsed_options
+        self.open_loop = open_loop(options)
         self.sampler = PromptSampler(prompt_specs(options.prompts), stream_seed(options.seed, worker_index),
                                      selection_from(options))
+        design = parse_blocks(getattr(options, "blocks", "") or "")
+        sampler = self.sampler
+        self.turns = None if design is None or not design.blocked else Turns(
+            design, options.seed, lambda seed: sampler.reseed(stream_seed(seed, worker_index)))
         self.api_key = getattr(options, "api_key", "") or self.api_key  # else this process's own
         with self._servers_lock:
             self.servers.clear()
@@ -132,21 +170,50 @@ class SpecRun:
             if host not in self.servers:
                 options = self.environment.parsed_options
                 model = options.model or server_api.first_model(host, self.api_key, options.connect_timeout)
+                if options.model:
+                    server_api.check_model(host, self.api_key, model, options.connect_timeout)
                 settings = settings_from(options, model)
                 sdk = openai_sdk(host, self.api_key, settings) if settings.client == "openai" else None
                 self.servers[host] = Server(host, settings, self.api_key, sdk=sdk)
             return self.servers[host]
 
+    def check_model(self, host: str | None) -> None:
+        """On a master, which sends nothing itself: give up at start when the server does not list --model.
+        Its workers find it too, each in its own process; without this the master would exit 0."""
+        options = self.environment.parsed_options
+        if host and options.model:
+            try:
+                server_api.check_model(host, self.api_key, options.model, options.connect_timeout)
+            except RuntimeError as e:
+                self.give_up(str(e))
+
+    def wait_turn(self, arrival_unix_s: float | None = None) -> bool:
+        """Under a blocked design, until this arm's block is open (False once the design is over); at
+        once otherwise. Open loop (`arrival_unix_s`, when the request's arrival was due) it never waits:
+        the schedule put the arrival in this arm's block, and one sent late is late, not held over to the
+        arm's next block; the prompt order is that of the arrival's block."""
+        if self.turns is None:
+            return True
+        if arrival_unix_s is not None:
+            self.turns.enter(arrival_unix_s)
+            return True
+        return self.turns.wait()
+
     def next_prompt(self, server: Server) -> Prompt:
         """The next of the run's prompts for `server`. The first time for a host, the prompts that cannot
         fit its context are left out (RuntimeError when none fits): only users that send the run's prompts
         pay for asking."""
+        self.fit_prompts(server)
+        return self.sampler.next()
+
+    def fit_prompts(self, server: Server) -> None:
+        """Leave out the prompts that cannot fit `server`'s context, once per host (RuntimeError when none
+        fits). An open loop's users ask before their first arrival, so the asking delays none."""
         if server.host not in self._fitted:
             with self._fit_lock:
                 if server.host not in self._fitted:
                     self._leave_out_too_long(server.host, server.settings)
                     self._fitted.add(server.host)
-        return self.sampler.next()
 
     def _leave_out_too_long(self, host: str, settings: RequestSettings) -> None:
         """Prompts that cannot fit the server's context are never sent (context.py); RuntimeError when
@@ -176,16 +243,26 @@ class SpecRun:
 
     def client(self, host: str) -> ChatClient:
         """A new user's client for `host`: the fast reader, or the SDK with `--client openai`."""
+        if self.gave_up:  # e.g. at test start, before the users were spawned: they send nothing
+            raise RuntimeError("the run has given up")
         server = self.server(host)
         kind = OpenAIChatClient if server.sdk is not None else FastChatClient
         return kind(server, self.levels, self.processor.submit)
 
+    def user_prepared(self) -> None:
+        """Open loop: a user is ready for its first arrival; a worker whose users all are tells the master."""
+        runner = self.environment.runner
+        if self.readiness.user_prepared(runner) and isinstance(runner, WorkerRunner):
+            runner.send_message(READY, {})
+
     def give_up(self, message: str) -> None:
-        """The run cannot go on (no model to ask for, its files cannot be written): one error line, exit
-        code 2, quit now."""
+        """The run cannot go on (no model to ask for, a model the server does not list, a /metrics URL that
+        answers 404, its files cannot be written): one error line, exit code 2, quit now."""
         if self.gave_up:
             return
         self.gave_up = True
+        if self.scraper is not None:
+            self.scraper.abandon()
         log.error("locust-spec: %s", message)
         self.environment.process_exit_code = 2
         if self.environment.runner is not None:
@@ -245,7 +322,63 @@ class SpecRun:
             if self.scraper is not None:
                 self.scraper.on_write_failure = self.recording_failed
         if self.scraper is not None:
+            # A URL the user gave that answers 404 at start is a mistake: stop. The default HOST/metrics of a
+            # server without one (not vLLM, or spec-ab's baseline) stays a gap and a warning.
+            if url_option(self.environment.parsed_options, os.environ):
+                self.scraper.on_refused = self.give_up
             self.scraper.start()
+
+    def start_record(self) -> None:
+        """PREFIX_run.json at test start (a measuring local or master runner with --csv); what the server
+        serves is asked for in a greenlet of its own, so a slow server never holds the start."""
+        if self.files is None or not self.measuring:
+            return
+        options, runner = self.environment.parsed_options, self.environment.runner
+        if self.record is None:
+            master = isinstance(runner, MasterRunner)
+            self.record = provenance.started(options, sys.argv, self._host(), time.time(),
+                                             "master" if master else "local",
+                                             getattr(runner, "worker_count", 0) if master else 0)
+        else:  # another test in this process (the web UI): its options may have changed
+            self.record.update(tests=self.record["tests"] + 1, ended_unix_s=None,
+                               load=provenance.load_part(options))
+        self._write_record()
+        gevent.spawn(self._describe_server)
+
+    def _host(self) -> str | None:
+        environment = self.environment
+        return environment.host or next((cls.host for cls in environment.user_classes
+                                         if getattr(cls, "host", None)), None)
+
+    def _describe_server(self) -> None:
+        host, options = self._host(), self.environment.parsed_options
+        if host is None or self.record is None:
+            return
+        models = version = None
+        errors = []
+        try:
+            models = server_api.served_models(host, self.api_key, options.connect_timeout)
+        except (server_api.CallError, ValueError) as e:
+            errors.append(f"GET /v1/models: {e}")
+        try:
+            version = server_api.server_version(host, self.api_key, options.connect_timeout)
+        except (server_api.CallError, ValueError) as e:
+            errors.append(f"GET /version: {e}")
+        self.record["server"] = provenance.server_part(models, version, errors)
+        if self.record["model"] is None and models:
+            self.record["model"] = models[0]["id"]  # what requests name without --model
+        self._write_record()
+
+    def finish_record(self) -> None:
+        if self.record is not None:
+            self.record["ended_unix_s"] = time.time()
+            self._write_record()
+
+    def _write_record(self) -> None:
+        try:
+            provenance.write(self.files.run, self.record)
+        except OSError as e:
+            log.warning("locust-spec: cannot write %s: %s", self.files.run, e.strerror or e)
 
     def client_summary(self) -> dict:
         """This process's part of PREFIX_summary.json's "client": requests measured, event-loop lag."""
@@ -289,21 +422,30 @@ class SpecRun:
             notes.insert(0, self.write_failure)
         lost = self.workers.found(self.collector) if self.workers is not None else []
         notes = [lw.warning() for lw in lost] + notes
+        workers = self.collector.clients if self.collector is not None else ()
+        arrivals = self.ledger.summary(workers=workers) if self.ledger is not None else ({}, [])
         return summary.build_summary(totals, window, levels, clients, notes, models,
-                                     [lw.as_dict() for lw in lost])
+                                     [lw.as_dict() for lw in lost], arrivals)
 
     def write_summary(self) -> dict | None:
         """Build, write and log the summary at the end of the run; None without `--csv`."""
         built = self.summary()
         if built is None:
             return None
-        for line in built["warnings"]:
+        for line in [] if self.gave_up else built["warnings"]:  # a run that gave up said why in one line
             log.warning("locust-spec: %s", line)
         try:
             summary.write(self.files.summary, built)
         except WriteFailed as e:
             log.log(logging.WARNING if self.gave_up else logging.ERROR, "locust-spec: no summary: %s", e)
         return built
+
+
+    def level_table(self) -> str:
+        """The table of the run so far, per level (level_table.py)."""
+        windows = self.scraper.level_windows() if self.scraper is not None else []
+        lag = summary.combine_levels([c.get("by_level") or {} for c in self.client_summaries().values()])
+        return table(self.tally.lines(windows, lag), self.tally.left_out)
 
 
 def attach(environment, run: SpecRun) -> SpecRun:

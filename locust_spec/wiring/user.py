@@ -13,12 +13,14 @@ client and no task, for a locustfile's own tasks (see locustfiles/multiturn.py):
 from __future__ import annotations
 
 import math
+import time
 
 import gevent
-from locust import User, constant, task
+from locust import User, task
 
 from locust_spec.client.client import Capture, ChatClient
 from locust_spec.core.prompts import Prompt
+from locust_spec.wiring.openloop import WAKE_EARLY_S
 from locust_spec.wiring.run import SpecRun, run_of
 
 
@@ -28,7 +30,6 @@ class ChatClientUser(User):
     request."""
 
     abstract = True
-    wait_time = constant(0)
     client: ChatClient | None = None
     spec: SpecRun | None = None
     """The run this user belongs to (its prompt sampler, settings, level)."""
@@ -40,6 +41,27 @@ class ChatClientUser(User):
         except RuntimeError as e:
             self.give_up(str(e))
         self.client.connect()
+        if self.spec.open_loop:
+            if type(self).wait_time is not ChatClientUser.wait_time:
+                self.give_up(f"--rate: {type(self).__name__} sets its own wait_time, but in an open loop the "
+                             "arrival schedule decides when a task starts: remove it")
+            self.prepare()
+            self.spec.user_prepared()
+            gevent.sleep(self.wait_time())  # the first task waits for an arrival too
+
+    def prepare(self) -> None:
+        """Open loop: what to do once, before the first arrival, so that no arrival waits for it."""
+
+    def wait_time(self) -> float:
+        """Locust's pause before the next task. Closed loop: none, the next request follows the last. Open
+        loop (`--rate`): until the next arrival of this process's share is due (wiring/openloop.py); the
+        task's first request starts for it, and if it is already due, the row says how late it went out."""
+        spec = self.spec
+        if spec is None or not spec.open_loop or spec.arrivals is None or self.client is None:
+            return 0.0
+        arrival = spec.arrivals.take()
+        self.client.arrival = arrival
+        return max(arrival.intended_unix_s - time.time() - WAKE_EARLY_S, 0.0)
 
     def give_up(self, message: str) -> None:
         """Nothing can be measured (no model to ask for, no prompt that fits): the run quits, exit code 2."""
@@ -59,8 +81,18 @@ class ChatCompletionUser(ChatClientUser):
 
     abstract = True
 
+    def prepare(self) -> None:
+        try:
+            self.spec.fit_prompts(self.client.server)
+        except RuntimeError as e:
+            self.give_up(str(e))
+
     @task
     def chat(self) -> None:
+        arrival = self.client.arrival
+        if not self.spec.wait_turn(None if arrival is None else arrival.intended_unix_s):
+            gevent.sleep(1.0)  # the design is over: the ladder stops the test
+            return
         try:
             prompt = self.spec.next_prompt(self.client.server)
         except RuntimeError as e:

@@ -8,12 +8,14 @@ vLLM 0.32 n-gram capture, interpolated between its before and after scrape in pr
 from __future__ import annotations
 
 import csv
+import hashlib
 import random
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import orjson
 
+from locust_spec.core.answers import fingerprint
 from locust_spec.metrics.batch import INFERENCE_SUM
 from locust_spec.metrics.counters import RUNNING
 from locust_spec.metrics.exposition import Sample, Snapshot, parse_exposition, rows_from_snapshot
@@ -35,7 +37,8 @@ class ArmSpec:
 
     speculative: bool
     levels: tuple[int, ...] = (1, 64)
-    requests_per_user: dict[int, int] = field(default_factory=lambda: {1: 40, 64: 3})
+    # Long enough for several 5 s blocks per arm and level: the units spec-verdict's intervals resample.
+    requests_per_user: dict[int, int] = field(default_factory=lambda: {1: 60, 64: 8})
     output_tokens: int = 100
     classes: tuple[str, ...] = ("json", "code", "creative")
     per_request_stats: bool = True
@@ -51,6 +54,37 @@ class ArmSpec:
     # Prompt classes whose drafts the target never accepts (a translation among copying tasks): one token
     # per chunk and no accepted tokens in their per-request stats; the server's counters stay the capture's.
     rejecting_classes: tuple[str, ...] = ()
+    # The /metrics texts before and after the load (default: the real vLLM 0.32 captures).
+    metrics_texts: tuple[str, str] | None = None
+    # Prompt ids per class, and the share of them whose answer this arm changes (at character 100).
+    prompts_per_class: int = 50
+    changed_answers: float = 0.0
+    # PREFIX_run.json: the model served (its /v1/models root); None writes none, as runs before it.
+    model_root: str | None = "/models/tiny-llama"
+
+
+def record(prefix: Path, arm: ArmSpec) -> dict:
+    """The run's PREFIX_run.json as the plugin writes it (recording/provenance.py)."""
+    return {"schema": 1, "run_id": hashlib.sha256(str(prefix).encode()).hexdigest()[:32],
+            "started_unix_s": T0, "ended_unix_s": T0 + 60.0, "tests": 1,
+            "command": ["locust", "-f", "chat.py", "--headless", "--csv", str(prefix)],
+            "host": "http://127.0.0.1:8000", "model": "tiny-llama",
+            "server": {"models": [{"id": "tiny-llama", "root": arm.model_root, "max_model_len": 2048}],
+                       "version": "0.32.0", "errors": []},
+            "load": {"prompts": [{"set": c, "file": c, "builtin": True, "weight": 1.0, "prompts": 60,
+                                  "sha256": hashlib.sha256(c.encode()).hexdigest()} for c in arm.classes],
+                     "seed": 0, "max_tokens": None, "default_max_tokens": 256, "ignore_eos": False,
+                     "temperature": 0.0, "response_format": None, "client": "fast"},
+            "tools": {"locust_spec": "0.1.0", "locust": "2.47.0", "python": "3.11.7"},
+            "machine": {"cores": 2, "runner": "local", "workers": 0}}
+
+
+def answer(prompt_id: str, arm: ArmSpec) -> tuple[str, str]:
+    """The answer's fingerprint: one text per prompt, changed at character 100 for a share of prompts."""
+    text = f"{prompt_id}: " + "the same greedy answer " * 12
+    if int(hashlib.sha256(prompt_id.encode()).hexdigest(), 16) % 1000 < arm.changed_answers * 1000:
+        text = text[:100] + "#" + text[101:]
+    return fingerprint([text])
 
 
 def step_ms(users: int, speculative: bool) -> float:
@@ -86,8 +120,11 @@ def _request(rng, start, users, arm, cls, warmup):
     if arm.speculative and arm.per_request_stats:
         draft = len(sizes) * len(PER_POSITION)
         accepted = 0 if rejects else arm.output_tokens - len(sizes)
+    prompt_id = f"{cls}-{rng.randrange(arm.prompts_per_class)}"
+    output_hash, output_marks = answer(prompt_id, arm)
     row = {"start_unix_s": f"{start:.6f}", "level_users": users, "prompt_class": cls,
-           "prompt_id": f"{cls}-{rng.randrange(50)}", "prompt_tokens": 120,
+           "prompt_id": prompt_id, "prompt_tokens": 120, "output_hash": output_hash,
+           "output_marks": output_marks,
            "output_tokens": arm.output_tokens,
            "tokens_estimated": 0, "chunks": len(sizes), "max_tokens_per_chunk": max(sizes),
            "ttft_ms": f"{ttft:.3f}", "tpot_ms": f"{sum(gaps) / (arm.output_tokens - 1):.3f}",
@@ -119,7 +156,10 @@ def _server_rows(arm: ArmSpec, requests: list[tuple[float, float, int]], scrape_
     running gauge is the number of requests in flight at the scrape, and the running-time counter grows by
     the time they have spent in flight (as vLLM's does), so the two agree."""
     stem = "metrics_ngram" if arm.speculative else "metrics_spec_off"
-    before, after = _capture(f"{stem}_before.txt"), _capture(f"{stem}_after.txt")
+    if arm.metrics_texts is not None:
+        before, after = (parse_exposition(text) for text in arm.metrics_texts)
+    else:
+        before, after = _capture(f"{stem}_before.txt"), _capture(f"{stem}_after.txt")
     final = {(s.metric, s.labels): s.value for s in after
              if not (arm.rejects_all and "accepted" in s.metric)}
     total = sum(tokens for _, _, tokens in requests)
@@ -181,6 +221,8 @@ def write_run(prefix: Path, arm: ArmSpec) -> Path:
             for users, share in arm.client_late_share.items()}}
     summary = {"schema": 1, "warnings": list(arm.warnings), "client": client, "crosscheck": checks}
     Path(f"{prefix}_summary.json").write_bytes(orjson.dumps(summary))
+    if arm.model_root is not None:
+        Path(f"{prefix}_run.json").write_bytes(orjson.dumps(record(prefix, arm)))
     return prefix
 
 

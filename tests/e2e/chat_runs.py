@@ -8,6 +8,9 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
+import pytest
+
+from locust_spec.recording.histograms import new_histogram, percentiles_us, record_ms
 from tests.support import (
     BIN,
     CLIENT_CPU,
@@ -143,3 +146,42 @@ def finish(proc: subprocess.Popen, tmp: Path, name: str = "run", timeout: float 
 
 def post(url: str) -> None:
     urllib.request.urlopen(urllib.request.Request(url, method="POST"), timeout=10).read()
+
+
+TABLE_KEYS = ("level", "requests", "failed", "acceptance", "ttft50", "ttft99", "tpot50", "tpot99", "tok_s",
+              "behind")
+
+
+def level_table(output: str) -> dict[int, dict[str, str]]:
+    """The locust-spec table a headless run printed at its end: its cells per level, as printed."""
+    lines = output.splitlines()
+    title = next(i for i, line in enumerate(lines) if line.startswith("locust-spec, per level"))
+    table = {}
+    for line in lines[title + 2:]:
+        cells = line.split()
+        if len(cells) != len(TABLE_KEYS) or not cells[0].isdigit():
+            break
+        table[int(cells[0])] = dict(zip(TABLE_KEYS, cells, strict=True))
+    return table
+
+
+def assert_level_table(output: str, rows: list[dict]) -> dict[int, dict[str, str]]:
+    """The printed table says what the rows say, per level: requests and failures outside warm-up (those cut
+    off at stop apart), the exact TTFT and TPOT percentiles of the successful ones, their tokens/s."""
+    table = level_table(output)
+    measured = [r for r in rows if r["warmup"] != "1" and error_kind(r) != "interrupted"]
+    assert set(table) == {int(r["level_users"]) for r in measured}
+    for users, cells in table.items():
+        at = [r for r in measured if int(r["level_users"]) == users]
+        ok = [r for r in at if not r["error"]]
+        assert (int(cells["requests"]), int(cells["failed"])) == (len(at), len(at) - len(ok))
+        for metric in ("ttft", "tpot"):
+            hist = new_histogram()
+            record_ms(hist, [float(r[f"{metric}_ms"]) for r in ok if r[f"{metric}_ms"]])
+            p50, p99 = percentiles_us(hist, (50.0, 99.0))
+            assert (cells[f"{metric}50"], cells[f"{metric}99"]) == (f"{p50 / 1000:.3f}", f"{p99 / 1000:.3f}")
+        span = (max(float(r["start_unix_s"]) + float(r["e2e_ms"]) / 1000 for r in ok)
+                - min(float(r["start_unix_s"]) for r in ok))
+        tokens = sum(int(r["output_tokens"]) for r in ok)
+        assert float(cells["tok_s"]) == pytest.approx(tokens / span, rel=0.01)  # the file's times are rounded
+    return table

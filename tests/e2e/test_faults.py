@@ -14,6 +14,7 @@ import pytest
 from locust_spec.metrics.counters import snapshots_from_rows, spec_window
 from tests.e2e.chat_runs import (
     Run,
+    assert_level_table,
     assert_reconciles,
     chat,
     error_kind,
@@ -89,6 +90,9 @@ def test_every_fault_at_5_percent_finishes_and_reconciles_exactly(spec_sim, tmp_
     assert {"http_500", "http_429", "reset", "malformed_sse", "timeout_idle", "no_done"} <= kinds
     ok = [r for r in rows if not r["error"]]
     assert len(ok) > len(rows) / 2
+    # the table printed at the end counts the failures apart
+    (level,) = assert_level_table(run.output, rows).values()
+    assert int(level["failed"]) > 0
     # the histograms hold exactly the successful requests
     latency = json.loads((tmp_path / "run_latency.json").read_text())
     assert latency["metrics"]["e2e"]["all"]["count"] == len(ok)

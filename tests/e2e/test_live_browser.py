@@ -103,6 +103,12 @@ def test_live_page_draws_the_run_as_it_goes_and_keeps_the_final_picture(sweep_ui
         live.wait_for_function(f"document.body.dataset.updated !== '{before}'", timeout=15_000)
         assert {chart: points(chart) for chart in CHARTS} == final  # the final picture stays
         assert all(final[c] > 0 for c in ("acceptance", "tpot", "ttft", "throughput", "queue"))
+        # the acceptance chart's "pays above / off below" labels are painted after (over) every data line
+        last_line, labels = live.evaluate("""() => {
+            const kids = [...document.querySelector('[data-chart=acceptance] svg').children];
+            const at = (sel) => kids.map((k, i) => k.matches(sel) ? i : -1).filter((i) => i >= 0);
+            return [Math.max(...at('path[data-line]')), at('text.rulelabel')]; }""")
+        assert len(labels) == 2 and min(labels) > last_line
         live.screenshot(path=str(ARTIFACTS / f"live_speculation_{mode}.png"), full_page=True)
         browser.close()
 

@@ -8,7 +8,7 @@ import subprocess
 import time
 import urllib.request
 
-from tests.support import BIN, CLIENT_CPU, REPO, free_port, pinned, wait_http
+from tests.support import BIN, CLIENT_CPU, REPO, free_port, own_master_port, pinned, wait_http
 
 NGRAM = '{"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_max": 4}'
 SECRET = "sk-live-never-shown-7d2"
@@ -29,7 +29,7 @@ def test_live_data_follows_a_distributed_ladder_and_keeps_the_final_picture(tmp_
     port = free_port()
     proc = subprocess.Popen(
         pinned([str(BIN / "locust"), "-f", str(REPO / "locustfiles" / "sweep.py"), "--processes", "2",
-                "--autostart", "--levels", "1,4", "--stage-time", "8s", "--warmup", "1s",
+                *own_master_port(), "--autostart", "--levels", "1,4", "--stage-time", "8s", "--warmup", "1s",
                 "--web-host", "127.0.0.1", "--web-port", str(port), "--host", sim.url, "--prompts", "quote",
                 "--max-tokens", "48", "--metrics-interval", "0.5", "--api-key", SECRET], CLIENT_CPU),
         cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=(tmp_path / "locust.log").open("w"))

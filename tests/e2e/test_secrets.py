@@ -4,6 +4,8 @@ came from prompts or the server is escaped in the HTML report."""
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import os
 import subprocess
@@ -27,12 +29,11 @@ URL_QUERY_TOKEN = "q-tok-77e1a3f0"
 SECRETS = (KEY_FLAG, KEY_ENV, METRICS_TOKEN, URL_PASSWORD, URL_QUERY_TOKEN)
 MODEL = "<script>alert('model')</script>"
 CLASS = "<script>alert('class')</script>"
-HOSTILE_PATH = "/<script>alert('url')</script>"  # a 404 whose URL comes back in a warning
 PROMPTS = json.dumps({"id": "<img src=x onerror=alert(1)>", "class": CLASS,
                       "prompt": "<script>alert('prompt')</script> def f(x): return x"}) + "\n"
 WEB_PATHS = ("/", "/stats/requests", "/stats/requests/csv", "/stats/failures/csv", "/exceptions",
              "/stats/report", "/spec/stats", "/spec/files/requests", "/spec/files/latency",
-             "/spec/files/summary", "/spec/files/server_metrics")
+             "/spec/files/summary", "/spec/files/server_metrics", "/spec/files/run")
 
 
 @dataclass
@@ -63,8 +64,9 @@ def outputs(tmp_path_factory) -> Iterator[Outputs]:
     try:
         userinfo = url.replace("http://", f"http://scraper:{URL_PASSWORD}@")
         with_secrets = f"{userinfo}/metrics?t={URL_QUERY_TOKEN}"
-        metrics = ("--metrics-url", url + "/metrics", "--metrics-url", with_secrets, "--metrics-url",
-                   url + HOSTILE_PATH, "--metrics-token", METRICS_TOKEN)
+        # (a URL that answers 404 would stop the run at start: tests/hostile/test_wrong_at_start.py)
+        metrics = ("--metrics-url", url + "/metrics", "--metrics-url", with_secrets, "--metrics-token",
+                   METRICS_TOKEN)
         # A: headless, the key from --api-key
         args = locust_args(tmp, url, "--api-key", KEY_FLAG, *metrics, users=2, seconds=3, name="flag")
         args[args.index("--prompts") + 1] = str(prompts)
@@ -102,11 +104,16 @@ def outputs(tmp_path_factory) -> Iterator[Outputs]:
 def test_the_runs_produced_what_is_searched(outputs):
     names = set(outputs.texts)
     for prefix in ("flag", "env"):
-        for suffix in ("requests.csv", "latency.json", "server_metrics.csv", "summary.json", "stats.csv"):
+        for suffix in ("requests.csv", "latency.json", "server_metrics.csv", "summary.json", "stats.csv",
+                       "run.json"):
             assert f"{prefix}_{suffix}" in names
     assert {"report.html", "report.json", "report.md", "report.txt"} <= names
-    rows = outputs.texts["flag_requests.csv"].splitlines()
-    assert len(rows) > 5 and sum(1 for r in rows if r.endswith(",0")) > 3  # requests succeeded
+    rows = list(csv.DictReader(io.StringIO(outputs.texts["flag_requests.csv"])))
+    assert len(rows) > 5 and sum(1 for r in rows if not r["error"]) > 3  # requests succeeded
+    # the run's record holds its command line, the key's option and the metrics URL in it redacted
+    command = json.loads(outputs.texts["flag_run.json"])["command"]
+    assert "--api-key" in command and "--metrics-token" in command
+    assert json.loads(outputs.texts["web /spec/files/run"])["run_id"]  # the web UI's download of it
     assert "Speculation" in outputs.texts["web /"] or "extended_tabs" in outputs.texts["web /"]
     assert outputs.texts["web /spec/stats"].startswith("{")
 
@@ -118,7 +125,7 @@ def test_no_secret_in_any_output(outputs):
 
 def test_html_report_escapes_text_from_prompts_and_server(outputs):
     html = outputs.texts["report.html"]
-    assert "&lt;script&gt;alert(" in html  # the hostile URL's warning is shown, as text
+    assert "&lt;script&gt;alert(" in html  # the server's model name or the prompts' class, shown as text
     assert "<script" not in html
     assert CLASS in outputs.texts["flag_requests.csv"]  # hostile text did reach our files
     assert MODEL in outputs.texts["flag_server_metrics.csv"]

@@ -9,14 +9,16 @@ import subprocess
 import time
 from pathlib import Path
 
+import pandas as pd
 import psutil
+import pytest
 
 from locust_spec.ab.cli import DEMO_PROMPTS
 from tests.support import BIN, REPO
 
 SPEC_AB = str(BIN / "spec-ab")
-ARM_FILES = ("_requests.csv", "_latency.json", "_server_metrics.csv", "_stats.csv", "_stats_history.csv",
-             "_failures.csv", "_exceptions.csv")
+ARM_FILES = ("_requests.csv", "_latency.json", "_server_metrics.csv", "_run.json", "_stats.csv",
+             "_stats_history.csv", "_failures.csv", "_exceptions.csv")
 def _short_demo_prompts(tmp: Path, max_tokens: int = 80) -> list[str]:
     """spec-ab's demo mix (`ab.DEMO_PROMPTS`) with shorter answers: enough requests at one user for a
     verdict (10, and 1000 output tokens, after the warm-up) within short stages."""
@@ -43,13 +45,17 @@ def _digest(folder: Path) -> dict[str, str]:
 
 def test_spec_ab_on_simulators_ships_at_one_user_and_not_at_64_with_every_file(tmp_path):
     out = tmp_path / "run"
-    cmd = [SPEC_AB, "--out", str(out), "--levels", "1,64", "--stage-time", "14s", "--warmup", "2s",
-           *_fast(tmp_path)]
+    # interleaved (the default): 20 s a level in 8 blocks of 2.5 s, 4 block pairs
+    cmd = [SPEC_AB, "--out", str(out), "--levels", "1,64", "--stage-time", "10s", "--warmup", "1.5s",
+           "--block-time", "2.5s", *_fast(tmp_path)]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=240, cwd=REPO)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
 
     verdict = json.loads((out / "verdict.json").read_text())
+    assert verdict["design"] == {"kind": "interleaved", "block_s": 2.5, "blocks_per_level": 8, "arms": 2,
+                                 "repeats": 1, "warmup_s": 1.5}
     by_users = {level["users"]: level for level in verdict["levels"]}
+    assert by_users[1]["metrics"]["tpot_p50_ms"]["units"]["unit"] == "block pairs"
     assert by_users[1]["verdict"] == "ship", by_users[1]["reasons"]
     assert by_users[64]["verdict"] != "ship", by_users[64]["reasons"]
     assert by_users[64]["acceptance"] > 0.3, "the candidate speculated"
@@ -63,28 +69,39 @@ def test_spec_ab_on_simulators_ships_at_one_user_and_not_at_64_with_every_file(t
     assert "alt='Per task: acceptance, TPOT and throughput, speculation on vs off'" in report
     assert {t["task"] for t in verdict["tasks"]} == {"quote", "code", "boilerplate", "chat", "creative"}
     assert "not drawn" not in report
+    assert report.index("What was measured") < report.index("Acceptance per prompt class")
     for arm in ("baseline", "candidate"):
-        for suffix in ARM_FILES:
+        for suffix in (*ARM_FILES, "_design.json"):
             assert (out / arm / f"r0{suffix}").is_file(), f"{arm}/r0{suffix} missing"
+    designs = [json.loads((out / arm / "r0_design.json").read_text()) for arm in ("baseline", "candidate")]
+    assert [d["slot"] for d in designs] == [0, 1] and designs[0]["clock_unix_s"] == designs[1]["clock_unix_s"]
+    # both arms started each block pair on the same prompts: their first prompt in every block agrees
+    firsts = []
+    for arm, design in zip(("baseline", "candidate"), designs, strict=True):
+        rows = pd.read_csv(out / arm / "r0_requests.csv")
+        rows = rows[rows["start_unix_s"] < design["clock_unix_s"] + design["stage_s"]]  # the first level
+        block = ((rows["start_unix_s"] - design["clock_unix_s"]) // design["block_s"]).astype(int)
+        firsts.append(rows.groupby(block // 2)["prompt_id"].first())
+    assert (firsts[0] == firsts[1]).mean() >= 0.75, firsts
     assert "speculation ngram" in (out / "sim-candidate.log").read_text()
     assert "speculation off" in (out / "sim-baseline.log").read_text()
 
 
-def test_sigint_during_the_second_arm_stops_everything_and_keeps_the_first_arm(tmp_path):
+def test_sigint_during_the_second_repeat_stops_everything_and_keeps_the_first(tmp_path):
     out = tmp_path / "run"
-    cmd = [SPEC_AB, "--out", str(out), "--levels", "1", "--stage-time", "6s", "--warmup", "1s",
-           *_fast(tmp_path)]
+    cmd = [SPEC_AB, "--out", str(out), "--levels", "1", "--stage-time", "3s", "--warmup", "0.5s",
+           "--block-time", "1.5s", "--repeats", "2", "--no-prime", *_fast(tmp_path)]
     # A shell starts background jobs with SIGINT ignored and Python keeps that: give spec-ab a Ctrl-C it can
     # hear, however this suite was launched.
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=REPO,
                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
-        second_arm = out / "candidate" / "r0.log"
+        second = out / "candidate" / "r1.log"
         deadline = time.monotonic() + 90
-        while not second_arm.exists():
-            assert proc.poll() is None and time.monotonic() < deadline, "the second arm never started"
+        while not second.exists():
+            assert proc.poll() is None and time.monotonic() < deadline, "the second repeat never started"
             time.sleep(0.2)
-        first_arm = _digest(out / "baseline")
+        first = {arm: _digest(out / arm) for arm in ("baseline", "candidate")}
         time.sleep(2)
         children = psutil.Process(proc.pid).children(recursive=True)
         sims = [c.pid for c in children if "locust_spec.sim" in " ".join(c.cmdline())]
@@ -103,7 +120,40 @@ def test_sigint_during_the_second_arm_stops_everything_and_keeps_the_first_arm(t
     assert "Traceback" not in output
     for pid in sims + locusts:
         assert not psutil.pid_exists(pid), f"pid {pid} outlived spec-ab"
-    assert _digest(out / "baseline") == first_arm
-    assert {"r0_requests.csv", "r0_latency.json", "r0_server_metrics.csv"} <= set(first_arm)
-    assert not list((out / "candidate").glob("r0_*")), "the unfinished arm's files are discarded"
+    for arm in ("baseline", "candidate"):
+        kept = {name: digest for name, digest in first[arm].items() if name.startswith("r0")}
+        assert {"r0_requests.csv", "r0_latency.json", "r0_server_metrics.csv", "r0_design.json"} <= set(kept)
+        assert {n: d for n, d in _digest(out / arm).items() if n.startswith("r0")} == kept
+        assert not list((out / arm).glob("r1_*")), "the unfinished repeat's files are discarded"
     assert not (out / "verdict.json").exists()
+
+
+def test_the_aa_self_test_on_a_rate_ladder_interleaves_the_arrivals_and_reports_the_noise_floor(tmp_path):
+    # One run covers the A/A self-test and open loop under the interleaved design: each arm's arrivals
+    # fall in its own blocks only, and its ledger owes it only those.
+    out = tmp_path / "aa"
+    cmd = [SPEC_AB, "--aa", "--out", str(out), "--rates", "4", "--max-concurrency", "16",
+           "--stage-time", "5s", "--warmup", "0.5s", "--block-time", "1.25s", "--no-prime", *_fast(tmp_path)]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=180, cwd=REPO)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "one spec-sim server" in done.stdout and "the baseline answers" in done.stdout
+    report = json.loads((out / "aa.json").read_text())
+    assert report["compared"] == 3 and report["levels_shipped"] == []
+    assert set(report["noise_floor_pct"]["4/s"]) == {"tpot_p50_ms", "tpot_p90_ms", "output_tok_s"}
+    assert f"A/A self-test: {report['claimed']} of 3 compared quantities" in done.stdout
+    assert not (out / "sim-candidate.log").exists(), "one server serves both arms"
+
+    verdict = json.loads((out / "verdict.json").read_text())
+    assert verdict["axis"] == "rate" and verdict["design"]["kind"] == "interleaved"
+    (level,) = verdict["levels"]
+    assert level["rate"] == 4.0 and level["metrics"]["tpot_p50_ms"]["units"]["unit"] == "block pairs"
+    for arm in ("baseline", "candidate"):
+        design = json.loads((out / arm / "r0_design.json").read_text())
+        assert design["rates"] == [4.0] and design["kind"] == "interleaved"
+        clock, block_s = design["clock_unix_s"], design["block_s"]
+        rows = pd.read_csv(out / arm / "r0_requests.csv")
+        block = ((rows["intended_unix_s"] - clock) // block_s).astype(int)
+        assert len(rows) and all(design["order"][j] == design["slot"] for j in block), "only in its blocks"
+        account = json.loads((out / arm / "r0_summary.json").read_text())["arrivals"]["4/s"]
+        assert account["window_s"] == pytest.approx(4 * block_s - design["warmup_s"], abs=0.01)
+        assert account["missed"] == 0 and level["arrivals"][arm]["missed"] == 0

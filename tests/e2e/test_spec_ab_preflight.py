@@ -132,22 +132,22 @@ def test_a_run_whose_candidate_failed_most_requests_exits_3_with_the_reason(tmp_
                     "--skip-preflight", "--no-prime", timeout=180)
     assert done.returncode == 3, done.stdout[-3000:] + done.stderr[-3000:]
     last = done.stdout.strip().splitlines()[-1]
-    assert re.match(r"spec-ab: the run is bad: candidate failed \d+ of \d+ requests at 1 users", last), last
+    assert re.match(r"spec-ab: the run is bad: candidate failed \d+ of \d+ requests at 1 user ", last), last
     assert (out / "verdict.json").is_file(), "the verdict is still written, for the diagnosis"
 
 
-def test_progress_shows_requests_and_acceptance_while_each_arm_sweeps(tmp_path, arms):
+def test_progress_shows_both_arms_requests_and_acceptance_while_they_sweep(tmp_path, arms):
     baseline, candidate = arms
     done = _spec_ab(tmp_path / "run", baseline.url, candidate.url, "--prompts", "quote",
                     "--max-tokens", "64", timeout=180)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert "preflight: both arms answer" in done.stdout
+    head = "[1/1] baseline+candidate r0 1 user"
+    live = [line for line in done.stdout.splitlines() if line.startswith(head)]
+    # a 12 s level shared in blocks, plus Locust's start and stop: lines at PLAIN_INTERVAL_S (4 s)
+    assert len(live) >= 2, done.stdout
+    assert all(re.search(r"block \d/8 (baseline|candidate)", line) for line in live), live
     for arm in ("baseline", "candidate"):
-        head = f"[{1 if arm == 'baseline' else 2}/2] {arm} r0 1 user"
-        live = [line for line in done.stdout.splitlines() if line.startswith(head) and " req, " in line]
-        # a 6 s level plus Locust's start and stop: at least two lines at PLAIN_INTERVAL_S (4 s)
-        assert len(live) >= 2, done.stdout
-        counts = [int(re.search(r"\| (\d+) req, (\d+) failed", line).group(1)) for line in live]
+        counts = [int(re.search(rf"\| {arm}: (\d+) req, (\d+) failed", line).group(1)) for line in live]
         assert counts == sorted(counts) and counts[-1] > 0, live
-    candidate_lines = [line for line in done.stdout.splitlines() if line.startswith("[2/2] candidate")]
-    assert any(re.search(r"acceptance 0\.\d\d", line) for line in candidate_lines), candidate_lines
+    assert any(re.search(r"\| candidate: .*acceptance 0\.\d\d", line) for line in live), live

@@ -18,8 +18,9 @@ pytestmark = pytest.mark.timeout(1200)
 
 def test_spec_tune_switches_speculation_off_at_64_users_and_confirms_the_schedule(tmp_path):
     out = tmp_path / "run"
+    # interleaved: 20 s a level for the two k (30 s for the confirmation's three arms) in 2.5 s blocks
     cmd = [str(BIN / "spec-tune"), "--out", str(out), "--levels", "1,64", "--k", "0,4", "--stage-time", "10s",
-           "--warmup", "2s", "--swing-stage-time", "3s", *_fast(tmp_path)]
+           "--warmup", "2s", "--block-time", "2.5s", "--swing-stage-time", "3s", *_fast(tmp_path)]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=1100, cwd=REPO)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
 
@@ -38,6 +39,9 @@ def test_spec_tune_switches_speculation_off_at_64_users_and_confirms_the_schedul
         written["speculative_config"]
 
     result = json.loads((out / "tune.json").read_text())
+    arms = {a["k"]: a for a in result["decisions"][0]["arms"]}
+    assert arms[0]["units"] == 4 and arms[0]["mde_pct"] is not None  # block groups, paired with k=4
+    assert json.loads((out / "tune" / "k4" / "r0_design.json").read_text())["slot"] == 1
     conf = result["confirmation"]
     assert [c["users"] for c in conf["levels"]] == [1, 64]
     assert all(c["measured"]["schedule"] for c in conf["levels"])

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import subprocess
 
 import pytest
+from locust_spec.analysis.cli import run
 from locust_spec.analysis.report.plots import FIGURES
 
 from tests.data.run_builder import ArmSpec, write_pair, write_run
-from tests.support import BIN
 
 
 @pytest.fixture(scope="module")
@@ -18,8 +20,12 @@ def pair(tmp_path_factory):
 
 
 def spec_verdict(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([str(BIN / "spec-verdict"), *map(str, args)], capture_output=True, text=True,
-                          timeout=120)
+    """spec-verdict's command line, run in this process (its console script: test_runs_bad_input.py)."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = run([str(a) for a in args])
+    return subprocess.CompletedProcess(["spec-verdict", *map(str, args)], code, out.getvalue(),
+                                       err.getvalue())
 
 
 def test_ships_at_1_user_and_not_at_64(pair, tmp_path):
@@ -45,24 +51,29 @@ def test_ships_at_1_user_and_not_at_64(pair, tmp_path):
 def test_json_follows_the_documented_schema(pair):
     doc = json.loads(spec_verdict(*pair, "--format", "json").stdout)
     assert doc["schema"] == 4 and doc["verdict"] in {"ship", "off", "tradeoff", "inconclusive"}
-    assert set(doc) == {"schema", "verdict", "summary", "slo", "levels", "crossover", "diagnoses", "warnings",
-                        "tasks"}
+    assert set(doc) == {"schema", "axis", "verdict", "summary", "slo", "design", "levels", "crossover",
+                        "diagnoses", "warnings", "tasks", "provenance"}
+    assert doc["design"] == {"kind": "sequential", "block_s": None, "blocks_per_level": None, "arms": None,
+                             "repeats": 1, "warmup_s": None}
     level = doc["levels"][0]
     # the pair holds several prompt classes: each one's levels have a level's shape (schema 4)
     assert doc["tasks"] and all(set(lv) == set(level) for t in doc["tasks"] for lv in t["levels"])
-    assert set(level) == {"users", "verdict", "batch", "acceptance", "acceptance_ci95",
+    assert set(level) == {"users", "verdict", "batch", "acceptance", "acceptance_ci95", "acceptance_units",
                           "mean_acceptance_length", "per_position", "requests", "failures", "metrics",
-                          "reasons", "diagnoses"}
+                          "mde_pct", "under_powered", "design", "reasons", "diagnoses", "answers"}
+    assert level["acceptance_units"]["unit"] == "prompts"
+    assert set(level["mde_pct"]) == {"tpot_p50_ms", "tpot_p90_ms", "output_tok_s"}
     assert set(level["metrics"]) == {"tpot_p50_ms", "tpot_p90_ms", "output_tok_s", "ttft_p50_ms",
                                      "itl_p50_ms", "itl_p95_ms", "chunk_gap_p50_ms", "chunk_gap_p99_ms",
                                      "tokens_per_chunk"}
     for metric in level["metrics"].values():
-        assert set(metric) == {"baseline", "candidate", "change_pct", "ci95_pct"}
+        assert set(metric) == {"baseline", "candidate", "change_pct", "ci95_pct", "direction", "units"}
+    assert level["metrics"]["tpot_p50_ms"]["units"]["unit"] == "blocks"
     assert set(level["batch"]["baseline"]) == {"running_mean", "running_p50", "running_max", "waiting_p50",
                                                "waiting_max", "samples"}
     lo, hi = level["acceptance_ci95"]
     assert lo <= level["acceptance"] <= hi
-    assert level["requests"]["baseline"] == 39  # 40 started, the first one in warm-up
+    assert level["requests"]["baseline"] == 59  # 60 started, the first one in warm-up
     assert set(doc["crossover"]) == {"tpot_p50_ms", "output_tok_s"}
     assert set(doc["crossover"]["tpot_p50_ms"]) == {"metric", "users", "users_ci95", "between_users", "batch",
                                                     "note"}
@@ -155,14 +166,17 @@ def test_decisive_acceptance_with_few_requests_decides(tmp_path):
 
 def test_a_short_one_user_run_scraped_every_5s_gets_its_acceptance_measured(tmp_path):
     """8 s at 1 user with a scrape every 5 s: one interval scrape falls inside the measured requests'
-    span, so only the scrapes bracketing the level (at its start and after its end) measure it."""
+    span, so only the scrapes bracketing the level (at its start and after its end) measure it. Its
+    timings span too few blocks of time for an interval: the level says it is under-powered."""
     shape = {"levels": (1,), "requests_per_user": {1: 8}, "scrape_every_s": 5.0}
     base = write_run(tmp_path / "off" / "run", ArmSpec(speculative=False, **shape))
     cand = write_run(tmp_path / "on" / "run", ArmSpec(speculative=True, seed=2, **shape))
     doc = json.loads(spec_verdict(base, cand, "--format", "json").stdout)
     level = doc["levels"][0]
     assert level["acceptance"] == pytest.approx(2619 / 4128, abs=0.01)  # the capture's, all of it
-    assert level["verdict"] == "ship", level["reasons"]
+    assert level["verdict"] == "inconclusive"
+    assert level["under_powered"].startswith("under-powered: no interval")
+    assert level["under_powered"] in level["reasons"]
 
 
 def test_an_slo_makes_goodput_the_throughput_judged(pair):

@@ -62,6 +62,10 @@ def test_speculation_tab_shows_live_acceptance_after_starting_load_from_the_ui(w
         acceptance = page.get_by_role("row").filter(has=rate_cell)
         expect(acceptance).to_contain_text(re.compile(r"0\.\d*[1-9]"), timeout=20_000)
         rate = float(re.search(r"\d\.\d{4}", acceptance.inner_text()).group())
+        # the load generator's lag as the live charts show it, and as the verdict judges it
+        lag = page.get_by_role("row").filter(has=page.get_by_role("cell", name="load generator lag"))
+        expect(lag).to_contain_text(re.compile(r"\d+\.\d% of wake-ups late at 4 users .*\d+\.\d% of the "
+                                               r"time behind at 4 users"))
         page.screenshot(path=str(ARTIFACTS / "webui_speculation_tab.png"), full_page=True)
         page.get_by_role("tab", name="Exact latency").click()
         expect(page.get_by_role("row").filter(has=page.get_by_role("cell", name="code", exact=True))
@@ -70,7 +74,20 @@ def test_speculation_tab_shows_live_acceptance_after_starting_load_from_the_ui(w
         page.get_by_role("tab", name="Download Data").click()
         expect(page.get_by_role("link", name="Download locust-spec request rows CSV")).to_be_visible()
         html = page.content()
+        # after stop the client's rate is over the run, as the server's beside it: no emptying window
+        page.get_by_role("button", name="Stop").click()
+        page.get_by_role("tab", name="Speculation").click()
+
+        def rate_row(name: str):
+            return page.get_by_role("row").filter(has=page.get_by_role("cell", name=name, exact=True))
+
+        client = rate_row("output tokens/s (client)")
+        expect(client).to_contain_text("over the run, as the server's", timeout=20_000)
+        client_tok_s = float(client.get_by_role("cell").nth(1).inner_text())
+        server_tok_s = float(rate_row("output tokens/s (server)").get_by_role("cell").nth(1).inner_text())
+        page.screenshot(path=str(ARTIFACTS / "webui_speculation_tab_stopped.png"), full_page=True)
         browser.close()
+    assert 0.8 < client_tok_s / server_tok_s < 1.25, (client_tok_s, server_tok_s)
     assert 0.0 < rate <= 1.0
 
     stats = fetch(url + "/spec/stats")

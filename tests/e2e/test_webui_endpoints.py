@@ -15,7 +15,7 @@ import urllib.request
 
 import pytest
 
-from tests.support import BIN, CLIENT_CPU, REPO, free_port, pinned, wait_http
+from tests.support import BIN, CLIENT_CPU, REPO, free_port, own_master_port, pinned, wait_http
 
 NGRAM = '{"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_max": 4}'
 SECRET = "sk-endpoint-never-shown-51c"
@@ -31,9 +31,10 @@ def test_master_ui_serves_merged_exact_latency_acceptance_and_our_files(tmp_path
     port = free_port()
     proc = subprocess.Popen(
         pinned([str(BIN / "locust"), "-f", str(REPO / "locustfiles" / "chat.py"), "--processes", "2",
-                "--autostart", "-u", "4", "-r", "4", "-t", "90", "--autoquit", "0", "--web-host", "127.0.0.1",
-                "--web-port", str(port), "--csv", "out/run", "--host", sim.url, "--prompts", "code",
-                "--prompts", "quote", "--max-tokens", "48", "--metrics-interval", "0.5", "--api-key", SECRET],
+                *own_master_port(), "--autostart", "-u", "4", "-r", "4", "-t", "90", "--autoquit", "0",
+                "--web-host", "127.0.0.1", "--web-port", str(port), "--csv", "out/run", "--host", sim.url,
+                "--prompts", "code", "--prompts", "quote", "--max-tokens", "48", "--metrics-interval", "0.5",
+                "--api-key", SECRET],
                CLIENT_CPU),
         cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=(tmp_path / "locust.log").open("w"))
     url = f"http://127.0.0.1:{port}"

@@ -20,6 +20,7 @@ from tests.hostile.server import (
     metrics_text,
     models,
     redirect,
+    send,
     slow,
 )
 
@@ -50,6 +51,14 @@ def test_a_real_metrics_answer_passes_whole(hostile):
     assert http_fetcher(TOKEN, timeout_s=10)(server.url + "/metrics") == METRICS.decode()
     assert server.requests_to("/metrics")[0].headers["Authorization"] == f"Bearer {TOKEN}"
     assert server.requests_to("/metrics")[0].headers["Accept-Encoding"] == "identity"
+
+
+def test_an_answer_that_closes_the_connection_is_read_whole(hostile):
+    # `Connection: close` makes http.client close its connection as the head arrives; a body larger than the
+    # first read (70 kB here) must still come whole, not as "Bad file descriptor"
+    body = b"# TYPE vllm:x counter\n" + b"".join(b"vllm:x_total{n=\"%06d\"} 1.0\n" % i for i in range(2500))
+    server = hostile({"/metrics": lambda h: send(h, 200, body, headers={"Connection": "close"})})
+    assert http_fetcher(None, timeout_s=10)(server.url + "/metrics") == body.decode()
 
 
 @pytest.mark.parametrize("status", [301, 302, 303, 307, 308])

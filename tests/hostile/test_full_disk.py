@@ -22,7 +22,7 @@ from tests.hostile.server import chat_stream, models, scripted_metrics
 SMALL_METRICS = "# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running 1.0\n"
 LOAD = {"/v1/models": models(), "/v1/chat/completions": chat_stream(tokens=2),
         "/metrics": scripted_metrics(lambda _: SMALL_METRICS)}
-DISK_KB = 48  # the header and a few hundred rows, then ENOSPC in the middle of a flush of 256 rows
+DISK_KB = 96  # the header and a few hundred rows, then ENOSPC in the middle of a flush of 256 rows
 
 
 def _can_mount_tmpfs(tmp_path) -> bool:

@@ -17,6 +17,7 @@ from locust_spec.analysis.runs import read_run
 
 from tests.hostile import runs
 from tests.hostile.server import chat_stream, metrics_text, models
+from tests.support import own_master_port
 
 LOAD = {"/v1/models": models(), "/v1/chat/completions": chat_stream(), "/metrics": metrics_text}
 USERS = 4
@@ -33,7 +34,7 @@ def test_a_worker_killed_mid_run_is_reported_its_rows_left_out_and_the_run_fails
     log = (tmp_path / "locust.log").open("w")
     proc = subprocess.Popen(runs.locust_cmd(tmp_path, server.url, "--headless", "--processes", "2", "-u",
                                             str(USERS), "-r", str(USERS), "-t", "7s",
-                                            "--metrics-interval", "1"),
+                                            "--metrics-interval", "1", *own_master_port()),
                             cwd=tmp_path, stdout=log, stderr=subprocess.STDOUT)
     try:
         deadline = time.monotonic() + 60

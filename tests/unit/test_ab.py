@@ -59,6 +59,19 @@ def test_optional_load_settings_reach_locust_only_when_given():
     assert _value(full, "--master-bind-host") == "127.0.0.1"
 
 
+def test_each_runs_master_listens_on_a_free_port_of_its_own_and_its_workers_connect_there():
+    # Two runs at once (a session's arms, or another spec-ab) on Locust's default 5557 exchanged workers.
+    load = ab.Load(("all",), None, False, 1, "", 2)
+    base, cand = (ab.locust_command(run, "http://a:1", LADDER, load) for run in ab.schedule(1, OUT))
+    ports = []
+    for cmd in (base, cand):
+        port = _value(cmd, "--master-bind-port")
+        assert _value(cmd, "--master-port") == port and port != "5557"
+        assert _value(cmd, "--master-host") == _value(cmd, "--master-bind-host") == "127.0.0.1"
+        ports.append(port)
+    assert ports[0] != ports[1]
+
+
 def test_an_arms_metrics_url_travels_in_the_childs_environment_never_its_command_line(monkeypatch):
     monkeypatch.setenv(METRICS_URLS_ENV, "http://left-over/metrics")
     url = "http://scraper:pw-7d1e@a:9/metrics?token=q-55"

@@ -6,17 +6,22 @@ import dataclasses
 import re
 from pathlib import Path
 
+import click
 import orjson
+import pytest
 from locust.argument_parser import get_parser
 from locust_spec.analysis import api, diagnoses
-from locust_spec.analysis.cli import cli
+from locust_spec.analysis.cli import cli, run
 from locust_spec.analysis.model import LevelInput
+from locust_spec.analysis.runs import InputError
 
 from locust_spec.ab.cli import main as spec_ab
+from locust_spec.ab.prime_cli import main as spec_prime
 from locust_spec.metrics import crosscheck
 from locust_spec.metrics.crosscheck import ClientTotals
 from locust_spec.recording import scraper  # noqa: F401  (their Locust options)
 from locust_spec.recording.summary import build_summary
+from locust_spec.sim.cli import build_parser
 from tests.data.run_builder import write_pair
 from tests.support import REPO, ngram_capture_window
 from tests.unit.test_verdict_rules import arm, spec
@@ -123,3 +128,55 @@ def test_counters_of_another_server_are_not_blamed_on_the_load_generator():
     assert "under-delivered" not in conc and "not the one under load" in conc
     tokens = next(w for w in warnings if w.startswith("cross-check output tokens"))
     assert "likely another server's" in tokens and "spec-ab --metrics-url-baseline" in tokens
+
+
+def test_arms_given_the_wrong_way_round_are_called_swapped_not_inactive(tmp_path):
+    write_pair(tmp_path)
+    # without --force the swap is one line and exit 2 (test_provenance); forced, every level says it
+    with pytest.raises(InputError, match="the arms look swapped"):
+        api.verdict_for([tmp_path / "ngram"], [tmp_path / "off"])
+    verdict = api.verdict_for([tmp_path / "ngram"], [tmp_path / "off"], force=True)
+    assert verdict.verdict == "inconclusive" and "arms swapped?" in verdict.summary
+    for level in verdict.levels:
+        assert level.reasons[0].startswith("arms swapped? the baseline's draft counters moved (")
+        inactive = next(d for d in level.diagnoses if d.kind == "speculation_inactive")
+        assert "arms swapped?" in inactive.message and "speculation is disabled" not in inactive.message
+    assert "arms swapped?" not in _verdict(tmp_path).summary
+
+
+def test_a_spec_ab_folder_alone_is_read_as_its_two_arms(tmp_path, capsys):
+    base, cand = write_pair(tmp_path / "runs")
+    (tmp_path / "ab").mkdir()
+    base.parent.rename(tmp_path / "ab" / "baseline")
+    cand.parent.rename(tmp_path / "ab" / "candidate")
+    assert run([str(tmp_path / "ab"), "--format", "json"]) == 0
+    assert orjson.loads(capsys.readouterr().out)["verdict"] == "tradeoff"
+    assert run([str(tmp_path / "runs")]) == 2
+    assert capsys.readouterr().err == (f"spec-verdict: {tmp_path / 'runs'}: give BASELINE and CANDIDATE, or "
+                                       "a spec-ab --out folder (one holding baseline/ and candidate/)\n")
+
+
+def _helps() -> dict[str, str]:
+    """Each console script's --help, as its user reads it."""
+    ctx = click.Context
+    return {"spec-sim": build_parser().format_help(),
+            "spec-prime": spec_prime.get_help(ctx(spec_prime, info_name="spec-prime")),
+            "spec-ab": spec_ab.get_help(ctx(spec_ab, info_name="spec-ab")),
+            "spec-verdict": cli.get_help(ctx(cli, info_name="spec-verdict")),
+            "spec-verdict compare": cli.commands["compare"].get_help(ctx(cli.commands["compare"]))}
+
+
+def test_every_commands_help_opens_for_its_user_and_names_no_internal_function():
+    helps = _helps()
+    for command, text in helps.items():
+        # a module's function (`server_api.prime`) or a source file means nothing to the user
+        assert not re.findall(r"\b[a-z]+(?:_[a-z]+)+\.[a-z_]+|\b\w+\.py\b", text), command
+    opening = helps["spec-sim"].split("\n\n")[1]
+    assert opening.startswith("A simulated vLLM server") and "command line" not in opening
+    entries = {entry.split()[0]: " ".join(entry.split())
+               for entry in re.split(r"\n  (?=-)", helps["spec-sim"]) if entry.startswith("--")}
+    for option, default in (("--port", "8000"), ("--gpu", "h100"), ("--time-scale", "1.0"),
+                            ("--max-num-seqs", "256"), ("--fault-500", "0.0")):
+        assert entries[option].endswith(f"(default: {default})"), entries[option]
+    assert "(default: None)" not in helps["spec-sim"]
+    assert "2 bad input" in helps["spec-verdict"]

@@ -4,16 +4,18 @@ from __future__ import annotations
 
 import csv
 import io
+import time
 from pathlib import Path
 
 from locust.env import Environment
 from locust.stats import PERCENTILES_TO_REPORT, StatsCSV
 
 from locust_spec.ab import progress
+from locust_spec.core.design import INTERLEAVED, Design
 from locust_spec.metrics.exposition import CSV_COLUMNS, Sample, Snapshot, rows_from_snapshot
 from locust_spec.wiring.shape import LadderSettings
 
-SWEEP = progress.Sweep(1, 2, "candidate", 0, LadderSettings((1, 64), 20.0, 2.0))
+SWEEP = progress.Sweep(1, 2, ("candidate",), 0, LadderSettings((1, 64), 20.0, 2.0))
 
 
 def test_the_line_names_the_arm_level_phase_time_and_what_was_delivered():
@@ -21,9 +23,38 @@ def test_the_line_names_the_arm_level_phase_time_and_what_was_delivered():
     later = progress.stage_text(SWEEP, 25.0)
     assert "64 users (level 2/2, measuring)" in later and "5s/20s" in later and "total  25s/40s" in later
     assert "ladder done" in progress.stage_text(SWEEP, 41.0)
-    line = progress.line(SWEEP, 25.0, progress.Live(120, 3, 4567.8, 0.6789))
+    line = progress.line(SWEEP, 25.0, [progress.Live(120, 3, 4567.8, 0.6789)])
     assert line.endswith("| 120 req, 3 failed, 4568 tok/s, acceptance 0.68")
     assert progress.live_text(progress.Live()) == "0 req, 0 failed, - tok/s, acceptance -"
+
+
+def test_an_interleaved_session_names_the_block_and_whose_turn_it_is_and_both_arms():
+    design = Design.planned(INTERLEAVED, (1, 64), 40.0, 2.0, 2, 5.0).for_slot(0, 1000.0)
+    ladder = LadderSettings((1, 64), 40.0, 2.0, design=design)
+    sweep = progress.Sweep(0, 1, ("baseline", "candidate"), 0, ladder)
+    assert "starting in 3s" in progress.stage_text(sweep, -3.0)
+    assert "(level 1/2, block 1/8 baseline, warm-up)" in progress.stage_text(sweep, 1.0)
+    assert "(level 1/2, block 1/8 baseline, measuring)" in progress.stage_text(sweep, 3.0)
+    # the candidate's first block at a level is its warm-up too; its second one (ABBA) is not
+    assert "(level 1/2, block 2/8 candidate, warm-up)" in progress.stage_text(sweep, 6.0)
+    assert "(level 1/2, block 3/8 candidate, measuring)" in progress.stage_text(sweep, 11.0)
+    line = progress.line(sweep, 11.0, [progress.Live(5), progress.Live(9)])
+    assert line.endswith("| baseline: 5 req, 0 failed, - tok/s, acceptance - | candidate: 9 req, 0 failed, "
+                         "- tok/s, acceptance -")
+
+
+def test_a_phase_says_how_far_it_got_every_interval_until_it_ends():
+    out = io.StringIO()
+    display = progress.Display(out, tty=False)
+    seen = []
+    with progress.phase(display, lambda s: f"priming {len(seen)} ({s:.0f}s)", interval_s=0.05):
+        while len(out.getvalue().splitlines()) < 3:
+            seen.append(1)
+            time.sleep(0.01)
+    lines = out.getvalue().splitlines()
+    assert len(lines) >= 3 and all(line.startswith("priming ") for line in lines)
+    time.sleep(0.15)
+    assert len(out.getvalue().splitlines()) == len(lines), "silent once the phase ended"
 
 
 def _stats_csv(requests: list[tuple[str, str, int, bool]]) -> str:

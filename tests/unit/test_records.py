@@ -7,6 +7,7 @@ import json
 
 from locust_spec.client.sse import EventSplitter, parse_payload
 from locust_spec.client.timing import request_timing
+from locust_spec.core.runfiles import ADDED_COLUMNS
 from locust_spec.recording.records import COLUMNS, FileSink, RowWriter, make_row
 from tests.replay import load_capture
 
@@ -22,8 +23,8 @@ def capture_timing():
     return request_timing(0.0, events, events[-1][0])
 
 
-def test_columns_are_the_contract_in_order_plus_warmup():
-    assert (*CONTRACT.split(", "), "warmup") == COLUMNS
+def test_columns_are_the_contract_in_order_plus_the_added_ones():
+    assert (*CONTRACT.split(", "), *ADDED_COLUMNS) == COLUMNS
 
 
 def test_rows_are_buffered_then_flushed(tmp_path):

@@ -19,7 +19,8 @@ EVIL = "<script>alert(1)</script>"
 @pytest.fixture(scope="module")
 def evil_verdict(tmp_path_factory):
     root = tmp_path_factory.mktemp("evil")
-    shape = {"levels": (1,), "requests_per_user": {1: 12}, "classes": (EVIL, "json")}
+    # enough requests for several 5 s blocks per arm: the intervals' units
+    shape = {"levels": (1,), "requests_per_user": {1: 60}, "classes": (EVIL, "json")}
     base = write_run(root / "off" / "run", ArmSpec(speculative=False, **shape))
     cand = write_run(root / "on" / "run", ArmSpec(speculative=True, warnings=(f"model {EVIL}",), **shape))
     return verdict_for([base], [cand])
@@ -32,7 +33,8 @@ def test_html_escapes_input_strings_and_embeds_every_plot_or_says_why_not(evil_v
     images = re.findall(r"src='data:image/png;base64,([A-Za-z0-9+/=]+)'", page)
     assert len(images) + page.count("class='omitted'") == len(FIGURES) and images
     assert all(base64.b64decode(img).startswith(b"\x89PNG") for img in images)
-    assert "http://" not in page and "https://" not in page  # self-contained
+    # self-contained: nothing loaded from elsewhere (the runs' hosts are shown as text)
+    assert not re.search(r"""(src|href|url)\s*[=(]\s*['"]?\s*(https?:)?//""", page, re.IGNORECASE)
 
 
 def test_markdown_escapes_input_strings(evil_verdict):
@@ -56,11 +58,14 @@ def test_json_round_trips_the_verdict(evil_verdict):
     doc = json.loads(render(evil_verdict, "json"))
     assert doc["verdict"] == evil_verdict.verdict
     assert doc["schema"] == 4
+    assert doc["design"]["kind"] == "sequential"
     level = doc["levels"][0]
     assert level["requests"]["baseline"] == evil_verdict.levels[0].baseline.requests
     tpot = level["metrics"]["tpot_p50_ms"]
     assert tpot["baseline"] == evil_verdict.levels[0].baseline.tpot_p50_ms
     assert tpot["ci95_pct"][0] <= tpot["change_pct"] <= tpot["ci95_pct"][1]
+    assert tpot["units"]["unit"] == "blocks" and tpot["units"]["count"] >= 4  # each arm's 5 s blocks
+    assert set(level["mde_pct"]) == {"tpot_p50_ms", "tpot_p90_ms", "output_tok_s"}
     assert level["metrics"]["itl_p50_ms"]["ci95_pct"] is None  # context, token-weighted: no interval
     assert level["batch"]["candidate"]["running_p50"] == 1.0
     assert doc["warnings"] == [f"candidate: model {EVIL}"]  # JSON carries the text as data

@@ -60,7 +60,9 @@ def test_level_metrics_exclude_warmup_and_interrupted(tmp_path):
     assert (two.metrics.requests, two.metrics.failures) == (3, 1)
     assert two.metrics.ttft_p50_ms == 50.0  # median of the two ok requests (40, 60)
     assert two.start_unix_s == T0 + 1.0 and two.end_unix_s == pytest.approx(T0 + 3.0)
-    assert two.metrics.output_tok_s == pytest.approx(200 / 2.0)  # ok + failed tokens over the 2 s window
+    # the tokens that arrived in the 2 s window, each request's spread from its first token to its end: both
+    # ok ones whole, and 0.46 s of the interrupted one's 8.96 s (the warm-up one ended as the window opened)
+    assert two.metrics.output_tok_s == pytest.approx((200 + 100 * 0.46 / 8.96) / 2.0)
     assert two.metrics.tokens_per_chunk == 2.0
     assert two.metrics.itl_source == "hdr"
     assert two.metrics.itl_p50_ms == pytest.approx(10.0, rel=1e-3)
@@ -136,7 +138,7 @@ def test_acceptance_units_are_the_scrape_intervals_and_add_up_to_the_window(tmp_
     level = levels.run_levels(run)[1]
     level = replace(level, samples=replace(level.samples, drafted=level.samples.drafted * np.nan))
     ci = levels.acceptance_ci([run], [level], 70 / 120)
-    assert ci.method == "bootstrap, scrape intervals" and ci.units == 3
+    assert ci.unit == "scrape intervals" and ci.units == 3
     assert ci.lo < 70 / 120 < ci.hi
 
 

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import base64
 
+import gevent
 import pytest
 
 from locust_spec.client.http_fetch import UrlError, check_urls, display_url, parse_target
-from locust_spec.recording.scraper import default_metrics_url, metrics_urls
+from locust_spec.recording.scraper import Scraper, StatusError, default_metrics_url, metrics_urls
 
 
 def test_credentials_in_the_url_become_a_basic_authorization_header_and_leave_the_url():
@@ -58,3 +59,41 @@ def test_the_default_is_the_servers_root_metrics_even_for_a_v1_base_url():
     assert metrics_urls(["off"], "http://h:8000") == []
     assert metrics_urls(["http://a/metrics", "http://a/metrics", "http://b/metrics"], None) == [
         "http://a/metrics", "http://b/metrics"]
+
+
+def _scraper_answering(statuses: list[int]) -> tuple[Scraper, list[str], list[str]]:
+    """A scraper whose URL answers each status in turn (then the last again); the lines it stopped on."""
+    answers, asked, stopped = list(statuses), [], []
+
+    def fetch(url: str) -> str:
+        asked.append(url)
+        status = answers.pop(0) if len(answers) > 1 else answers[0]
+        raise StatusError(f"HTTP {status}", status)
+
+    scraper = Scraper(["http://127.0.0.1:9/metrics"], 0.01, fetch)
+    scraper.on_refused = stopped.append
+    return scraper, asked, stopped
+
+
+@pytest.mark.parametrize("status", [404, 401, 410])
+def test_a_first_answer_that_will_never_change_stops_the_run_once(status):
+    scraper, asked, stopped = _scraper_answering([status])
+    scraper.start()
+    gevent.sleep(0.1)
+    scraper.stop()
+    assert len(asked) == 1, "nothing is scraped after the refusal, at stop neither"
+    assert stopped == [f"the metrics URL http://127.0.0.1:9/metrics answers HTTP {status}: no server "
+                       "counters, so no acceptance; pass --metrics-url with the server's /metrics, or "
+                       "--metrics-url off"]
+    assert not any("failed" in line for line in scraper.warnings()), "nor a scrape warning"
+
+
+@pytest.mark.parametrize("first", [429, 503, 408])
+def test_a_busy_or_failing_server_at_start_and_a_404_later_are_gaps_not_a_stop(first):
+    scraper, asked, stopped = _scraper_answering([first, 404])
+    scraper.start()
+    gevent.sleep(0.1)
+    scraper.stop()
+    assert stopped == [] and len(asked) > 2
+    assert scraper.warnings()[0].startswith(
+        f"metrics scrape of http://127.0.0.1:9/metrics failed {len(asked)} time(s), first: HTTP {first}")

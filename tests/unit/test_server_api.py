@@ -66,3 +66,16 @@ def test_a_model_list_is_read_within_a_bound():
     finally:
         small.shutdown()
         huge.shutdown()
+
+
+def test_what_a_server_says_it_serves_is_kept_within_bounds_whatever_it_sends():
+    loras = [{"id": f"lora-{i}", "root": "/models/base", "max_model_len": 8192} for i in range(40)]
+    listing = {"data": [{"id": "x" * 1000, "root": ["not", "text"], "max_model_len": True}, *loras, "no"]}
+    server, url = _serve(orjson.dumps(listing))
+    try:
+        models = server_api.served_models(url, "", timeout=10)
+        assert len(models) == server_api.MAX_MODELS
+        assert models[0] == {"id": "x" * server_api.MAX_NAME_CHARS, "root": None, "max_model_len": None}
+        assert models[1] == {"id": "lora-0", "root": "/models/base", "max_model_len": 8192}
+    finally:
+        server.shutdown()

@@ -1,5 +1,7 @@
 """Target model, tokenizer and drafters: deterministic, copy-aware, with real n-gram lookup."""
 
+import pytest
+
 from locust_spec.sim import model as M
 from locust_spec.sim.drafters import NgramIndex, draft_model_proposal, parse_spec_config
 
@@ -124,3 +126,36 @@ def test_spec_config_accepts_vllm_keys_and_rejects_nonsense():
         except ValueError:
             continue
         raise AssertionError(f"accepted {bad}")
+
+
+def test_spec_config_says_which_methods_vllm_removed_and_checks_synthetic_acceptance_as_vllm():
+    messages = {}
+    for bad in ({"method": "medusa", "num_speculative_tokens": 2},
+                {"method": "mlp_speculator", "num_speculative_tokens": 2},
+                {"method": "ngram", "num_speculative_tokens": 2, "rejection_sample_method": "synthetic"},
+                {"method": "ngram", "num_speculative_tokens": 2, "synthetic_acceptance_length": 2.0},
+                {"method": "ngram", "num_speculative_tokens": 2, "rejection_sample_method": "synthetic",
+                 "synthetic_acceptance_length": 3.5},
+                {"method": "ngram", "num_speculative_tokens": 2, "rejection_sample_method": "synthetic",
+                 "synthetic_acceptance_rates": [0.5, 0.7]},
+                {"method": "ngram", "num_speculative_tokens": 2, "rejection_sample_method": "fly"}):
+        try:
+            parse_spec_config(bad)
+        except ValueError as e:
+            messages[str(bad)] = str(e)
+            continue
+        raise AssertionError(f"accepted {bad}")
+    said = list(messages.values())
+    assert said[0] == ("speculative method 'medusa' was removed in vLLM 0.33 (with 'mlp_speculator'): use "
+                       "eagle, eagle3, mtp, draft_model or ngram")
+    assert "'mlp_speculator' was removed in vLLM 0.33" in said[1]
+    assert "requires exactly one of" in said[2] and "only valid with" in said[3]
+    assert "[1, 3]" in said[4] and "non-increasing" in said[5] and "'fly' is not simulated" in said[6]
+    explicit = parse_spec_config({"method": "ngram", "num_speculative_tokens": 3,
+                                  "rejection_sample_method": "synthetic",
+                                  "synthetic_acceptance_rates": [0.9, 0.5, 0.5]})
+    assert explicit.synthetic_rates == (0.9, 0.5, 0.5)
+    for length, rates in ((2.6, (1.0, 0.6, 0.0)), (1.0, (0.0, 0.0, 0.0)), (4.0, (1.0, 1.0, 1.0))):
+        synthetic = {"rejection_sample_method": "synthetic", "synthetic_acceptance_length": length}
+        config = parse_spec_config({"method": "mtp", "num_speculative_tokens": 3, **synthetic})
+        assert config.synthetic_rates == pytest.approx(rates)

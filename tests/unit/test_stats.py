@@ -14,73 +14,134 @@ def test_quantile_matches_numpy():
     assert stats.quantile([], 0.5) is None
 
 
-@pytest.mark.parametrize("statistic", [0.5, 0.9, stats.MEAN])
-def test_change_interval_covers_a_null_change_about_95_percent(statistic):
+def _blocks(rng, pairs: int, per_block: int, shift: float = 0.0, block_sd: float = 0.2):
+    """Two arms' per-request values in `pairs` block pairs: each pair shares a state of the machine
+    (a shift both arms see), each block adds its own, requests scatter around it."""
+    state = rng.normal(0, block_sd, pairs)
+    units = np.repeat(np.arange(pairs), per_block)
+    base = np.exp(2 + state[units] + np.repeat(rng.normal(0, 0.1, pairs), per_block)
+                  + rng.normal(0, 0.3, len(units)))
+    cand = np.exp(2 + shift + state[units] + np.repeat(rng.normal(0, 0.1, pairs), per_block)
+                  + rng.normal(0, 0.3, len(units)))
+    return base, cand, units
+
+
+@pytest.mark.parametrize("pairs", [4, 12])
+def test_a_null_change_is_covered_at_least_95_percent_over_few_or_many_block_pairs(pairs):
     rng = np.random.default_rng(7)
-    hits = 0
-    trials = 200
+    hits = trials = 150
     for i in range(trials):
-        base, cand = rng.lognormal(2, 0.4, 200), rng.lognormal(2, 0.4, 200)
-        ci = stats.change_ci(base, cand, statistic, seed=i)
-        hits += ci.lo <= 0 <= ci.hi
-    assert 0.88 <= hits / trials <= 0.995
+        base, cand, units = _blocks(rng, pairs, 8)
+        p50, p90 = stats.quantile_changes(base, units, cand, units, (0.5, 0.9),
+                                          stats.Units.single(pairs, "block pairs"), seed=i, resamples=400)
+        hits -= not (p50.lo <= 0 <= p50.hi)
+    assert 0.93 <= hits / trials <= 1.0
 
 
-def test_change_interval_finds_a_real_change_and_shrinks_with_requests():
+def test_requests_of_one_block_are_not_independent_units():
+    # Six blocks whose states differ a lot: resampling the 600 requests would pretend to a narrow interval.
+    rng = np.random.default_rng(3)
+    base, cand, units = _blocks(rng, 6, 100, block_sd=0.0)
+    cand *= np.exp(np.repeat(rng.normal(0, 0.15, 6), 100))  # each candidate block off by its own state
+    by_block = stats.quantile_changes(base, units, cand, units, (0.5,), stats.Units.single(6, "blocks"))[0]
+    by_request = stats.quantile_changes(base, np.arange(600), cand, np.arange(600), (0.5,),
+                                        stats.Units.single(600, "requests"))[0]
+    assert (by_block.hi - by_block.lo) > 3 * (by_request.hi - by_request.lo)
+    assert by_block.units == 6 and by_block.df == 5 and by_block.unit == "blocks"
+
+
+def test_a_real_change_is_found_and_the_interval_shrinks_with_units():
     rng = np.random.default_rng(1)
-    small = stats.change_ci(rng.lognormal(2, 0.3, 50), rng.lognormal(2, 0.3, 50) * 1.2, 0.5)
-    large = stats.change_ci(rng.lognormal(2, 0.3, 50_000), rng.lognormal(2, 0.3, 50_000) * 1.2, 0.5)
-    assert large.lo > 15 and large.hi < 25
-    assert (large.hi - large.lo) < (small.hi - small.lo) / 10
+    def change(pairs: int) -> stats.Interval:
+        base, cand, units = _blocks(rng, pairs, 10, shift=np.log(1.2))
+        return stats.quantile_changes(base, units, cand, units, (0.5,), stats.Units.single(pairs))[0]
+
+    few, many = change(4), change(60)
+    assert many.lo > 5 and 10 < many.estimate < 30
+    assert (many.hi - many.lo) < (few.hi - few.lo) / 2
 
 
-def test_million_rows_are_exact_and_cheap_enough_to_run_here():
+def test_unpaired_arms_are_resampled_each_on_its_own_units():
+    rng = np.random.default_rng(8)
+    base, cand, units = _blocks(rng, 10, 10, shift=np.log(1.3))
+    ci = stats.quantile_changes(base, units, cand, units, (0.5,), stats.Units.single(10, "blocks"),
+                                stats.Units.single(10, "blocks"))[0]
+    assert ci.units == 20 and ci.df == 9 and ci.lo < 30 < ci.hi and "paired" not in ci.method
+
+
+def test_million_rows_are_cheap_enough_to_run_here_and_many_units_are_merged():
     rng = np.random.default_rng(2)
     x = rng.lognormal(2, 0.5, 1_000_000)
-    ci = stats.change_ci(x, x * 1.05, 0.9)
-    assert ci.lo < 5 < ci.hi and ci.hi - ci.lo < 1.5
-    tokens = np.full(len(x), 100.0)
-    rate = stats.rate_change_ci(tokens, x, tokens, x * 1.05)
+    units = np.repeat(np.arange(1000), 1000)  # a long level: 1000 blocks, merged to 100 neighbours
+    p50, p90 = stats.quantile_changes(x, units, x * 1.05, units, (0.5, 0.9), stats.Units.single(1000))
+    assert p90.lo == pytest.approx(5) and p90.hi == pytest.approx(5)  # every block exactly 5% slower
+    assert p90.units == stats.MAX_UNITS_PER_RUN
+    tokens, seconds = np.full(1000, 1e5), np.bincount(units, x)
+    rate = stats.ratio_change(tokens, seconds, tokens, seconds * 1.05, stats.Units.single(1000))
     assert rate.lo < -100 / 21 < rate.hi  # 1/1.05 - 1
 
 
-def test_too_few_values_give_no_interval():
-    assert not stats.change_ci([1.0], [2.0, 3.0]).measured
-    assert not stats.quantile_ci([1.0], 0.5).measured
-    assert stats.ratio_ci([3], [4]).estimate == 0.75
-    assert not stats.ratio_ci([3], [4]).measured
-    assert stats.ratio_ci([], []).estimate is None
+def test_too_few_units_give_no_interval():
+    one = stats.Units.single(1)
+    assert not stats.quantile_changes([1.0, 2.0], [0, 0], [2.0, 3.0], [0, 0], (0.5,), one)[0].measured
+    two = stats.Units.single(2)
+    assert not stats.quantile_changes([1.0], [0], [2.0, 3.0], [0, 0], (0.5,), two)[0].measured
+    assert not stats.quantile_interval([1.0, 2.0], [0, 0], 0.5, one).measured
+    assert stats.ratio_interval([3], [4], one).estimate == 0.75
+    assert not stats.ratio_interval([3], [4], one).measured
+    assert stats.ratio_interval([], [], stats.Units.single(0)).estimate is None
 
 
 def test_acceptance_is_resampled_by_unit_not_by_token():
-    # Six requests, each all-or-nothing: as tokens they would look like 6000 independent trials.
+    # Six prompts, each all-or-nothing: as tokens they would look like 6000 independent trials.
     accepted = np.array([1000, 0, 1000, 0, 1000, 1000])
     drafted = np.full(6, 1000)
-    ci = stats.ratio_ci(accepted, drafted)
+    ci = stats.ratio_interval(accepted, drafted, stats.Units.single(6, "prompts"))
     assert ci.estimate == pytest.approx(4 / 6)
     assert ci.hi - ci.lo > 0.4
-    # Decisive with few units: nothing accepted anywhere.
-    none = stats.ratio_ci(np.zeros(6), np.full(6, 3056))
+    # Decisive with few units: nothing accepted anywhere (18,336 drafted tokens in 4 requests).
+    none = stats.ratio_interval(np.zeros(4), np.full(4, 4584), stats.Units.single(4, "prompts"))
     assert (none.lo, none.hi) == (0.0, 0.0)
 
 
-def test_rate_interval_is_centred_on_the_callers_point_change():
+def test_thousands_of_units_moving_in_lockstep_need_no_matrix_to_be_positive_definite():
+    # 2,560 requests at 64 users with fixed output lengths and full-k drafts: accepted and drafted are
+    # proportional; the old normal approximation of the resampled sums failed on their singular covariance.
+    drafted = np.full(2560, 256.0)
+    ci = stats.ratio_interval(drafted * 0.75, drafted, stats.Units.single(2560, "prompts"))
+    assert (ci.estimate, ci.lo, ci.hi) == pytest.approx((0.75, 0.75, 0.75))
+
+
+def test_ratio_interval_is_moved_onto_the_callers_point():
     rng = np.random.default_rng(4)
-    dur = rng.lognormal(0, 0.2, 300)
-    tokens = np.full(300, 100.0)
-    ci = stats.rate_change_ci(tokens, dur, tokens, dur * 0.8, point_change=30.0)
-    assert ci.estimate == 30.0 and ci.lo < 30.0 < ci.hi
+    seconds = rng.lognormal(0, 0.2, 30)
+    ci = stats.ratio_interval(np.full(30, 100.0), seconds, stats.Units.single(30), point=150.0)
+    assert ci.estimate == 150.0 and ci.lo < 150.0 < ci.hi
 
 
-def test_repeats_widen_the_interval_by_the_spread_between_runs():
+def test_repeats_are_an_outer_cluster_that_widens_the_interval():
     rng = np.random.default_rng(5)
-    runs = [rng.normal(10 + shift, 1, 2000) for shift in (-0.4, 0.0, 0.4)]
-    values, groups = np.concatenate(runs), np.repeat([0, 1, 2], 2000)
-    pooled = stats.quantile_ci(values, 0.5)
-    clustered = stats.quantile_ci(values, 0.5, groups=groups)
-    assert (clustered.hi - clustered.lo) > 3 * (pooled.hi - pooled.lo)
+    units = np.repeat(np.arange(30), 100)
+    runs = np.repeat([0, 1, 2], 10)  # three runs of ten blocks, each run off by its own state
+    values = rng.normal(10 + np.repeat([-0.4, 0.0, 0.4], 1000), 1.0)
+    pooled = stats.quantile_interval(values, units, 0.5, stats.Units.single(30))
+    clustered = stats.quantile_interval(values, units, 0.5, stats.Units(runs))
+    assert (clustered.hi - clustered.lo) > 2 * (pooled.hi - pooled.lo)
     with pytest.raises(ValueError):
-        stats.quantile_ci(values, 0.5, groups=groups[:10])
+        stats.quantile_interval(values, units[:10], 0.5, stats.Units.single(30))
+
+
+def test_t_quantiles_and_the_smallest_detectable_change():
+    assert stats.t_quantile(0.975, 1) == pytest.approx(12.706, abs=1e-3)
+    assert stats.t_quantile(0.975, 5) == pytest.approx(2.571, abs=1e-3)
+    assert stats.t_quantile(0.8, 10) == pytest.approx(0.879, abs=1e-3)
+    assert stats.t_quantile(0.025, 30) == pytest.approx(-2.042, abs=1e-3)
+    # +-10% in log terms over 10 units: SE = log(1.1) / t(9); MDE = band + (t(9) + t80(9)) SE
+    ci = stats.Interval(0.0, (1 / 1.1 - 1) * 100, 10.0, units=10, df=9)
+    se = np.log(1.1) / stats.t_quantile(0.975, 9)
+    want = (np.exp(np.log(1.02) + (stats.t_quantile(0.975, 9) + stats.t_quantile(0.8, 9)) * se) - 1) * 100
+    assert ci.mde_pct(2.0) == pytest.approx(want)
+    assert stats.Interval.point(3.0).mde_pct(2.0) is None and stats.UNKNOWN.mde_pct(2.0) is None
 
 
 @pytest.mark.parametrize(

@@ -3,8 +3,9 @@ filling a server command template; judging the confirmation pass."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
-import pandas as pd
 import pytest
 
 from locust_spec.metrics import batch
@@ -14,11 +15,25 @@ from locust_spec.tune import choose, confirm, intervals, servers
 from locust_spec.tune.choose import Sample, Slo
 
 
-def tokens(k: int, mean: float, n: int = 200, spread: float = 5.0, users: int = 1, seed: int = 0) -> Sample:
-    """n requests of about `mean` tokens over about a second each, in a 10 s window."""
+def tokens(k: int, mean: float, blocks: int = 20, spread: float = 0.05, users: int = 1, seed: int = 0,
+           clock: float | None = None, drift: np.ndarray | None = None) -> Sample:
+    """An arm delivering about `mean` tok/s in `blocks` 5 s blocks; with `clock`, blocks of a session that
+    pair with other arms' of the same clock; `drift`: each block's share of the machine's state."""
     rng = np.random.default_rng(seed + k)
-    return Sample(k, users, rng.normal(mean, spread, n).clip(0), rng.normal(1.0, 0.05, n).clip(0.1), 10.0,
-                  None, n, float(users))
+    seconds = np.full(blocks, 5.0)
+    state = np.ones(blocks) if drift is None else drift
+    amount = mean * seconds * state * rng.normal(1.0, spread, blocks).clip(0.1)
+    keys = tuple((clock, 0, j) if clock is not None else (None, k, users, j) for j in range(blocks))
+    return Sample(k, users, amount, seconds, None, keys, np.zeros(blocks, dtype=np.int64), blocks * 10,
+                  float(users))
+
+
+def tpot(k: int, ms: float, blocks: int = 10) -> Sample:
+    """Five requests per block around `ms` TPOT."""
+    values = np.full(blocks * 5, ms) + np.tile(np.linspace(0, 0.5, 5), blocks)
+    keys = tuple((None, k, 1, j) for j in range(blocks))
+    return Sample(k, 1, values, None, np.repeat(np.arange(blocks), 5), keys, np.zeros(blocks, dtype=np.int64),
+                  blocks * 5, 1.0)
 
 
 def test_clearly_best_k_is_chosen():
@@ -36,36 +51,24 @@ def test_a_tie_goes_to_the_smaller_k():
 
 
 def test_tpot_prefers_lower():
-    fast = Sample(3, 1, np.full(50, 4.0) + np.linspace(0, 0.5, 50), np.ones(50), 10.0, None, 50, 1.0)
-    slow = Sample(0, 1, np.full(50, 9.0) + np.linspace(0, 0.5, 50), np.ones(50), 10.0, None, 50, 1.0)
-    assert choose.choose([slow, fast], "tpot").k == 3
+    assert choose.choose([tpot(0, 9.0), tpot(3, 4.0)], "tpot").k == 3
 
 
 def test_an_arm_with_too_few_requests_is_left_out_and_none_means_no_choice():
-    few = Sample(4, 1, np.array([500.0, 500.0]), np.array([5.0, 5.0]), 10.0, None, 2, 1.0)
+    few = replace(tokens(4, 500, blocks=2), requests=2)
     d = choose.choose([tokens(0, 100), few], "throughput")
     assert d.k == 0 and d.arm(4).interval is None
     d = choose.choose([few], "throughput")
     assert d.k is None and "no arm" in d.reason
 
 
-def frame(rows: list[dict]) -> pd.DataFrame:
-    return pd.DataFrame(rows, columns=["output_tokens", "tpot_ms", "ttft_ms", "e2e_ms", "error"])
-
-
-def test_objective_values_per_request():
-    f = frame([
-        {"output_tokens": 100, "tpot_ms": 10.0, "ttft_ms": 100.0, "e2e_ms": 1100.0, "error": None},
-        {"output_tokens": 50, "tpot_ms": 60.0, "ttft_ms": 100.0, "e2e_ms": 3100.0, "error": None},
-        {"output_tokens": 1, "tpot_ms": np.nan, "ttft_ms": 900.0, "e2e_ms": 900.0, "error": None},
-        {"output_tokens": 7, "tpot_ms": 5.0, "ttft_ms": 10.0, "e2e_ms": 50.0, "error": "reset"},
-    ])
-    tokens_, seconds = choose.values(f, "throughput", None)
-    assert list(tokens_) == [100, 50, 1, 7] and list(seconds) == [1.1, 3.1, 0.9, 0.05]
-    assert list(choose.values(f, "tpot", None)[0]) == [10.0, 60.0]
-    assert list(choose.values(f, "tpot", None)[1]) == [1.1, 3.1]
-    assert list(choose.values(f, "goodput", Slo(ttft_ms=500, tpot_ms=50))[0]) == [1, 0, 0, 0]
-    assert list(choose.values(f, "goodput", Slo(tpot_ms=50))[0]) == [1, 0, 1, 0]
+def test_a_good_request_is_successful_and_inside_every_limit():
+    ok = np.array([True, True, True, False])
+    ttft, tpot_ms, e2e = np.array([100.0, 100, 900, 10]), np.array([10.0, 60, np.nan, 5]), \
+        np.array([1100.0, 3100, 900, 50])
+    assert list(choose.good(ok, ttft, tpot_ms, e2e, Slo(ttft_ms=500, tpot_ms=50))) == [1, 0, 0, 0]
+    assert list(choose.good(ok, ttft, tpot_ms, e2e, Slo(tpot_ms=50))) == [1, 0, 1, 0]  # one token: no TPOT
+    assert list(choose.good(ok, ttft, tpot_ms, e2e, Slo(e2e_ms=1000))) == [0, 0, 1, 0]
 
 
 def test_parse_slo():
@@ -75,20 +78,31 @@ def test_parse_slo():
         choose.parse_slo("itl=5")
 
 
-def test_rate_is_tokens_over_the_window_with_the_per_request_rates_spread():
-    rng = np.random.default_rng(3)
-    values, seconds = np.full(30, 48.0), rng.normal(1.0, 0.2, 30)  # equal answers, varying durations
-    small = intervals.level("throughput", (values, seconds, 10.0, None))
-    assert small.estimate == pytest.approx(48.0 * 30 / 10.0)
-    assert small.lo < small.estimate < small.hi, "equal answers still have a spread: their durations"
-    many = intervals.level("throughput", (np.full(3000, 48.0), rng.normal(1.0, 0.2, 3000), 1000.0, None))
-    assert (many.hi - many.lo) / many.estimate < (small.hi - small.lo) / small.estimate
+def test_throughput_is_tokens_over_the_blocks_seconds_with_an_interval_over_blocks():
+    small, large = tokens(0, 100, blocks=6, spread=0.1), tokens(0, 100, blocks=60, spread=0.1)
+    one = intervals.level("throughput", small)
+    assert one.estimate == pytest.approx(small.values.sum() / small.seconds.sum())
+    assert one.lo < one.estimate < one.hi and one.unit == "blocks" and one.units == 6
+    many = intervals.level("throughput", large)
+    assert (many.hi - many.lo) < (one.hi - one.lo) / 1.5
+
+
+def test_arms_on_one_clock_are_compared_block_pair_by_block_pair():
+    # The machine slows down and recovers; both arms' blocks of a group see the same state.
+    drift = 1 + 0.4 * np.sin(np.arange(20))
+    a, b = tokens(0, 100, clock=1.0, drift=drift), tokens(4, 110, clock=1.0, drift=drift)
+    paired = choose.compare(b, a, "throughput")
+    apart = choose.compare(replace(b, keys=tuple((None, 4, 1, j) for j in range(20))), a, "throughput")
+    assert paired.unit == "block groups" and apart.unit == "blocks"
+    assert paired.lo > 0 and apart.lo < 0 < apart.hi, "the shared drift cancels only when paired"
 
 
 def test_repeats_are_clusters():
     a = tokens(2, 150)
-    repeated = Sample(2, 1, np.concatenate([a.values, a.values + 40]), np.concatenate([a.seconds, a.seconds]),
-                      20.0, np.repeat([0, 1], 200), 400, 1.0)
+    other = tokens(2, 190, seed=9)
+    repeated = replace(a, values=np.concatenate([a.values, other.values]),
+                       seconds=np.concatenate([a.seconds, other.seconds]), keys=a.keys + other.keys,
+                       runs=np.repeat([0, 1], 20))
     one = choose.estimate(a, "throughput")
     both = choose.estimate(repeated, "throughput")
     # Two runs that disagree by far more than their own noise: the interval shows the disagreement.

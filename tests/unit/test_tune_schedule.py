@@ -9,6 +9,7 @@ import importlib.util
 import json
 
 import pytest
+from click.testing import CliRunner
 
 from locust_spec.core import schedule
 from locust_spec.core.schedule import Point
@@ -103,3 +104,19 @@ def test_config_takes_the_largest_k_and_off_everywhere_is_no_config():
     assert config == {"method": "ngram", "num_speculative_tokens": 4, KEY: [[1, 7, 4], [8, 256, 0]]}
     json.dumps(config)
     assert schedule.speculative_config({"method": "ngram"}, ((1, 256, 0),)) is None
+
+
+def test_spec_tune_refuses_a_removed_method_and_synthetic_acceptance_before_starting_anything(tmp_path):
+    from locust_spec.tune.cli import main  # the whole of spec-tune: imported only here
+
+    def tune(config: dict) -> tuple[int, str]:
+        done = CliRunner().invoke(main, ["--out", str(tmp_path / "out"), "--speculative-config",
+                                         json.dumps(config)])
+        return done.exit_code, done.output
+
+    code, said = tune({"method": "medusa", "model": "m"})
+    assert code == 2 and "speculative method 'medusa' was removed in vLLM 0.33" in said
+    code, said = tune({"method": "mtp", "rejection_sample_method": "synthetic",
+                       "synthetic_acceptance_length": 3.0})
+    assert code == 2 and "spec-tune would choose k by a number you typed" in " ".join(said.split())
+    assert not (tmp_path / "out").exists()

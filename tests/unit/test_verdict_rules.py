@@ -247,14 +247,16 @@ def _with(acc, changes: dict, acceptance_ci=None, **arms) -> LevelInput:
 
 
 def test_a_2pct_change_inside_its_interval_is_inconclusive():
-    # Per-request TPOT and durations of two arms 2% apart, with the spread real requests have.
+    # Per-request TPOT of two arms 2% apart in 12 block pairs of 5 requests, with the spread real requests
+    # have; throughput per block as tokens over seconds.
     rng = np.random.default_rng(11)
     base_tpot = rng.lognormal(np.log(20), 0.3, 60)
     cand_tpot = rng.lognormal(np.log(20 * 0.98), 0.3, 60)
-    tpot = stats.change_ci(base_tpot, cand_tpot, 0.5)
-    tpot90 = stats.change_ci(base_tpot, cand_tpot, 0.9)
-    tokens = np.full(60, 100.0)
-    tput = stats.rate_change_ci(tokens, base_tpot * 0.1, tokens, cand_tpot * 0.1, point_change=2.1)
+    units, pairs = np.repeat(np.arange(12), 5), stats.Units.single(12, "block pairs")
+    tpot, tpot90 = stats.quantile_changes(base_tpot, units, cand_tpot, units, (0.5, 0.9), pairs)
+    seconds = np.bincount(units, base_tpot * 0.1), np.bincount(units, cand_tpot * 0.1)
+    tokens = np.full(12, 500.0)
+    tput = stats.ratio_change(tokens, seconds[0], tokens, seconds[1], pairs, point_change=2.1)
     assert tput.lo < 2.0 < tput.hi and tpot.lo < -2.0 < tpot.hi  # each straddles the band
     measured = LevelInput(4, arm(), arm(itl=20 * 0.98, tput=102.1), spec(0.6),
                           changes={"tpot_p50_ms": tpot, "tpot_p90_ms": tpot90, "output_tok_s": tput})
@@ -333,6 +335,22 @@ def test_crossover_says_when_the_top_level_gain_is_not_clear_of_zero():
 
     tpot, tput = build_verdict([lv(1, (-60, -65, -55)), lv(64, (0.0, -4.8, 3.8))], TH).crossover
     assert tpot.users is None
-    assert tpot.note == ("TPOT p50: no level is worse, but at 64 concurrent users the gain is not clear of "
-                         "zero (+0.0% [-4.8, +3.8])")
+    assert tpot.note == "TPOT p50: no crossing the intervals support (better at 1; inconclusive at 64)"
     assert tput.note == "output: speculation pays at every measured level"
+
+
+def test_crossover_lines_claim_only_what_the_intervals_show():
+    def lv(users, tput):
+        return replace(_with(0.6, {"tpot_p50_ms": (-5, -9, -3), "tpot_p90_ms": (-5, -9, -3),
+                                   "output_tok_s": tput}), users=users)
+
+    # real vLLM A/A: the estimate fell at the lowest level, but its interval held zero
+    _, tput = build_verdict([lv(1, (-6.3, -27.4, 14.9)), lv(4, (-12.0, -30.0, 8.0))], TH).crossover
+    assert "does not pay" not in tput.note and tput.users is None
+    assert tput.note == "output: no crossing the intervals support (inconclusive at 1, 4)"
+    # estimates that cross zero between two unclear levels are no crossing either
+    _, tput = build_verdict([lv(1, (6.0, -5.0, 17.0)), lv(4, (-6.0, -17.0, 5.0))], TH).crossover
+    assert tput.users is None and "no crossing" in tput.note
+    # a clearly worse lowest level does not pay
+    _, tput = build_verdict([lv(1, (-20.0, -27.0, -13.0)), lv(4, (-30.0, -37.0, -23.0))], TH).crossover
+    assert tput.note == "output: speculation does not pay even at the lowest level"

@@ -8,7 +8,14 @@ from locust.stats import RequestStats
 from locust_spec.metrics.crosscheck import cross_check
 from locust_spec.recording.histograms import LatencyHistograms, new_histogram, percentiles_us, record_ms
 from locust_spec.recording.processor import StreamError
-from locust_spec.web.webui import latency_rows, live_totals, speculation_rows, token_rate
+from locust_spec.web.webui import (
+    lag_row,
+    latency_rows,
+    live_totals,
+    run_token_rate,
+    speculation_rows,
+    token_rate,
+)
 from tests.support import ngram_capture_window
 
 
@@ -86,3 +93,34 @@ def test_without_a_scraper_the_tab_says_so():
     rows = speculation_rows(None, [], 8, None, [], True, [])
     assert rows[0] == {"measure": "server counters", "value": "not scraped (--metrics-url off, or no host)",
                        "source": ""}
+
+
+def test_after_stop_the_client_rate_is_over_the_run_like_the_servers_not_the_emptying_window():
+    stats = RequestStats()
+    for tokens in (100, 300):
+        stats.log_request("E2E", "code", 400, tokens)
+    stats.log_request("E2E", "chat", 400, 200)
+    stats.log_request("TTFT", "code", 30, 0)
+    # from the test's start (the Aggregated entry's), not from a row's first request
+    stats.total.start_time, stats.total.last_request_timestamp = 1000.0, 1012.0
+    assert run_token_rate(stats.entries.values(), stats.total) == 600 / 12.0
+    assert run_token_rate([], RequestStats().total) is None
+    running = {r["measure"]: r for r in speculation_rows(None, [], 4, 50.0, [], True, [])}
+    stopped = {r["measure"]: r for r in speculation_rows(None, [], 4, 50.0, [], True, [], over_run=True)}
+    assert running["output tokens/s (client)"]["source"] == "last 15 s of Locust's stats"
+    assert stopped["output tokens/s (client)"]["source"] == "over the run, as the server's (Locust's stats)"
+
+
+def test_the_lag_row_says_how_late_the_worst_load_generator_was_as_the_live_charts_and_the_verdict_do():
+    clients = {"w1": {"loop_lag_samples": 1000, "loop_lag_late_samples": 160, "loop_late_share": 0.065,
+                      "by_level": {"6": {"samples": 400, "late_samples": 86, "late_share": 0.0812}}},
+               "w2": {"loop_lag_samples": 900, "loop_lag_late_samples": 9, "loop_late_share": 0.001,
+                      "by_level": {"6": {"samples": 300, "late_samples": 3, "late_share": 0.0005}}}}
+    row = lag_row(clients, 6)
+    assert row["measure"] == "load generator lag"
+    assert row["value"] == ("21.5% of wake-ups late at 6 users (16.0% over the run); "
+                            "8.1% of the time behind at 6 users (6.5% over the run)")
+    assert "late by >= 5 ms" in row["source"] and "add --processes or workers" in row["source"]
+    assert lag_row(clients, 1)["value"] == ("16.0% of wake-ups late over the run; "
+                                            "6.5% of the time behind over the run")
+    assert lag_row({}, 1)["value"] == ""

@@ -1,0 +1,163 @@
+"""spec-ab's and spec-tune's sessions: the runs that share one clock, started together, watched, and
+stopped in order.
+
+Under the interleaved and simultaneous designs (core/design.py) a session is every arm of one repeat:
+their Locust processes start together and climb the ladder on one clock, each told its slot, and each
+run's design is written beside its files (PREFIX_design.json) for spec-verdict. Sequential, a session is
+one arm alone, as spec-ab always ran.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from locust_spec.ab import children, progress
+from locust_spec.ab.children import ARMS
+from locust_spec.core.design import START_MARGIN_S, Design
+from locust_spec.core.runfiles import RunFiles
+from locust_spec.wiring.shape import LadderSettings
+
+POLL_S = 0.5
+LATE_S = 300.0
+"""A session still running this long after its ladder's end is stuck: its children are stopped."""
+
+
+@dataclass(frozen=True)
+class Run:
+    """One sweep of one arm: its place in the A/B and its Locust `--csv` prefix."""
+
+    arm: str
+    repeat: int
+    prefix: Path
+
+
+def schedule(repeats: int, out: Path, arms: Sequence[str] = ARMS) -> list[Run]:
+    """Arms alternate ABBA...: in the given order in even repeats, reversed in odd ones (ABC CBA with more).
+
+    Sequential, that spreads slow drift over every arm; interleaved, it alternates which arm takes the
+    first block of each level."""
+    runs = []
+    for repeat in range(repeats):
+        order = tuple(arms) if repeat % 2 == 0 else tuple(arms)[::-1]
+        runs += [Run(arm, repeat, out / arm / f"r{repeat}") for arm in order]
+    return runs
+
+
+@dataclass(frozen=True)
+class Session:
+    """Runs on one clock, in slot order; `design` is the plan (slot 0, no clock yet)."""
+
+    position: int
+    total: int
+    runs: tuple[Run, ...]
+    design: Design
+
+    @property
+    def arms(self) -> tuple[str, ...]:
+        return tuple(r.arm for r in self.runs)
+
+    @property
+    def repeat(self) -> int:
+        return self.runs[0].repeat
+
+
+def sessions(runs: Sequence[Run], design: Design) -> list[Session]:
+    """Sequential: every run alone, in the schedule's order; blocked designs: the runs of each repeat
+    together, in the schedule's order (so the arm taking the first block alternates between repeats)."""
+    if not design.blocked:
+        groups = [(run,) for run in runs]
+    else:
+        by_repeat: dict[int, list[Run]] = {}
+        for run in runs:
+            by_repeat.setdefault(run.repeat, []).append(run)
+        groups = [tuple(group) for group in by_repeat.values()]
+    return [Session(i, len(groups), group, design) for i, group in enumerate(groups)]
+
+
+def design_path(run: Run) -> Path:
+    return RunFiles(str(run.prefix)).design
+
+
+def run_files(run: Run) -> list[Path]:
+    return sorted(run.prefix.parent.glob(run.prefix.name + "_*")) + [run.prefix.with_suffix(".log")]
+
+
+class SessionError(Exception):
+    """A run of the session ended badly: one line with the reason from its log."""
+
+
+Command = Callable[[Run, Design], tuple[list[str], dict[str, str]]]
+"""A run's Locust command line and environment, given its design (slot and clock included)."""
+
+
+def run(session: Session, command: Command, display: progress.Display) -> None:
+    """Start every run of the session, show progress until all end; on any failure or interrupt stop
+    them all and discard the session's files (finished sessions are kept)."""
+    plan = session.design
+    clock = time.time() + START_MARGIN_S if plan.blocked else None
+    procs: list[subprocess.Popen] = []
+    watches = []
+    started = time.monotonic()
+    try:
+        for slot, r in enumerate(session.runs):
+            design = plan.for_slot(slot, clock) if plan.blocked else plan
+            r.prefix.parent.mkdir(parents=True, exist_ok=True)
+            design_path(r).write_text(json.dumps(design.to_dict()) + "\n")
+            cmd, env = command(r, design)
+            procs.append(children.spawn(cmd, r.prefix.with_suffix(".log"), env))
+            watches.append(progress.Watch(r.prefix))
+        _watch(session, procs, watches, clock, started, display)
+    except BaseException:
+        display.finish()
+        for proc in procs:
+            children.stop(proc)
+        for r in session.runs:
+            for path in run_files(r):
+                path.unlink(missing_ok=True)
+        raise
+    display.finish()
+    lives = [w.poll(time.monotonic()) for w in watches]
+    took = time.monotonic() - started
+    done = "; ".join(f"{r.arm} {live.requests} requests, {live.failures} failed"
+                     for r, live in zip(session.runs, lives, strict=True))
+    display.say(f"[{session.position + 1}/{session.total}] {'+'.join(session.arms)} r{session.repeat} done "
+                f"in {took:.0f}s ({done}) -> {session.runs[0].prefix.parent.parent}/*/r{session.repeat}_*")
+
+
+def _watch(session: Session, procs: list[subprocess.Popen], watches: list[progress.Watch],
+           clock: float | None, started: float, display: progress.Display) -> None:
+    plan = session.design
+    ladder = LadderSettings(plan.levels, plan.stage_s, plan.warmup_s, plan.rates,
+                            design=plan.for_slot(0, clock) if clock is not None else None)
+    sweep = progress.Sweep(session.position, session.total, session.arms, session.repeat, ladder)
+    deadline = started + plan.seconds + (START_MARGIN_S if clock else 0.0) + LATE_S
+    display.start(sweep.seconds)
+    while any(p.poll() is None for p in procs):
+        for r, p in zip(session.runs, procs, strict=True):
+            if p.poll() is not None and not _ok(r, p):
+                raise SessionError(_failure(r, p))
+        if time.monotonic() > deadline:
+            raise SessionError(f"{'+'.join(session.arms)} r{session.repeat} still running "
+                               f"{LATE_S:g}s after the ladder's end; stopped")
+        elapsed = time.time() - clock if clock is not None else time.monotonic() - started
+        now = time.monotonic()
+        display.update(max(elapsed, 0.0), progress.line(sweep, elapsed, [w.poll(now) for w in watches]))
+        time.sleep(POLL_S)
+    for r, p in zip(session.runs, procs, strict=True):
+        if not _ok(r, p):
+            raise SessionError(_failure(r, p))
+
+
+def _ok(r: Run, proc: subprocess.Popen) -> bool:
+    # Locust exits 1 when any request failed; that is data for the verdict, not a broken run.
+    return proc.returncode in (0, 1) and RunFiles(str(r.prefix)).requests.is_file()
+
+
+def _failure(r: Run, proc: subprocess.Popen) -> str:
+    log = r.prefix.with_suffix(".log")
+    return f"locust ({r.arm} r{r.repeat}) failed, exit {proc.returncode}: {children.reason(log)} (log: {log})"

@@ -1,0 +1,108 @@
+"""The quality gate: an answer's fingerprint in the row, per level the share of identical answers beside
+the baseline's own, and a candidate whose answers changed beyond that noise is not shipped."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+from locust_spec.analysis import api
+from locust_spec.analysis.answers import DIFFER, NOISE_UNKNOWN, SAME, check_level
+
+from locust_spec.client.sse import EventSplitter, parse_payload
+from locust_spec.client.timing import request_timing
+from locust_spec.core.answers import BLOCK_CHARS, fingerprint, first_difference
+from tests.data.run_builder import ArmSpec, write_run
+from tests.replay import load_capture
+
+TEXT = "def parse(line):\n    return line.split(',')  # the same greedy answer, token by token " * 4
+
+
+def test_the_fingerprint_depends_on_the_text_not_on_how_the_stream_chunked_it():
+    one_token_each = fingerprint(list(TEXT))
+    five_tokens_each = fingerprint([TEXT[i:i + 5] for i in range(0, len(TEXT), 5)])
+    assert one_token_each == five_tokens_each == fingerprint([TEXT])
+    digest, marks = one_token_each
+    assert len(digest) == 16 and len(marks) == -(-len(TEXT) // BLOCK_CHARS)
+
+
+def test_marks_locate_the_first_difference_to_its_block_but_once_in_64_to_the_next():
+    digest, marks = fingerprint([TEXT])
+    found = []
+    for at in range(len(TEXT) - BLOCK_CHARS):  # a later block exists to show the difference
+        other, changed = fingerprint([TEXT[:at] + "§" + TEXT[at + 1:]])
+        assert other != digest
+        found.append(first_difference(marks, changed) - at // BLOCK_CHARS * BLOCK_CHARS)
+    assert set(found) <= {0, BLOCK_CHARS}
+    assert found.count(0) >= 0.95 * len(found)
+
+
+def test_an_answer_that_stops_early_differs_where_it_stopped():
+    (_, full), (_, cut) = fingerprint([TEXT]), fingerprint([TEXT[:64]])
+    assert first_difference(full, cut) == 64
+    assert first_difference(full, full) is None
+
+
+def test_a_real_vllm_stream_gets_the_fingerprint_of_its_content():
+    splitter, events = EventSplitter(), []
+    for t, data in load_capture("stream_ngram").reads:
+        events += [(t, parse_payload(p)) for p in splitter.feed(data)]
+    timing = request_timing(0.0, events, events[-1][0])
+    text = "".join(chunk.text for _, chunk in events if hasattr(chunk, "text"))
+    assert len(text) == 1040 and timing.output_tokens == 200
+    assert (timing.output_hash, timing.output_marks) == fingerprint([text])
+
+
+def frame(answers: dict[str, list[str]]) -> pd.DataFrame:
+    """prompt -> its answers' texts, as the analysis reads them."""
+    rows = [(p, *fingerprint([text])) for p, texts in answers.items() for text in texts]
+    return pd.DataFrame(rows, columns=["prompt", "output_hash", "output_marks"])
+
+
+def test_identical_answers_are_the_same_and_changed_ones_differ_beyond_the_baseline_noise():
+    base = frame({f"p{i}": [f"answer {i} " * 20] * 4 for i in range(6)})
+    same = check_level(base, frame({f"p{i}": [f"answer {i} " * 20] * 3 for i in range(6)}))
+    assert (same.identical_share, same.baseline_self_share, same.status) == (1.0, 1.0, SAME)
+    assert same.differing == 0 and same.first_difference is None and same.compared == 18
+    lossy = check_level(base, frame({f"p{i}": [f"answer {i} " * 5 + "changed" + " x" * 40] * 3
+                                     for i in range(6)}))
+    assert lossy.identical_share == 0.0 and lossy.status == DIFFER and lossy.lossy
+    assert lossy.differing == 18 and lossy.first_difference == (32, 32)  # character 45, in block 32-47
+    assert lossy.shortfall_ci95 == (1.0, 1.0)
+
+
+def test_a_baseline_that_disagrees_with_itself_sets_the_noise_the_candidate_may_have():
+    """Batching noise: the baseline answers each prompt two ways; the candidate no worse is the same."""
+    noisy = {f"p{i}": [f"a{i} " * 20, f"a{i} " * 20, f"b{i} " * 20] for i in range(8)}
+    check = check_level(frame(noisy), frame(noisy))
+    assert check.baseline_self_share == pytest.approx(1 / 3)
+    assert check.identical_share == pytest.approx(5 / 9)
+    assert check.status == SAME
+
+
+def test_without_a_prompt_answered_twice_the_noise_is_unknown_and_nothing_is_held_back():
+    base = frame({f"p{i}": [f"answer {i}"] for i in range(5)})
+    check = check_level(base, frame({f"p{i}": ["something else"] for i in range(5)}))
+    assert check.identical_share == 0.0 and check.baseline_self_share is None
+    assert check.status == NOISE_UNKNOWN and not check.lossy
+    assert "its noise is unknown" in check.line()
+    assert check_level(base, frame({"other": ["x"]})) is None
+
+
+def test_a_lossy_candidate_is_held_back_unless_allowed_and_a_lossless_one_ships(tmp_path):
+    shape = {"levels": (1,), "requests_per_user": {1: 40}, "prompts_per_class": 4}
+    base = write_run(tmp_path / "off" / "run", ArmSpec(speculative=False, **shape))
+    lossless = write_run(tmp_path / "on" / "run", ArmSpec(speculative=True, seed=2, **shape))
+    lossy = write_run(tmp_path / "lossy" / "run", ArmSpec(speculative=True, seed=2, changed_answers=0.5,
+                                                          **shape))
+    level = api.verdict_for([base], [lossless]).levels[0]
+    assert level.verdict == "ship" and level.answers.status == SAME
+    assert level.answers.identical_share == 1.0
+    held = api.verdict_for([base], [lossy])
+    level = held.levels[0]
+    assert held.verdict == level.verdict == "off", level.reasons
+    assert level.answers.status == DIFFER and level.answers.first_difference[0] == 96
+    assert level.reasons[0].startswith("the answers changed: ")
+    assert level.reasons[0].endswith("not shipped (--allow-lossy judges it on speed alone)")
+    allowed = api.verdict_for([base], [lossy], allow_lossy=True).levels[0]
+    assert allowed.verdict == "ship" and allowed.reasons[0].endswith("judged on speed alone (--allow-lossy)")
+    assert "answers: " in api.render(held, "text") and '"status": "differ"' in api.render(held, "json")

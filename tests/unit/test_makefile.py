@@ -1,0 +1,67 @@
+"""The Makefile's quick start: `make ab` installs the package alone, `make test` adds the test extras, an
+install says it is still at work at least every HEARTBEAT_S, and a changed pyproject.toml installs again.
+Before: `make ab` installed the test extras too (playwright, the Kubernetes validators, ...), 167 s with 118 s
+of silence. Run on a copy of the Makefile whose virtualenv's python is a stand-in that logs what it is asked
+and takes its time over an install, so nothing is installed for real."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.support import REPO
+
+FAKE_PYTHON = """#!/bin/sh
+echo "$@" >> "$(dirname "$0")/../calls"
+case "$*" in *"pip install --progress-bar off"*) sleep "${PIP_SECONDS:-0}";; esac
+"""
+
+
+@pytest.fixture
+def checkout(tmp_path: Path) -> Path:
+    shutil.copy(REPO / "Makefile", tmp_path / "Makefile")
+    (tmp_path / "pyproject.toml").write_text("[project]\nname = 'x'\n")
+    bin_dir = tmp_path / ".venv" / "bin"
+    bin_dir.mkdir(parents=True)
+    for name, text in (("python", FAKE_PYTHON), ("spec-ab", "#!/bin/sh\necho spec-ab \"$@\"\n")):
+        (bin_dir / name).write_text(text)
+        (bin_dir / name).chmod(0o755)
+    return tmp_path
+
+
+def make(checkout: Path, target: str, pip_seconds: float = 0) -> tuple[str, list[str]]:
+    """`make TARGET` there: its output, and the virtualenv python's calls it made (then forgotten)."""
+    out = subprocess.run(["make", "--no-print-directory", target, "HEARTBEAT_S=1"], cwd=checkout,
+                         capture_output=True, text=True, timeout=60, check=True,
+                         env={**os.environ, "PIP_SECONDS": str(pip_seconds)}).stdout
+    calls = checkout / ".venv" / "calls"
+    made = calls.read_text().splitlines() if calls.exists() else []
+    calls.unlink(missing_ok=True)
+    return out, made
+
+
+def installs(calls: list[str]) -> list[str]:
+    return [c.removeprefix("-m pip install --progress-bar off ") for c in calls
+            if c.startswith("-m pip install --progress-bar off")]
+
+
+def test_ab_installs_the_package_alone_and_says_so_while_it_works(checkout):
+    out, calls = make(checkout, "ab", pip_seconds=2.5)
+    assert installs(calls) == ["-e ."]
+    assert out.splitlines()[0] == "installing locust-spec into .venv (the first time takes a few minutes)"
+    assert "  ... still installing locust-spec (2 s)" in out.splitlines()
+    assert out.splitlines()[-1] == "spec-ab --out runs/demo"
+
+
+def test_test_adds_the_extras_once_and_a_changed_pyproject_installs_again(checkout):
+    assert installs(make(checkout, "ab")[1]) == ["-e ."]
+    assert installs(make(checkout, "test")[1]) == ["-e .[test]"]
+    assert installs(make(checkout, "test")[1]) == [] and installs(make(checkout, "ab")[1]) == []
+    with (checkout / "pyproject.toml").open("a") as f:
+        f.write("version = '2'\n")
+    assert installs(make(checkout, "test")[1]) == ["-e .", "-e .[test]"]
+    assert len(list((checkout / ".venv").glob(".installed-*"))) == 2, "the old checksum's stamps are gone"
