@@ -31,8 +31,10 @@ START_S = 30.0
 RUN_S = 120.0
 
 PROCESSES_HELP = ("Locust --processes: load generator processes (-1: one per core; auto: enough to keep "
-                  "each under half a core at the top level's expected chunk rate, at this machine's measured "
-                  "CPU per chunk: the previous run's in --out, else a ~10 s calibration; said at the start).")
+                  "each under half a core at the top level's expected chunk rate (open loop: at "
+                  "--max-concurrency streams), at this machine's measured CPU per chunk: the previous run's "
+                  "in --out, else a ~10 s calibration; at most the cores, shared by the arms of a "
+                  "simultaneous design; said at the start).")
 
 Command = Callable[[str, Path, int], list[str]]
 """(host, run file prefix, users) -> the Locust command line of a one-level run (ab.cli.locust_command)."""
@@ -49,9 +51,10 @@ def cores() -> list[int]:
     return list(range(os.cpu_count() or 1))
 
 
-def plan(max_users: int, simulated: bool, out: Path, command: Command, say: Callable[[str], None]
-         ) -> tuple[int, str]:
-    """(process count, why, in one line with the figures) for a ladder topping at `max_users` streams."""
+def plan(max_users: int, simulated: bool, out: Path, command: Command, say: Callable[[str], None],
+         runs_at_once: int = 1) -> tuple[int, str]:
+    """(process count of each run, why, in one line with the figures) for a ladder topping at `max_users`
+    streams, `runs_at_once` runs loading the machine together (a simultaneous design's arms)."""
     if simulated:
         return 1, "1 load-generating process: it is pinned to one core beside the simulators"
     available = cores()
@@ -68,7 +71,7 @@ def plan(max_users: int, simulated: bool, out: Path, command: Command, say: Call
             cost = calibrate(out / CALIBRATION_DIR, command, available)
         except (CalibrationError, children.ChildError) as e:
             cost = Cost(budget.WORST_US_PER_CHUNK, f"the worst case: the calibration failed, {e}")
-    return budget.processes_for(max_users, len(available), cost)
+    return budget.processes_for(max_users, len(available), cost, runs_at_once=runs_at_once)
 
 
 def previous_cost(out: Path) -> Cost | None:

@@ -44,20 +44,24 @@ class Cost:
 
 
 def processes_for(max_users: int, cores: int, cost: Cost,
-                  stream_chunks_per_s: float = STREAM_CHUNKS_PER_S) -> tuple[int, str]:
-    """(process count, the reason in one line, with the figures) for a load of `max_users` streams on
-    `cores` cores: enough processes that each stays under half a core at the top level."""
+                  stream_chunks_per_s: float = STREAM_CHUNKS_PER_S, runs_at_once: int = 1) -> tuple[int, str]:
+    """(process count of one run, the reason in one line, with the figures) for a load of `max_users`
+    streams on `cores` cores: enough processes that each stays under half a core at the top level.
+    `runs_at_once` runs load at the same time (a simultaneous design's arms) and share the cores."""
     rate = max_users * stream_chunks_per_s
     per_process = HALF_CORE / (cost.us_per_chunk * 1e-6)
     wanted = max(1, math.ceil(rate / per_process))
-    chosen = min(wanted, max(cores, 1))
+    runs_at_once = max(runs_at_once, 1)
+    cores_each = max(cores // runs_at_once, 1)
+    chosen = min(wanted, cores_each)
     reason = (f"{chosen} load-generating process{'es' if chosen > 1 else ''}: up to {max_users} streams x "
               f"{stream_chunks_per_s:g} chunks/s = {rate:,.0f} chunks/s; a process costs "
               f"{cost.us_per_chunk:.1f} us of CPU per chunk here ({cost.source}), so {per_process:,.0f} "
               f"chunks/s keep it under {HALF_CORE:.0%} of a core")
     if chosen < wanted:
-        reason += (f"; {wanted} wanted, capped at the cores available ({cores}): expect the client to lag "
-                   "at the top level")
+        shared = f", {runs_at_once} runs at once" if runs_at_once > 1 else ""
+        reason += (f"; {wanted} wanted, capped at the cores available ({cores}{shared}): expect the client "
+                   "to lag at the top level")
     return chosen, reason
 
 

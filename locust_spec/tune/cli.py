@@ -393,8 +393,10 @@ def main(ks: str, server_cmd: str | None, server_urls: tuple[str, ...], levels: 
         raise click.UsageError(f"no --server for {', '.join(m.removeprefix('k') for m in missing)}")
     display = progress.Display(sys.stdout)
     if processes == "auto":
+        at_once = max(map(len, batches(k_list, max_servers))) if design == designs.SIMULTANEOUS else 1
         processes, reason = ab.auto_processes(ladder.levels, simulated, out,
-                                              lambda line: display.say(f"spec-tune: {line}"))
+                                              lambda line: display.say(f"spec-tune: {line}"),
+                                              runs_at_once=at_once)
         display.say(f"spec-tune: --processes auto: {reason}")
     settings = Settings(k_list, ladder, repeats,
                         Load(prompts or (ab.DEMO_PROMPTS if simulated else ()), max_tokens, ignore_eos, seed,

@@ -62,6 +62,10 @@ def test_process_count_follows_the_chunk_rate_the_measured_cost_and_the_cores():
     assert count == 3 and "40.0 us" in reason and "a previous run" in reason
     count, reason = processes_for(1024, 2, fast)
     assert count == 2 and "capped at the cores available (2)" in reason
+    # A simultaneous design's arms load the machine together: each run gets its share of the cores.
+    count, reason = processes_for(256, 4, slow, runs_at_once=2)
+    assert count == 2 and "capped at the cores available (4, 2 runs at once)" in reason
+    assert processes_for(256, 2, slow, runs_at_once=2)[0] == 1
     assert one_process_enough(32) and not one_process_enough(256)
 
 
