@@ -161,4 +161,7 @@ def test_processes_auto_plans_one_process_where_there_is_no_choice_and_says_why(
     assert count == 1 and "pinned to one core beside the simulators" in reason
     count, reason = ab.auto_processes("1,4,16,48", False, tmp_path, said.append)
     assert count == 1 and "48 streams stay under half a core" in reason
+    # Open loop: the streams are the requests in flight at most, whatever the levels say.
+    count, reason = ab.auto_processes("1,4096", False, tmp_path, said.append, streams=48)
+    assert count == 1 and "48 streams stay under half a core" in reason
     assert not said and not list(tmp_path.iterdir())  # nothing measured: nothing to choose
