@@ -28,7 +28,7 @@ from locust_spec.core.formats import Selection
 from locust_spec.sim import roofline
 from locust_spec.tune import choose, confirm, measure, report, servers
 from locust_spec.tune.result import TaskDecisions, TuneResult
-from locust_spec.wiring.shape import parse_duration, parse_stage_time
+from locust_spec.wiring.shape import DEFAULT_MAX_CONCURRENCY, parse_duration, parse_stage_time
 
 DEFAULT_KS = "0,1,2,3,4,5"
 BASE_CONFIG = {k: v for k, v in ab.SIM_SPECULATIVE_CONFIG.items() if k != "num_speculative_tokens"}
@@ -396,7 +396,7 @@ def main(ks: str, server_cmd: str | None, server_urls: tuple[str, ...], levels: 
         at_once = max(map(len, batches(k_list, max_servers))) if design == designs.SIMULTANEOUS else 1
         processes, reason = ab.auto_processes(ladder.levels, simulated, out,
                                               lambda line: display.say(f"spec-tune: {line}"),
-                                              runs_at_once=at_once)
+                                              DEFAULT_MAX_CONCURRENCY if ladder.rates else None, at_once)
         display.say(f"spec-tune: --processes auto: {reason}")
     settings = Settings(k_list, ladder, repeats,
                         Load(prompts or (ab.DEMO_PROMPTS if simulated else ()), max_tokens, ignore_eos, seed,
