@@ -52,14 +52,21 @@ def cores() -> list[int]:
 
 
 def plan(max_users: int, simulated: bool, out: Path, command: Command, say: Callable[[str], None],
-         runs_at_once: int = 1) -> tuple[int, str]:
+         runs_at_once: int = 1, local: bool = False) -> tuple[int, str]:
     """(process count of each run, why, in one line with the figures) for a ladder topping at `max_users`
-    streams, `runs_at_once` runs loading the machine together (a simultaneous design's arms)."""
+    streams, `runs_at_once` runs loading the machine together (a simultaneous design's arms). `local`: the
+    servers run on this machine too; a core is left to them (a load generator beside a server takes the
+    CPU it serves with: on two cores a second process slowed spec-sim fourfold, docs/fidelity.md)."""
     if simulated:
         return 1, "1 load-generating process: it is pinned to one core beside the simulators"
     available = cores()
     if len(available) == 1:
         return 1, "1 load-generating process: this machine gives it one core"
+    usable = len(available) - 1 if local else len(available)
+    beside = (f"the servers are on this machine (loopback URLs): {len(available) - usable} of the "
+              f"{len(available)} cores this client may use left to them")
+    if usable == 1:
+        return 1, f"1 load-generating process: {beside}"
     if budget.one_process_enough(max_users):
         return 1, (f"1 load-generating process: {max_users} streams stay under half a core even at "
                    f"{budget.WORST_US_PER_CHUNK:g} us of CPU per chunk")
@@ -71,7 +78,8 @@ def plan(max_users: int, simulated: bool, out: Path, command: Command, say: Call
             cost = calibrate(out / CALIBRATION_DIR, command, available)
         except (CalibrationError, children.ChildError) as e:
             cost = Cost(budget.WORST_US_PER_CHUNK, f"the worst case: the calibration failed, {e}")
-    return budget.processes_for(max_users, len(available), cost, runs_at_once=runs_at_once)
+    count, reason = budget.processes_for(max_users, usable, cost, runs_at_once=runs_at_once)
+    return count, f"{reason}; {beside}" if local else reason
 
 
 def previous_cost(out: Path) -> Cost | None:

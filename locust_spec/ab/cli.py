@@ -31,6 +31,7 @@ from locust_spec.core import design as designs
 from locust_spec.core.arrivals import ARRIVALS, POISSON
 from locust_spec.core.design import Design
 from locust_spec.core.formats import EVERYTHING, TURNS, Selection
+from locust_spec.core.hosts import on_this_machine
 from locust_spec.core.prompts import Prompt, PromptError, load_prompt_set, parse_weighted
 from locust_spec.core.resources import locustfile
 from locust_spec.recording.scraper import TOKEN_ENV
@@ -353,18 +354,18 @@ def check_processes(_ctx, _param, value: str) -> int | str:
 
 
 def auto_processes(levels: str, simulated: bool, out: Path, say: Callable[[str], None],
-                   streams: int | None = None, runs_at_once: int = 1) -> tuple[int, str]:
+                   streams: int | None = None, runs_at_once: int = 1, local: bool = False) -> tuple[int, str]:
     """--processes auto: from the top level's chunk rate, this machine's measured cost per chunk and the
     cores this client may use (ab/capacity.py; one on the simulators, where it is pinned beside them).
     Open loop: `streams`, the most requests in flight; `runs_at_once`: the arms a simultaneous design
-    runs together, sharing the cores."""
+    runs together, sharing the cores; `local`: the servers run on this machine (a core is left to them)."""
     def calibration(host: str, prefix: Path, users: int) -> list[str]:
         ladder = Ladder(str(users), capacity.CALIBRATION_STAGE, capacity.CALIBRATION_WARMUP)
         return locust_command(Run("calibration", 1, prefix), host, ladder,
                               Load(DEMO_PROMPTS, capacity.CALIBRATION_TOKENS, True, 1, "", 1))
 
     return capacity.plan(streams or max(parse_levels(levels)), simulated, out, calibration, say,
-                         runs_at_once)
+                         runs_at_once, local)
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
@@ -483,7 +484,8 @@ def main(baseline: str | None, candidate: str | None, levels: str | None, stage_
         streams = (max_concurrency or DEFAULT_MAX_CONCURRENCY) if ladder.rates else None
         at_once = len(ARMS) if design == designs.SIMULTANEOUS else 1
         processes, reason = auto_processes(ladder.levels, simulated, out,
-                                           lambda line: display.say(f"spec-ab: {line}"), streams, at_once)
+                                           lambda line: display.say(f"spec-ab: {line}"), streams, at_once,
+                                           any(on_this_machine(url) for url in (baseline, candidate) if url))
         display.say(f"spec-ab: --processes auto: {reason}")
     try:
         selection = Selection.of(category, prompt_limit, min_prompt_chars, max_prompt_chars, turns)

@@ -25,6 +25,7 @@ from locust_spec.core import design as designs
 from locust_spec.core import schedule, speculative
 from locust_spec.core.design import Design
 from locust_spec.core.formats import Selection
+from locust_spec.core.hosts import on_this_machine
 from locust_spec.sim import roofline
 from locust_spec.tune import choose, confirm, measure, report, servers
 from locust_spec.tune.result import TaskDecisions, TuneResult
@@ -396,7 +397,8 @@ def main(ks: str, server_cmd: str | None, server_urls: tuple[str, ...], levels: 
         at_once = max(map(len, batches(k_list, max_servers))) if design == designs.SIMULTANEOUS else 1
         processes, reason = ab.auto_processes(ladder.levels, simulated, out,
                                               lambda line: display.say(f"spec-tune: {line}"),
-                                              DEFAULT_MAX_CONCURRENCY if ladder.rates else None, at_once)
+                                              DEFAULT_MAX_CONCURRENCY if ladder.rates else None, at_once,
+                                              bool(server_cmd) or any(map(on_this_machine, given.values())))
         display.say(f"spec-tune: --processes auto: {reason}")
     settings = Settings(k_list, ladder, repeats,
                         Load(prompts or (ab.DEMO_PROMPTS if simulated else ()), max_tokens, ignore_eos, seed,
