@@ -33,8 +33,8 @@ RUN_S = 120.0
 PROCESSES_HELP = ("Locust --processes: load generator processes (-1: one per core; auto: enough to keep "
                   "each under half a core at the top level's expected chunk rate (open loop: at "
                   "--max-concurrency streams), at this machine's measured CPU per chunk: the previous run's "
-                  "in --out, else a ~10 s calibration; at most the cores, shared by the arms of a "
-                  "simultaneous design; said at the start).")
+                  "in --out, else a ~10 s calibration; at most the cores, less one for servers on this "
+                  "machine (loopback), shared by the arms of a simultaneous design; said at the start).")
 
 Command = Callable[[str, Path, int], list[str]]
 """(host, run file prefix, users) -> the Locust command line of a one-level run (ab.cli.locust_command)."""
