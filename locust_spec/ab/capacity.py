@@ -56,7 +56,7 @@ def plan(max_users: int, simulated: bool, out: Path, command: Command, say: Call
     """(process count of each run, why, in one line with the figures) for a ladder topping at `max_users`
     streams, `runs_at_once` runs loading the machine together (a simultaneous design's arms). `local`: the
     servers run on this machine too; a core is left to them (a load generator beside a server takes the
-    CPU it serves with: on two cores a second process slowed spec-sim fourfold, docs/fidelity.md)."""
+    CPU it serves with, and its reads wait on the server's steps: docs/fidelity.md)."""
     if simulated:
         return 1, "1 load-generating process: it is pinned to one core beside the simulators"
     available = cores()
