@@ -6,7 +6,7 @@ Usage: .venv/bin/python benchmarks/fidelity.py [--quick] [--realtime] [--streams
 Ground truth is the server's send log (time.time_ns() just before each chunk's write), the server on core
 0; our ChatCompletionUser runs in one headless Locust process on core 1 with LOCUST_SPEC_TRACE, which
 records each request's start and token-chunk arrivals on the wall clock by response id. Chunks are
-matched per response id in order. The server is benchmarks/pacer.py by default: exact fixed steps, one
+matched per response id in order. The server is locust_spec/sim/pacer.py by default: exact fixed steps, one
 token per stream per step, cheap enough to send 256 streams' chunks from one core; --server sim uses
 spec-sim, whose steps follow its roofline (--time-scale calibrated per stream count to give the wanted
 decode step; prefill steps run longer) and which saturates first at high stream counts. Where the
@@ -119,11 +119,12 @@ SERVER = ["pacer"]  # --server
 def start_server(port: int, send_log: Path, streams: int, step_ms: float) -> subprocess.Popen:
     """The server under the client, pinned to core 0, logging every chunk's send time.
 
-    pacer (benchmarks/pacer.py): exact step_ms steps, cheap enough to send 256 streams' chunks from one core.
+    pacer (locust_spec/sim/pacer.py): exact step_ms steps, cheap enough to send 256 streams' chunks from one
+    core.
     sim: spec-sim with its roofline calibrated to step_ms (Python per token: the server saturates first at
     high stream counts, see pacer_late_steps / "server running" in the tables)."""
     if SERVER[0] == "pacer":
-        cmd = [sys.executable, str(REPO / "benchmarks" / "pacer.py"), "--port", str(port), "--send-log",
+        cmd = [sys.executable, "-m", "locust_spec.sim.pacer", "--port", str(port), "--send-log",
                str(send_log), "--step-ms", f"{step_ms:g}"]
     else:
         cmd = [sys.executable, "-m", "locust_spec.sim", "--port", str(port), "--send-log", str(send_log),
@@ -213,11 +214,7 @@ def run_one(cfg: Config, seconds: float, work: Path) -> Result:
         loc = subprocess.Popen(pinned(cmd, "1"), cwd=work, env=env, stdout=subprocess.DEVNULL,
                                stderr=subprocess.PIPE, text=True)
         scraper.start()
-        proc = psutil.Process(loc.pid)
-        time.sleep(WARMUP_S)
-        cpu0, w0 = _cpu(proc), time.time()
-        time.sleep(max(0.0, seconds - WARMUP_S - TAIL_S))
-        cpu1, w1 = _cpu(proc), time.time()
+        cpu0, w0, cpu1, w1 = steady_cpu(loc, seconds, WARMUP_S, TAIL_S)
         _, stderr = loc.communicate(timeout=seconds + 120)
         stop.set()
         scraper.join()
@@ -275,6 +272,16 @@ def run_one(cfg: Config, seconds: float, work: Path) -> Result:
         budget_us=float(spent.get("cpu_us_per_chunk") or float("nan")),
         late_steps=late_steps,
     )
+
+
+def steady_cpu(loc: subprocess.Popen, seconds: float, warmup_s: float, tail_s: float
+               ) -> tuple[float, float, float, float]:
+    """A `seconds` run's CPU seconds and wall clock (unix) at the start and the end of its steady window."""
+    proc = psutil.Process(loc.pid)
+    time.sleep(warmup_s)
+    cpu0, w0 = _cpu(proc), time.time()
+    time.sleep(max(0.0, seconds - warmup_s - tail_s))
+    return cpu0, w0, _cpu(proc), time.time()
 
 
 def _cpu(proc: psutil.Process) -> float:

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import click
 
-from locust_spec.ab import children, keep, preflight, progress, sessions
+from locust_spec.ab import capacity, children, keep, preflight, progress, sessions
 from locust_spec.ab.children import ARMS, CLIENT_CPU, ChildError
 from locust_spec.ab.sessions import Run, SessionError, schedule
 from locust_spec.analysis import aa, api
@@ -31,10 +31,10 @@ from locust_spec.core import design as designs
 from locust_spec.core.arrivals import ARRIVALS, POISSON
 from locust_spec.core.design import Design
 from locust_spec.core.formats import EVERYTHING, TURNS, Selection
+from locust_spec.core.hosts import on_this_machine
 from locust_spec.core.prompts import Prompt, PromptError, load_prompt_set, parse_weighted
 from locust_spec.core.resources import locustfile
 from locust_spec.core.runfiles import RunFiles
-from locust_spec.recording import budget
 from locust_spec.recording.scraper import TOKEN_ENV
 from locust_spec.sim import roofline
 from locust_spec.wiring.openloop import parse_burstiness
@@ -408,7 +408,7 @@ def _servers(simulated: bool, logs: Path, time_scale: float, gpu: str, sim_confi
         yield {"baseline": baseline, "candidate": baseline if self_test else candidate}
 
 
-def _check_processes(_ctx, _param, value: str) -> int | str:
+def check_processes(_ctx, _param, value: str) -> int | str:
     if value == "auto":
         return value
     try:
@@ -420,12 +420,19 @@ def _check_processes(_ctx, _param, value: str) -> int | str:
     return count
 
 
-def auto_processes(levels: str, simulated: bool, streams: int | None = None) -> tuple[int, str]:
-    """--processes auto: from the top level's chunk rate and the cores this client may use (one on the
-    simulators, where it is pinned beside them). Open loop: `streams`, the most requests in flight."""
-    cores = 1 if simulated else len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (
-        os.cpu_count() or 1)
-    return budget.processes_for(streams or max(parse_levels(levels)), cores)
+def auto_processes(levels: str, simulated: bool, out: Path, say: Callable[[str], None],
+                   streams: int | None = None, runs_at_once: int = 1, local: bool = False) -> tuple[int, str]:
+    """--processes auto: from the top level's chunk rate, this machine's measured cost per chunk and the
+    cores this client may use (ab/capacity.py; one on the simulators, where it is pinned beside them).
+    Open loop: `streams`, the most requests in flight; `runs_at_once`: the arms a simultaneous design
+    runs together, sharing the cores; `local`: the servers run on this machine (a core is left to them)."""
+    def calibration(host: str, prefix: Path, users: int) -> list[str]:
+        ladder = Ladder(str(users), capacity.CALIBRATION_STAGE, capacity.CALIBRATION_WARMUP)
+        return locust_command(Run("calibration", 1, prefix), host, ladder,
+                              Load(DEMO_PROMPTS, capacity.CALIBRATION_TOKENS, True, 1, "", 1))
+
+    return capacity.plan(streams or max(parse_levels(levels)), simulated, out, calibration, say,
+                         runs_at_once, local)
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
@@ -474,9 +481,8 @@ def auto_processes(levels: str, simulated: bool, streams: int | None = None) -> 
 @click.option("--ignore-eos", is_flag=True, help="Generate max_tokens on both arms (equal output lengths).")
 @click.option("--seed", type=int, default=1, show_default=True, help="Seed of the prompt order, both arms.")
 @click.option("--model", default="", help="Model name (default: the server's first model).")
-@click.option("--processes", default="auto", show_default=True, callback=_check_processes,
-              help="Locust --processes: load generator processes (-1: one per core; auto: enough for the "
-                   "top level's expected chunk rate, ~30k chunks/s each, said at the start).")
+@click.option("--processes", default="auto", show_default=True, callback=check_processes,
+              help=capacity.PROCESSES_HELP)
 @click.option("--metrics-url-baseline", metavar="URL", help="Baseline /metrics (default: URL/metrics).")
 @click.option("--metrics-url-candidate", metavar="URL", help="Candidate /metrics (default: URL/metrics).")
 @click.option("--time-scale", type=click.FloatRange(min=0, min_open=True), default=DEMO_TIME_SCALE,
@@ -560,10 +566,19 @@ def main(baseline: str | None, candidate: str | None, levels: str | None, stage_
     except (ValueError, UrlError) as exc:
         raise click.BadParameter(str(exc)) from None
     prompts = prompts or (DEMO_PROMPTS if simulated else ())
+    # Before --processes auto, whose calibration would write into the folder.
+    held = keep.results(folder_entries(out))
+    refused = None if overwrite or resume else keep.refusal("spec-ab", out, held, REFUSAL_OPTIONS)
+    if refused:
+        click.echo(refused, err=True)
+        sys.exit(2)
     display = progress.Display(sys.stdout)
     if processes == "auto":
         streams = (max_concurrency or DEFAULT_MAX_CONCURRENCY) if ladder.rates else None
-        processes, reason = auto_processes(ladder.levels, simulated, streams)
+        at_once = len(ARMS) if design == designs.SIMULTANEOUS else 1
+        processes, reason = auto_processes(ladder.levels, simulated, out,
+                                           lambda line: display.say(f"spec-ab: {line}"), streams, at_once,
+                                           any(on_this_machine(url) for url in (baseline, candidate) if url))
         display.say(f"spec-ab: --processes auto: {reason}")
     try:
         selection = Selection.of(category, prompt_limit, min_prompt_chars, max_prompt_chars, turns)
@@ -584,11 +599,6 @@ def main(baseline: str | None, candidate: str | None, levels: str | None, stage_
         where = {"baseline": display_url(base_url(baseline or "")),
                  "candidate": display_url(base_url((baseline if self_test else candidate) or ""))}
     record = servers_record(where, metrics, self_test)
-    held = keep.results(folder_entries(out))
-    refused = None if overwrite or resume else keep.refusal("spec-ab", out, held, REFUSAL_OPTIONS)
-    if refused:
-        click.echo(refused, err=True)
-        sys.exit(2)
     todo = list(plans)
     if resume and held:
         resumed = resume_plan(out, plans, record,

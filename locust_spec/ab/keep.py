@@ -29,6 +29,8 @@ from locust_spec.core.design import Design
 SETTINGS_FILE = "spec-ab.json"
 SETTINGS_SCHEMA = "locust-spec/ab-run/1"
 LOGS = frozenset({"sim-baseline.log", "sim-candidate.log"})
+CALIBRATION = "calibration"
+"""--processes auto's measurement of this machine (ab/capacity.py): the client's, not a result."""
 """spec-ab's own server logs: not results (a run whose preflight failed leaves them)."""
 STAGING = ".spec-ab-starting"
 """Where the simulators log while the preflight runs under --overwrite: the folder's files stay untouched
@@ -46,7 +48,7 @@ def results(entries: Sequence[str]) -> list[str]:
     """The folder's entries that may be a user's results: all but spec-ab's own logs and its record of the
     servers (alone, they are what a run whose preflight failed, or that stopped in its first session,
     leaves)."""
-    return sorted(e for e in entries if e not in LOGS and e not in (STAGING, SETTINGS_FILE))
+    return sorted(e for e in entries if e not in LOGS and e not in (STAGING, SETTINGS_FILE, CALIBRATION))
 
 
 def refusal(command: str, out: Path, entries: Sequence[str], options: Sequence[str]) -> str | None:

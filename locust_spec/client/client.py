@@ -250,7 +250,7 @@ class ChatClient:
             capture.end = time.perf_counter()
             self._submit(capture)
             raise
-        capture.end = time.perf_counter()
+        capture.end = capture.end or time.perf_counter()
         self._submit(capture)
         asked = retry_after_s(retry_after, time.time())
         self._wait_s = next_wait(self._wait_s, refused, asked)
@@ -314,6 +314,7 @@ class FastChatClient(ChatClient):
                                                        s.idle_timeout, s.max_line_bytes, s.max_response_bytes)
             finally:
                 capture.start_unix, capture.start = self._conn.start_unix, self._conn.start
+                capture.end = self._conn.end  # its last bytes' arrival (read late when many streams are)
             if status == 200:
                 return
             if status == 400 and continuous and b"continuous_usage_stats" in error_body:

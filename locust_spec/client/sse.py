@@ -59,47 +59,49 @@ _DONE_PAYLOAD = b"[DONE]"
 
 
 # The wire schema: only the fields read below, each with the type the OpenAI API gives it. Unknown fields
-# are skipped unparsed; a known field of another type is a ValidationError naming its path.
-class _Function(msgspec.Struct):
+# are skipped unparsed; a known field of another type is a ValidationError naming its path. Not tracked by
+# the garbage collector (gc=False: they hold no cycles): a stream's hundreds of them are made and dropped
+# at once, and each tracked object brings the next collection closer.
+class _Function(msgspec.Struct, gc=False):
     name: str | None = None
     arguments: str | None = None
 
 
-class _ToolCall(msgspec.Struct):
+class _ToolCall(msgspec.Struct, gc=False):
     function: _Function | None = None
 
 
-class _Delta(msgspec.Struct):
+class _Delta(msgspec.Struct, gc=False):
     content: str | None = None
     reasoning_content: str | None = None
     reasoning: str | None = None
     tool_calls: list[_ToolCall] | None = None
 
 
-class _Choice(msgspec.Struct):
+class _Choice(msgspec.Struct, gc=False):
     delta: _Delta | None = None
     finish_reason: str | None = None
 
 
-class _Usage(msgspec.Struct):
+class _Usage(msgspec.Struct, gc=False):
     completion_tokens: _Count | None = None
     prompt_tokens: _Count | None = None
 
 
-class _SpecStats(msgspec.Struct):
+class _SpecStats(msgspec.Struct, gc=False):
     num_accepted_draft_tokens: _Count | None = None
     num_draft_tokens: _Count | None = None
 
 
-class _Metrics(msgspec.Struct):
+class _Metrics(msgspec.Struct, gc=False):
     speculative_decoding: _SpecStats | None = None
 
 
-class _ErrorBody(msgspec.Struct):
+class _ErrorBody(msgspec.Struct, gc=False):
     message: str | None = None
 
 
-class _Wire(msgspec.Struct):
+class _Wire(msgspec.Struct, gc=False):
     choices: list[_Choice] | None = None
     usage: _Usage | None = None
     metrics: _Metrics | None = None
@@ -222,6 +224,10 @@ def timed_event_slices(body: bytes | bytearray, times: Sequence[float], ends: Se
                        ) -> Generator[None, None, list[tuple[float, Event]]]:
     """`timed_events`, about `size` bytes of the body at a time (whole reads, at least one): a generator
     that yields between slices (its caller may let others run there) and returns the events."""
+    if len(body) <= 2 * size:  # read about 3x faster than the general path: two slices' worth at once
+        plain = plain_events(body, times, ends)
+        if plain is not None:
+            return plain
     out: list[tuple[float, Event]] = []
     state = _Framing()
     pos = seen = 0  # pos: start of the first line not framed yet; seen: end of the previous read
@@ -240,6 +246,43 @@ def timed_event_slices(body: bytes | bytearray, times: Sequence[float], ends: Se
     if pos < len(body) and ends:
         _frame(body[pos:], times[-1], state, out, parse_payload)
     _flush(state, out, parse_payload)
+    return out
+
+
+_decode_lines = msgspec.json.Decoder(_Wire).decode_lines
+_NEXT_DATA = b"\n\ndata: "
+
+
+def plain_events(body: bytes | bytearray, times: Sequence[float], ends: Sequence[int]
+                 ) -> list[tuple[float, Event]] | None:
+    """`timed_events` of the body every server sends (vLLM's): each event one `data: ` line ended by LF LF,
+    its payload a JSON chunk or [DONE]; all payloads decoded in one C call. None for any other body
+    (comments, CR, multi-line data, a payload that is no chunk, a cut tail): the general path reads that,
+    to the same result."""
+    events = body.count(b"\n\n")
+    if (not events or not ends or ends[-1] < len(body) or not body.startswith(b"data: ")
+            or not body.endswith(b"\n\n") or body.count(b"\n") != 2 * events
+            or body.count(_NEXT_DATA) != events - 1 or b"\r" in body):
+        return None
+    # now every newline is in a pair, and every pair but the last is followed by the next `data: `
+    payloads = bytes(body[6:-2]).split(_NEXT_DATA)
+    chunks = [p for p in payloads if p != _DONE_PAYLOAD]
+    try:
+        # one JSON value per line, each decoded on its own, as parse_payload would
+        wires = _decode_lines(b"\n".join(chunks))
+    except msgspec.DecodeError:  # a payload that is no chunk: named by the general path
+        return None
+    if len(wires) != len(chunks):  # an empty payload (skipped as a blank line)
+        return None
+    out: list[tuple[float, Event]] = []
+    decoded = iter(wires)
+    read = 0
+    end = -2
+    for payload in payloads:
+        end += 8 + len(payload)  # the newline that ends this event's data line
+        while ends[read] <= end:
+            read += 1
+        out.append((times[read], DONE if payload == _DONE_PAYLOAD else _chunk(next(decoded))))
     return out
 
 

@@ -11,15 +11,17 @@ import struct
 import sys
 import time
 from array import array
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from urllib.parse import urlsplit
 
 import gevent
 import gevent.socket
 import gevent.ssl
+from geventhttpclient._parser import HTTPResponseParser
 from geventhttpclient.response import HTTPParseError, HTTPSocketResponse
 
 from locust_spec.client.headers import bearer
+from locust_spec.client.mux import Reader
 from locust_spec.client.sse import (
     DONE,
     Event,
@@ -47,6 +49,7 @@ _SO_TIMESTAMPNS = 35
 _TIMESPEC = struct.Struct("qq")
 _CMSG_SPACE = socket.CMSG_SPACE(_TIMESPEC.size) if hasattr(socket, "CMSG_SPACE") else 0
 _KERNEL_STAMPS = sys.platform == "linux" and _CMSG_SPACE > 0
+_Read = Callable[[], tuple[bytes, float]]  # a read: (its bytes, its arrival on perf_counter's scale)
 
 
 class StreamFailure(Exception):
@@ -187,6 +190,12 @@ class Watchdog:
         self._greenlet = gevent.getcurrent()
         self._start(timeout)
 
+    def roll(self, timeout: float) -> None:
+        """From now, a rolling `timeout` for the greenlet armed for (called from any greenlet)."""
+        greenlet = self._greenlet
+        self.arm(timeout)
+        self._greenlet = greenlet
+
     def disarm(self) -> None:
         if self._timer is not None:
             self._timer.close()
@@ -215,6 +224,9 @@ class Connection:
         self.sock = None
         self.start_unix = 0.0
         self.start = 0.0
+        self.end = 0.0
+        """When the last answer's final bytes arrived (perf_counter, as its reads are stamped); 0 when it did
+        not end (a failure, an error answer)."""
         self.kernel_stamps = False
         self.retry_after: str | None = None  # of the last non-200 answer
         self._watchdog = Watchdog()
@@ -269,7 +281,7 @@ class Connection:
         connection, and timed from then. Only a connection that served requests before is trusted so little.
         """
         # a failed (re)connect is stamped when it was tried, with no clock: no request went out
-        self.start_unix, self.start = time.time(), 0.0
+        self.start_unix, self.start, self.end = time.time(), 0.0, 0.0
         retry = self._fit()
         limits = (first_token_timeout, idle_timeout, max_line, max_body)
         while True:
@@ -310,22 +322,22 @@ class Connection:
         self.connect()
         sock = self.sock
         dog = self._watchdog
-        phase = "timeout_first_token"
+        reading: _Body | None = None
         try:
             dog.arm(first_token_timeout, rolling=False)  # from sending: bytes without a token are no progress
             self.start_unix = time.time()
             self.start = time.perf_counter()
             clock = time.perf_counter
-            read = self._stamped_reader(clock) if self.kernel_stamps else None
+            read, read_now = self._readers(clock)
             try:
                 sock.sendall(request)
-                first, first_t = read() if read is not None else (sock.recv(65536), 0.0)
+                first, first_t = read()
             except ConnectionError as e:
                 raise _Unanswered(e.strerror or type(e).__name__) from None
             if not first:
                 raise _Unanswered("connection closed before an answer")
             # the body bytes that came with the head were in the first read, unless the head took more
-            t = first_t if read is not None and b"\r\n\r\n" in first else clock()
+            t = first_t if self.kernel_stamps and b"\r\n\r\n" in first else clock()
             response = HTTPSocketResponse(sock, block_size=65536, method="POST", pre_buffered=first)
             status = response.status_code
             if status != 200:
@@ -338,57 +350,24 @@ class Connection:
             refused = answer_refusal(response.get("content-type"), response.get("content-encoding"))
             if refused is not None:
                 raise StreamFailure(*refused)
-            # geventhttpclient de-chunks what `feed` is given into this buffer; reading it directly (not
-            # readline) leaves the read loop one recv, one clock and one C-parser call per read.
-            body = arrivals.body = response._body_buffer
-            times, ends = arrivals.times, arrivals.ends
-            line_start = 0  # where the line being received starts; lines before it were checked
-            seen = 0  # body length at the previous read
-            recv, feed = sock.recv, response.feed
-            while True:
-                size = len(body)
-                if size > seen:
-                    times.append(t)
-                    ends.append(size)
-                    dog.last = t
-                    # Limits, the first token and [DONE] are checked on the new bytes only (linear in the
-                    # body): the last newline of this read closes every line before it.
-                    cut = body.rfind(b"\n", seen)
-                    if cut >= 0:
-                        if cut - line_start > max_line and body.find(b"\n", seen) - line_start > max_line:
-                            raise _too_large(body, line_start, f"a line over {max_line} bytes")
-                        if phase == "timeout_first_token" and _has_token_or_done(body[line_start:cut]):
-                            phase = "timeout_idle"
-                            dog.arm(idle_timeout)
-                        if body.find(b"[DONE]", line_start, cut) >= 0:
-                            done = _done_end(body, line_start, cut)
-                            if done >= 0:
-                                self._ended_at_done(response, body, done)
-                                ends[-1] = done
-                                return status, b""
-                        line_start = cut + 1
-                    if size - line_start > max_line:
-                        raise _too_large(body, line_start, f"a line over {max_line} bytes")
-                    if size > max_body:
-                        raise _too_large(body, line_start, f"a response over {max_body} bytes")
-                    seen = size
-                if response.message_complete:
-                    break
-                if read is not None:
-                    data, t = read()
+            reading = _Body(response, arrivals, dog, idle_timeout, max_line, max_body, read_now)
+            if not reading.advance(t):
+                # kernel-stamped reads may happen late (all of them at once): the process's reader
+                reader = Reader.current() if self.kernel_stamps and read_now is not None else None
+                if reader is not None:
+                    reader.follow(sock.fileno(), reading)
                 else:
-                    data = recv(65536)
-                    t = clock()
-                feed(data)
-                if not data:
-                    if response.message_complete:
-                        break
-                    raise StreamFailure("reset", "connection closed mid-response")
-            if response.should_close():
+                    while not reading.take(*read()):
+                        pass
+            self.end = reading.end
+            if reading.done >= 0:
+                self._ended_at_done(response, arrivals.body, reading.done)
+            elif response.should_close():
                 self.close()
             return status, b""
         except TimeoutError:
             self.close()
+            phase = reading.phase if reading is not None else _FIRST_TOKEN
             raise StreamFailure(phase, "no bytes from the server") from None
         except (HTTPParseError, OSError) as e:
             self.close()
@@ -410,43 +389,140 @@ class Connection:
             self.close()
         elif not response.message_complete:
             response._body_buffer = bytearray()  # the next feed must not touch the finished body
+            del response._on_body
             response._sock = None  # nor must the response close the socket when it is collected
             self._rest = response
 
-    def _stamped_reader(self, clock):
-        """A read returning (bytes, perf_counter time of the kernel's receive stamp, else of the return)."""
-        sock, unpack, space = self.sock, _TIMESPEC.unpack, _CMSG_SPACE
-        sol, stamped = socket.SOL_SOCKET, _SO_TIMESTAMPNS
-        # the wall-clock stamp is put on perf_counter's scale through a pair taken together, per request
-        offset = time.time() - clock()
-        # gevent's recvmsg tries the socket first and waits when it raises EAGAIN: a chunk stream is
-        # nearly always waited for, so the failed call and its exception came with every chunk. Here the
-        # read waits for readability first, on the socket's own watcher (gevent's socket internals: where
-        # they differ, gevent's recvmsg is used as is).
+    def _readers(self, clock) -> tuple[_Read, _Read | None]:
+        """(read, read_now): a read that waits for bytes, and one that does not (BlockingIOError when none
+        are there; None on TLS), each returning (bytes, perf_counter time of the kernel's receive stamp,
+        else of the return)."""
+        sock = self.sock
+        # gevent's recv tries the socket first and waits when it raises EAGAIN: a chunk stream is nearly
+        # always waited for, so the failed call and its exception came with every chunk. Here the read
+        # waits for readability first, on the socket's own watcher (gevent's socket internals: where they
+        # differ, gevent's recv is used as is).
         raw, ready, wait = (getattr(sock, "_sock", None), getattr(sock, "_read_event", None),
                             getattr(getattr(sock, "hub", None), "wait", None))
-        waits_first = raw is not None and ready is not None and wait is not None
-        recvmsg = raw.recvmsg if waits_first else sock.recvmsg
+        if self.endpoint.ssl or raw is None or ready is None or wait is None:
+            return (lambda: (sock.recv(65536), clock())), None
+        if self.kernel_stamps:
+            read_now = _stamped(raw, clock)
+        else:
+            recv = raw.recv
+
+            def read_now() -> tuple[bytes, float]:
+                return recv(65536), clock()
 
         def read() -> tuple[bytes, float]:
             while True:
-                if waits_first:
-                    wait(ready)
+                wait(ready)
                 try:
-                    data, ancillary, _, _ = recvmsg(65536, space)
-                    break
+                    return read_now()
                 except BlockingIOError:  # woken without data after all
                     continue
-            for level, kind, value in ancillary:
-                if kind == stamped and level == sol:
-                    try:
-                        sec, nsec = unpack(value)
-                    except struct.error:  # a stamp cut short: the read's own clock
-                        break
-                    return data, sec + nsec * 1e-9 - offset
-            return data, clock()
 
-        return read
+        return read, read_now
+
+
+def _stamped(raw: socket.socket, clock) -> _Read:
+    """A non-blocking read of `raw` returning (bytes, the kernel's receive stamp on perf_counter's scale, or
+    the clock on return when the read carried none)."""
+    unpack, size, space, sol, stamped = _TIMESPEC.unpack, _TIMESPEC.size, _CMSG_SPACE, socket.SOL_SOCKET, \
+        _SO_TIMESTAMPNS
+    recvmsg = raw.recvmsg
+    # the wall-clock stamp is put on perf_counter's scale through a pair taken together, per request
+    offset = time.time() - clock()
+
+    def read_now() -> tuple[bytes, float]:
+        data, ancillary, _, _ = recvmsg(65536, space)
+        if ancillary:  # the one control message asked for (a stamp cut short: the read's own clock)
+            level, kind, value = ancillary[0]
+            if kind == stamped and level == sol and len(value) == size:
+                sec, nsec = unpack(value)
+                return data, sec + nsec * 1e-9 - offset
+        return data, clock()
+
+    return read_now
+
+
+_FIRST_TOKEN, _IDLE = "timeout_first_token", "timeout_idle"
+
+
+class _Body:
+    """A 200 answer's body as it is read (mux.Stream): each read de-chunked by the HTTP parser into the
+    stream's Arrivals and marked with its time; the limits, the first token and [DONE] checked on the new
+    bytes only (linear in the body). `done` is where the [DONE] line ended the body, -1 until then."""
+
+    __slots__ = ("response", "feed", "body", "times", "ends", "dog", "idle_timeout", "max_line", "max_body",
+                 "phase", "line_start", "seen", "done", "end", "read")
+
+    def __init__(self, response: HTTPSocketResponse, arrivals: Arrivals, dog: Watchdog, idle_timeout: float,
+                 max_line: int, max_body: int, read_now: _Read | None) -> None:
+        self.response = response
+        # geventhttpclient's C parser de-chunks what it is fed into this buffer, through the response's
+        # `_on_body`: called here without the Python wrappers around either (HTTPResponse.feed's only
+        # concerns a HEAD answer), one C call per read. _ended_at_done puts the class's back.
+        self.body = arrivals.body = response._body_buffer
+        response._on_body = self.body.extend
+        self.feed = HTTPResponseParser.feed.__get__(response)
+        self.times, self.ends = arrivals.times, arrivals.ends
+        self.dog = dog
+        self.idle_timeout = idle_timeout
+        self.max_line, self.max_body = max_line, max_body
+        self.phase = _FIRST_TOKEN
+        self.line_start = 0  # where the line being received starts; lines before it were checked
+        self.seen = 0  # body length at the previous read
+        self.done = -1
+        self.end = 0.0  # the time of the read that ended the body
+        self.read = read_now
+
+    def take(self, data: bytes, t: float) -> bool:
+        """One read's bytes (b"": the server closed): True when the body has ended."""
+        self.feed(data)
+        if not data:
+            if self.response.message_complete:
+                self.end = t
+                return True
+            raise StreamFailure("reset", "connection closed mid-response")
+        return self.advance(t)
+
+    def advance(self, t: float) -> bool:
+        """Mark and check what the parser added to the body since the last call, read at `t`."""
+        body, seen = self.body, self.seen
+        size = len(body)
+        if size > seen:
+            self.times.append(t)
+            self.ends.append(size)
+            self.dog.last = t
+            # the last newline of this read closes every line before it
+            cut = body.rfind(b"\n", seen)
+            line_start = self.line_start
+            if cut >= 0:
+                if cut - line_start > self.max_line and body.find(b"\n", seen) - line_start > self.max_line:
+                    raise _too_large(body, line_start, f"a line over {self.max_line} bytes")
+                if self.phase is _FIRST_TOKEN and _has_token_or_done(body[line_start:cut]):
+                    self.phase = _IDLE
+                    self.dog.roll(self.idle_timeout)
+                if body.find(b"[DONE]", line_start, cut) >= 0:
+                    done = _done_end(body, line_start, cut)
+                    if done >= 0:
+                        self.done = self.ends[-1] = done
+                        self.end = t
+                        return True
+                self.line_start = line_start = cut + 1
+            if size - line_start > self.max_line:
+                raise _too_large(body, line_start, f"a line over {self.max_line} bytes")
+            if size > self.max_body:
+                raise _too_large(body, line_start, f"a response over {self.max_body} bytes")
+            self.seen = size
+        if self.response.message_complete:
+            self.end = t
+            return True
+        return False
+
+    def ended(self) -> None:
+        self.dog.disarm()
 
 
 class _Unanswered(Exception):

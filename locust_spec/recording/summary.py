@@ -133,7 +133,8 @@ def generator_warnings(generators: dict, rows: int | None) -> list[str]:
             warnings.append(
                 f"load generator at {users} users: a process used {spent['cpu_share']:.0%} of a core "
                 f"handling {spent.get('chunks_per_s', 0):,.0f} chunks/s, so it was a bottleneck there; use "
-                "more processes (spec-ab --processes auto, locust --processes N) or fewer users each")
+                "more processes (spec-ab --processes auto, locust --processes N) or fewer users each"
+                + budget.processes_advice(spent))
         if spent.get("held_s"):
             share = budget.held_share(int(users), spent) if str(users).isdigit() else None
             of_time = f" ({share:.1%} of the level's user time)" if share is not None else ""

@@ -4,8 +4,9 @@ Two series, each a `Series` of fixed capacity whatever the run's length:
 
 - client points, one per tick (2 s): TTFT p50, TPOT p50/p99 and output tokens/s over the requests reported
   in the last WINDOW_S (a sliding window of HDR histograms, one per tick), the users running, and the worst
-  load generator's share of late event-loop wake-ups since the previous tick; open loop, also the rate
-  asked, the requests per second sent on schedule and their lateness p99 over the window;
+  load generator's share of late event-loop wake-ups and its share of a core (its budget's CPU time) since
+  the previous tick; open loop, also the rate asked, the requests per second sent on schedule and their
+  lateness p99 over the window;
 - server points, one per /metrics scrape: acceptance rate, mean acceptance length and per-position
   acceptance from the counters' increase since the previous scrape, requests running and waiting (gauges),
   generated tokens/s.
@@ -17,7 +18,7 @@ does I/O: the caller passes the time, the requests, the scrapes and the load gen
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -40,7 +41,7 @@ MIN_SPAN_S = 1.0
 LIVE_SIGNIFICANT_FIGURES = 2
 
 CLIENT_FIELDS = ("t", "users", "requests", "errors", "tok_s", "ttft_p50", "tpot_p50", "tpot_p99", "lag_pct",
-                 "rate_target", "rate_sent", "late_p99")
+                 "cpu_pct", "rate_target", "rate_sent", "late_p99")
 SERVER_FIELDS = ("t", "acceptance", "mean_len", "per_position", "running", "waiting", "gen_tok_s")
 
 
@@ -194,37 +195,49 @@ def _ms(hist: HdrHistogram, pcts: Sequence[float]) -> list[float | None]:
     return [v / 1000.0 for v in percentiles_us(hist, pcts)]
 
 
-class LagDeltas:
-    """The worst load generator's share of late event-loop wake-ups since the previous call.
+class WorstShare:
+    """The worst load generator's share over the last interval, from two cumulative counts in its client
+    summary (`counts(summary) -> (whole, part)`): part's increase over whole's since the previous call.
 
-    Reads the client summaries' cumulative `loop_lag_samples` and `loop_lag_late_samples` (a local run has
-    one generator, a distributed run one per worker); a generator with no new wake-ups adds nothing.
-    """
+    A local run has one generator, a distributed run one per worker; a generator whose whole did not grow
+    adds nothing, and one whose counts went back (restarted) counts from zero again."""
 
-    def __init__(self) -> None:
-        self._prev: dict[str, tuple[int, int]] = {}
+    def __init__(self, counts: Callable[[Mapping], tuple[float, float]]) -> None:
+        self._counts = counts
+        self._prev: dict[str, tuple[float, float]] = {}
 
     def reset(self, summaries: Mapping[str, Mapping]) -> None:
-        self._prev = {name: _lag_counts(s) for name, s in summaries.items()}
+        self._prev = {name: self._counts(s) for name, s in summaries.items()}
 
     def share(self, summaries: Mapping[str, Mapping]) -> float | None:
         worst: float | None = None
         previous, self._prev = self._prev, {}  # generators gone since are forgotten
         for name, summary in summaries.items():
-            samples, late = _lag_counts(summary)
+            whole, part = self._counts(summary)
             before = previous.get(name, (0, 0))
-            self._prev[name] = (samples, late)
-            if samples < before[0]:  # a restarted generator counts from zero again
+            self._prev[name] = (whole, part)
+            if whole < before[0]:  # a restarted generator counts from zero again
                 before = (0, 0)
-            new = samples - before[0]
+            new = whole - before[0]
             if new > 0:
-                share = (late - before[1]) / new
+                share = (part - before[1]) / new
                 worst = share if worst is None else max(worst, share)
         return worst
 
 
-def _lag_counts(summary: Mapping) -> tuple[int, int]:
+def lag_counts(summary: Mapping) -> tuple[int, int]:
+    """Event-loop wake-ups sampled and those late (lag.py)."""
     return int(summary.get("loop_lag_samples") or 0), int(summary.get("loop_lag_late_samples") or 0)
+
+
+def cpu_counts(summary: Mapping) -> tuple[float, float]:
+    """Wall and CPU seconds the generator's budget measured, all levels together (budget.py)."""
+    wall = cpu = 0.0
+    for spent in (summary.get("budget_by_level") or {}).values():
+        seconds = float(spent.get("wall_s") or 0.0)
+        wall += seconds
+        cpu += seconds * float(spent.get("cpu_share") or 0.0)
+    return wall, cpu
 
 
 @dataclass(frozen=True)
@@ -277,7 +290,8 @@ class Timeline:
         self.server = Series(recent, older)
         self.levels: deque[tuple[float, LevelKey]] = deque(maxlen=MAX_LEVELS)
         self.window = SlidingWindow(max(1, round(window_s / tick_s)))
-        self.lag = LagDeltas()
+        self.lag = WorstShare(lag_counts)
+        self.cpu = WorstShare(cpu_counts)
         self.tasks = TaskBoard()
         """The current level's per-task table (task_board.py), fed with the rows by web/live.py."""
         self.started_unix_s: float | None = None
@@ -290,6 +304,7 @@ class Timeline:
         self.levels.clear()
         self.window.start(now_unix_s)
         self.lag.reset(lag_summaries or {})
+        self.cpu.reset(lag_summaries or {})
         self.tasks.clear()
         self.started_unix_s = now_unix_s
         self.stopped_unix_s = None
@@ -346,10 +361,10 @@ class Timeline:
     def _point(self, now_unix_s: float, users: int, lag_summaries: Mapping[str, Mapping],
                rate: float | None) -> None:
         s = self.window.summary(now_unix_s)
-        lag = self.lag.share(lag_summaries)
+        lag, cpu = self.lag.share(lag_summaries), self.cpu.share(lag_summaries)
         self.client.append((now_unix_s, users, s["requests"], s["errors"], s["tok_s"], s["ttft_p50"],
-                            s["tpot_p50"], s["tpot_p99"], None if lag is None else lag * 100.0, rate,
-                            s["rate_sent"], s["late_p99"]))
+                            s["tpot_p50"], s["tpot_p99"], None if lag is None else lag * 100.0,
+                            None if cpu is None else cpu * 100.0, rate, s["rate_sent"], s["late_p99"]))
 
     def to_json(self) -> dict:
         """What the page draws: columns named once, points as lists (times in unix seconds)."""

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import click
 
-from locust_spec.ab import children, keep, progress, sessions
+from locust_spec.ab import capacity, children, keep, progress, sessions
 from locust_spec.ab import cli as ab
 from locust_spec.ab.children import CLIENT_CPU, ChildError
 from locust_spec.ab.cli import AbError, Ladder, Load, Run
@@ -25,10 +25,11 @@ from locust_spec.core import design as designs
 from locust_spec.core import schedule, speculative
 from locust_spec.core.design import Design
 from locust_spec.core.formats import Selection
+from locust_spec.core.hosts import on_this_machine
 from locust_spec.sim import roofline
 from locust_spec.tune import choose, confirm, measure, report, servers
 from locust_spec.tune.result import TaskDecisions, TuneResult
-from locust_spec.wiring.shape import parse_duration, parse_stage_time
+from locust_spec.wiring.shape import DEFAULT_MAX_CONCURRENCY, parse_duration, parse_stage_time
 
 DEFAULT_KS = "0,1,2,3,4,5"
 BASE_CONFIG = {k: v for k, v in ab.SIM_SPECULATIVE_CONFIG.items() if k != "num_speculative_tokens"}
@@ -325,6 +326,8 @@ def run_tune(out: Path, s: Settings, pool: servers.Servers, do_confirm: bool,
 @click.option("--ignore-eos", is_flag=True, help="Generate max_tokens on every arm.")
 @click.option("--seed", type=int, default=1, show_default=True, help="Prompt order seed, every arm.")
 @click.option("--model", default="", help="Model name (default: the server's first model).")
+@click.option("--processes", default="auto", show_default=True, callback=ab.check_processes,
+              help=capacity.PROCESSES_HELP)
 @click.option("--time-scale", type=click.FloatRange(min=0, min_open=True), default=ab.DEMO_TIME_SCALE,
               show_default=True, help="Simulator only: spec-sim's --time-scale.")
 @click.option("--sim-gpu", type=click.Choice(sorted(roofline.GPUS)), default=ab.DEMO_GPU, show_default=True,
@@ -341,8 +344,8 @@ def main(ks: str, server_cmd: str | None, server_urls: tuple[str, ...], levels: 
          base_config: str, max_num_seqs: int, confirm: bool, swing_stage_time: str,
          prompts: tuple[str, ...], category: tuple[str, ...], prompt_limit: int | None,
          min_prompt_chars: int | None, max_prompt_chars: int | None, turns: str, max_tokens: int | None,
-         ignore_eos: bool, seed: int, model: str, time_scale: float, sim_gpu: str, prime: bool,
-         out: Path, overwrite: bool) -> None:
+         ignore_eos: bool, seed: int, model: str, processes: int | str, time_scale: float, sim_gpu: str,
+         prime: bool, out: Path, overwrite: bool) -> None:
     """Find the speculation length for each batch size, write vLLM's schedule, and prove it.
 
     Every k runs the same ladder with the same prompts, seed and order, arms interleaved. Per level the k
@@ -390,9 +393,22 @@ def main(ks: str, server_cmd: str | None, server_urls: tuple[str, ...], levels: 
     missing = [f"k{k}" for k in k_list if server_urls and f"k{k}" not in given]
     if missing:
         raise click.UsageError(f"no --server for {', '.join(m.removeprefix('k') for m in missing)}")
+    refused = None if overwrite else keep.refusal("spec-tune", out, ab.folder_entries(out),
+                                                  ("--overwrite replaces them",))
+    if refused:
+        click.echo(refused, err=True)
+        sys.exit(2)
+    display = progress.Display(sys.stdout)
+    if processes == "auto":
+        at_once = max(map(len, batches(k_list, max_servers))) if design == designs.SIMULTANEOUS else 1
+        processes, reason = ab.auto_processes(ladder.levels, simulated, out,
+                                              lambda line: display.say(f"spec-tune: {line}"),
+                                              DEFAULT_MAX_CONCURRENCY if ladder.rates else None, at_once,
+                                              bool(server_cmd) or any(map(on_this_machine, given.values())))
+        display.say(f"spec-tune: --processes auto: {reason}")
     settings = Settings(k_list, ladder, repeats,
                         Load(prompts or (ab.DEMO_PROMPTS if simulated else ()), max_tokens, ignore_eos, seed,
-                             model, 1, selection=selection),
+                             model, processes, selection=selection),
                         objective, slo_value, base, max_num_seqs, prime, simulated, swing_stage_time, design,
                         block_time, max_servers)
     sim = (servers.SimSettings(time_scale, sim_gpu, ("--max-num-seqs", str(max_num_seqs),
@@ -400,14 +416,8 @@ def main(ks: str, server_cmd: str | None, server_urls: tuple[str, ...], levels: 
            if simulated else None)
     if removed:  # a real server of vLLM 0.32 or older may still have it
         click.echo(f"spec-tune: note: {removed}; this config starts only on vLLM 0.32 or older")
-    refused = None if overwrite else keep.refusal("spec-tune", out, ab.folder_entries(out),
-                                                  ("--overwrite replaces them",))
-    if refused:
-        click.echo(refused, err=True)
-        sys.exit(2)
     out.mkdir(parents=True, exist_ok=True)
     clear_previous(out)
-    display = progress.Display(sys.stdout)
     pool = servers.Servers(out, sim, template, given, display)
     previous = signal.signal(signal.SIGTERM, ab.raise_interrupt)
     try:

@@ -30,6 +30,9 @@
     {id: "lag", title: "Client event-loop lag", source: "worst load generator", unit: "%",
      rules: [{y: 1, label: "1 %: timestamps late", color: "#d1242f"}],
      lines: [{series: "client", key: "lag_pct", label: "late wake-ups (>= 5 ms)", color: COLORS[5], width: 2}]},
+    {id: "cpu", title: "Client CPU", source: "busiest load generator, share of one core", unit: "%",
+     rules: [{y: 50, label: "50 %: what --processes auto plans for", color: "#d1242f"}],
+     lines: [{series: "client", key: "cpu_pct", label: "CPU", color: COLORS[0], width: 2}]},
     // Open loop only (--rate, --rates): drawn once a point has them.
     {id: "arrivals", title: "Arrival rate", source: "asked vs sent on schedule (rows reported)", unit: "req/s",
      optional: true,

@@ -16,7 +16,6 @@
 
 from __future__ import annotations
 
-import ipaddress
 import logging
 import os
 from collections.abc import Iterable, Mapping
@@ -24,6 +23,7 @@ from pathlib import Path
 
 from locust.runners import MasterRunner, WorkerRunner
 
+from locust_spec.core.hosts import is_loopback
 from locust_spec.core.prompts import PromptError, parse_weighted, set_names
 
 log = logging.getLogger(__name__)
@@ -38,16 +38,6 @@ LIST_FIELDS = frozenset({"user_classes"})
 FILE_OPTIONS = ("response_format", "prompts")
 NOT_FILES = frozenset({"all", "json_object"})
 CREDENTIAL_ENV = ("OPENAI_API_KEY", "LOCUST_SPEC_METRICS_TOKEN")
-
-
-def is_loopback(bind_host: str) -> bool:
-    """Whether a listen address is reachable from this machine only ("" and "*" mean every interface)."""
-    if bind_host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(bind_host.strip("[]")).is_loopback
-    except ValueError:
-        return False
 
 
 def _values(value: object) -> list[str]:

@@ -1,5 +1,5 @@
-"""benchmarks/pacer.py, the fidelity benchmark's judge: vLLM's chunk bytes on a fixed step grid, every send
-logged, and the concurrency it holds on /metrics."""
+"""locust_spec/sim/pacer.py, the fidelity benchmark's judge and the capacity calibration's server: vLLM's
+chunk bytes on a fixed step grid, every send logged, and the concurrency it holds on /metrics."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import urllib.request
 from locust_spec.client.sse import Chunk, parse_lines
 from locust_spec.metrics.counters import parse_exposition
 from tests.e2e.test_sim_api import post
-from tests.support import PY, REPO, SERVER_CPU, free_port, pinned, wait_http
+from tests.support import PY, SERVER_CPU, free_port, pinned, wait_http
 
 STEP_MS = 20.0
 
@@ -23,7 +23,7 @@ def _gauge(url: str, name: str) -> float:
 
 def test_pacer_sends_one_usage_counted_token_per_step_to_each_stream_and_logs_each_send(tmp_path):
     port, log = free_port(), tmp_path / "send.csv"
-    pacer = subprocess.Popen(pinned([PY, str(REPO / "benchmarks" / "pacer.py"), "--port", str(port),
+    pacer = subprocess.Popen(pinned([PY, "-m", "locust_spec.sim.pacer", "--port", str(port),
                                      "--step-ms", f"{STEP_MS:g}", "--send-log", str(log)], SERVER_CPU))
     url = f"http://127.0.0.1:{port}"
     try:

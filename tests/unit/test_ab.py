@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 from locust.util.load_locustfile import load_locustfile
 from locust_spec.analysis.model import ArmMetrics, LevelVerdict, Verdict
 
-from locust_spec.ab import children
+from locust_spec.ab import capacity, children
 from locust_spec.ab import cli as ab
 from locust_spec.client.http_fetch import METRICS_URLS_ENV
 from locust_spec.wiring.shape import ConcurrencyLadder
@@ -155,7 +157,30 @@ def test_a_level_where_an_arm_failed_most_requests_makes_the_run_bad():
                                          "candidate failed 30 of 30 requests at 16 users"]
 
 
-def test_processes_auto_plans_from_the_top_level_and_says_why():
-    assert ab.auto_processes("1,4,16,64", simulated=True) == (1, ab.budget.processes_for(64, 1)[1])
-    count, reason = ab.auto_processes("1,512", simulated=True)
-    assert count == 1 and "capped at the cores available (1)" in reason and "51,200 chunks/s" in reason
+def test_processes_auto_plans_one_process_where_there_is_no_choice_and_says_why(tmp_path):
+    said = []
+    count, reason = ab.auto_processes("1,512", True, tmp_path, said.append)
+    assert count == 1 and "pinned to one core beside the simulators" in reason
+    count, reason = ab.auto_processes("1,4,16,48", False, tmp_path, said.append)
+    assert count == 1 and "48 streams stay under half a core" in reason
+    # Open loop: the streams are the requests in flight at most, whatever the levels say.
+    count, reason = ab.auto_processes("1,4096", False, tmp_path, said.append, streams=48)
+    assert count == 1 and "48 streams stay under half a core" in reason
+    assert not said and not list(tmp_path.iterdir())  # nothing measured: nothing to choose
+
+
+def test_processes_auto_leaves_a_core_to_servers_on_this_machine(tmp_path):
+    cores = len(capacity.cores())
+    if cores < 2:
+        pytest.skip("one core: nothing to choose")
+    # A previous run in the folder measured 40 us a chunk: 256 streams (25,600 chunks/s) want 3 processes.
+    previous = tmp_path / "baseline" / "r0_summary.json"
+    previous.parent.mkdir()
+    previous.write_text(json.dumps({"client": {"generators": {"by_process": {"local": {"budget_by_level": {
+        "256": {"chunks": 200_000, "cpu_us_per_chunk": 40.0}}}}}}}))
+    said = []
+    count, reason = ab.auto_processes("16,256", False, tmp_path, said.append, local=True)
+    assert not said and count == min(3, cores - 1)
+    assert f"1 of the {cores} cores this client may use left to them" in reason
+    remote, why = ab.auto_processes("16,256", False, tmp_path, said.append)
+    assert remote == min(3, cores) and "40.0 us" in why and "left to them" not in why

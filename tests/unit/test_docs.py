@@ -163,15 +163,11 @@ def test_commands_are_split_as_a_shell_would():
                                  ["spec-verdict", "a", "b", "--format", "markdown"]]
 
 
-# docs/fidelity.md is written on another branch this round; the README links it already.
-PENDING_PAGES = {"docs/fidelity.md"}
-
-
 def test_every_page_the_docs_link_exists():
     missing = []
     for path in dc.doc_files():
         for target in dc.LINK.findall(path.read_text()):
             page = (path.parent / target.split("#")[0]).resolve()
-            if not page.exists() and str(page.relative_to(dc.ROOT)) not in PENDING_PAGES:
+            if not page.exists():
                 missing.append(f"{path.name}: {target}")
     assert not missing, "\n".join(missing)

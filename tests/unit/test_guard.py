@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from locust_spec.core.hosts import on_this_machine
 from locust_spec.wiring.guard import exposure_warning, is_loopback, refusal
 
 OPTIONS = {"host": "http://vllm:8000", "api_key": "k", "metrics_url": None, "csv_prefix": "out/run",
@@ -65,3 +66,10 @@ def test_a_ui_on_every_interface_without_login_is_warned_about():
     for options in quiet:
         assert exposure_warning(options) is None
     assert is_loopback("localhost") and is_loopback("127.0.0.2") and not is_loopback("*")
+
+
+def test_a_server_url_on_loopback_is_on_this_machine():
+    assert on_this_machine("http://localhost:8000/v1") and on_this_machine("http://[::1]:8000")
+    assert on_this_machine("http://127.0.0.1:8000")
+    assert not on_this_machine("http://10.0.0.5:8000") and not on_this_machine("https://gpu-box:8000")
+    assert not on_this_machine("http://[bad") and not on_this_machine("not a url")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import orjson
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -14,9 +15,12 @@ from locust_spec.client.sse import (
     Chunk,
     EventSplitter,
     Malformed,
+    completed,
     parse_lines,
     parse_object,
     parse_payload,
+    plain_events,
+    timed_event_slices,
 )
 from tests.replay import CAPTURES, load_capture
 
@@ -149,3 +153,42 @@ def test_splitting_a_body_without_newlines_stays_one_partial_line():
     for _ in range(1000):
         assert splitter.feed(b"x" * 100) == []
     assert splitter.pending() is None  # a line that is not `data:` carries nothing
+
+
+def _general(body: bytes, times: list[float], ends: list[int]) -> list:
+    return completed(timed_event_slices(body, times, ends, 1))  # a slice per read: never the plain path
+
+
+@pytest.mark.parametrize("name", ["stream_spec_off", "stream_ngram", "stream_ngram_per_request_metrics"])
+def test_a_real_stream_reads_the_same_on_the_plain_path_as_on_the_general_one(name):
+    data = (CAPTURES / f"{name}.sse").read_bytes()
+    timing = CAPTURES / f"{name}.sse.timing.json"
+    reads = json.loads(timing.read_text())["reads"] if timing.exists() else [[0.5, len(data)]]
+    times, ends, end = [], [], 0
+    for t, size in reads:
+        end += size
+        times.append(float(t))
+        ends.append(end)
+    plain = plain_events(data, times, ends)
+    assert plain is not None and plain == _general(data, times, ends)
+
+
+_TOKEN = b'data: {"choices":[{"delta":{"content":"a"}}],"usage":{"completion_tokens":1}}'
+
+
+@given(st.lists(st.sampled_from([_TOKEN, _TOKEN, b"data: [DONE]", b"data: {}", b"data: 7", b"data:",
+                                 b"data: ", b": keep", b'data:{"choices":[]}', b"event: x", b"data: [1,2]",
+                                 b"data:  {}", b'data: {"choices":[{}]}\r', b'data: {"choices":[{}',
+                                 b"data: ]}", b"data: a\ndata: b"]), max_size=12),
+       st.lists(st.integers(min_value=1, max_value=90), min_size=1, max_size=6))
+def test_any_body_reads_the_same_on_the_plain_path_or_is_left_to_the_general_one(events, sizes):
+    body = b"".join(event + b"\n\n" for event in events)
+    times, ends, end = [], [], 0
+    for i, size in enumerate(sizes * (len(body) // sum(sizes) + 1)):
+        if end >= len(body):
+            break
+        end = min(end + size, len(body))
+        times.append(float(i))
+        ends.append(end)
+    plain = plain_events(body, times, ends)
+    assert plain is None or plain == _general(body, times, ends)

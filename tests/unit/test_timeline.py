@@ -14,9 +14,11 @@ from locust_spec.recording.timeline import (
     CLIENT_FIELDS,
     MIN_SPAN_S,
     SERVER_FIELDS,
-    LagDeltas,
     Series,
     Timeline,
+    WorstShare,
+    cpu_counts,
+    lag_counts,
 )
 from tests.support import REFERENCE
 
@@ -156,7 +158,7 @@ def test_levels_are_marked_when_they_change_and_nothing_is_recorded_before_start
 
 
 def test_lag_is_the_worst_generators_share_of_late_wake_ups_since_the_last_tick():
-    lag = LagDeltas()
+    lag = WorstShare(lag_counts)
     lag.reset({"w1": {"loop_lag_samples": 100, "loop_lag_late_samples": 50}})
     assert lag.share({"w1": {"loop_lag_samples": 200, "loop_lag_late_samples": 60},
                       "w2": {"loop_lag_samples": 40, "loop_lag_late_samples": 2}}) == pytest.approx(0.1)
@@ -167,6 +169,17 @@ def test_lag_is_the_worst_generators_share_of_late_wake_ups_since_the_last_tick(
     assert lag.share({"w1": {"loop_lag_samples": 10, "loop_lag_late_samples": 1}}) == pytest.approx(0.1)
 
 
+def test_the_cpu_series_is_the_busiest_generators_share_of_a_core_since_the_last_tick():
+    def spent(*levels):
+        return {"budget_by_level": {str(i): {"wall_s": w, "cpu_share": c} for i, (w, c) in enumerate(levels)}}
+
+    cpu = WorstShare(cpu_counts)
+    cpu.reset({"w1": spent((10.0, 0.2)), "w2": spent((10.0, 0.3))})
+    # w1: 2 s more at 0.2 and a new level's 2 s at 0.6: 1.6 s of CPU in 4 s (0.4); w2: 0.9 s in 2 s (0.45)
+    got = cpu.share({"w1": spent((12.0, 0.2), (2.0, 0.6)), "w2": spent((12.0, 3.9 / 12))})
+    assert got == pytest.approx(0.45)
+
+
 def test_memory_stays_bounded_over_a_long_run():
     tl = Timeline(tick_s=2.0, window_s=10.0, recent=50, older=40)
     tl.start(0.0)
@@ -174,8 +187,11 @@ def test_memory_stays_bounded_over_a_long_run():
         t = i * 2.0
         tl.request(100.0, 10.0 + i % 7, 64, True)
         tl.level(t, 1 + (i // 10) % 4)
-        tl.tick(t, users=4, lag_summaries={"local": {"loop_lag_samples": i * 40, "loop_lag_late_samples": i}})
+        spent = {"budget_by_level": {"4": {"wall_s": t, "cpu_share": 0.3}}}
+        tl.tick(t, users=4, lag_summaries={"local": {"loop_lag_samples": i * 40, "loop_lag_late_samples": i,
+                                                     **spent}})
     data = tl.to_json()
     assert len(data["client"]["points"]) <= 90 and len(data["levels"]) <= 256
     assert data["client"]["points"][-1][0] == 5999 * 2.0
     assert column(tl, "client", "lag_pct")[-1] == pytest.approx(2.5)
+    assert column(tl, "client", "cpu_pct")[-1] == pytest.approx(30.0)

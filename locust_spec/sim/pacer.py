@@ -1,6 +1,6 @@
 """Pacer: a fixed-step streaming server that is never the bottleneck, the ground truth for client fidelity.
 
-Usage: python benchmarks/pacer.py --port PORT [--step-ms 10] [--send-log FILE] [--model sim-8b]
+Usage: python -m locust_spec.sim.pacer --port PORT [--step-ms 10] [--send-log FILE] [--model sim-8b]
 
 spec-sim models a GPU (roofline, drafters, prefix cache), which costs it tens of microseconds of Python per
 token: on one core it cannot send the ~25,600 chunks/s of 256 streams at 10 ms steps, so it cannot judge a
@@ -23,18 +23,14 @@ import itertools
 import selectors
 import signal
 import socket
-import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import orjson
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
-
-from locust_spec.sim import protocol, sendlog  # noqa: E402
-from locust_spec.sim.sendlog import SendLog  # noqa: E402
+from locust_spec.sim import protocol, sendlog
+from locust_spec.sim.sendlog import SendLog
 
 MAX_REQUEST_BYTES = 1 << 20
 TOKEN_TEXT = " tok"

@@ -1,0 +1,174 @@
+"""Whole-run capacity, this tree against a baseline, side by side: CPU per chunk and fidelity of a headless
+Locust run.
+
+Usage: .venv/bin/python benchmarks/capacity.py [--base capacity-base | --base-tree DIR] [--streams 256]
+       [--step-ms 10] [--seconds 20] [--rounds 2]
+
+Each run is the product as a user runs it: `locust -f locustfiles/chat.py --headless -u N -r N` in one process
+pinned to core 1 (everything it does counts: reading, the processor, histograms, rows, Locust's own stats and
+the plugin's per-second work) against locust_spec/sim/pacer.py on core 0 (one token chunk per stream per step,
+vLLM's bytes, every chunk's send time logged). The two trees run alternately (base, this, base, this...) so
+that a shared machine's load falls on both; read the ratios. Per run:
+- CPU us per chunk: the Locust process's CPU time (user + system) over the steady window (the first 3 s
+  and the last 1 s left out) / the token chunks the pacer sent in it;
+- fidelity: ITL and TTFT p50/p99 as the run reported them (PREFIX_latency.json) against the pacer's send log
+  (ITL: the gaps between a request's token chunks; TTFT: its arrival at the pacer to its first token), both
+  over the whole run, and the pacer's late steps (the server fell behind, not the client).
+--base REF runs the `locust_spec` package of git REF (from `git archive`) with this tree's Python and
+locustfile; --base-tree DIR runs an installed checkout (its own .venv) instead.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from fidelity import free_port, pct, pinned, read_send_log, server_counters, steady_cpu, wait_http  # noqa: E402
+from hotpath import tree_of  # noqa: E402
+
+REPO = Path(__file__).resolve().parent.parent
+MAX_TOKENS = 128
+WARMUP_S, TAIL_S = 3.0, 1.0
+
+
+@dataclass(frozen=True)
+class Tree:
+    name: str
+    python: str
+    root: Path  # its locustfiles/ and locust_spec/sim/pacer.py
+    pythonpath: str | None  # where its locust_spec is, when not installed in `python`'s environment
+
+
+@dataclass(frozen=True)
+class Outcome:
+    us_per_chunk: float
+    cpu_share: float
+    chunks_s: float
+    itl: tuple[float, float, float, float]  # reported p50, p99; true p50, p99
+    ttft: tuple[float, float, float, float]
+    late_steps: int
+    load: float
+
+
+def truth(send_log: Path) -> tuple[list[float], list[float]]:
+    """(ITL ms, TTFT ms) from the pacer's send log: gaps between each request's token chunks, and from its
+    arrival to its first token chunk."""
+    arrivals: dict[str, int] = {}
+    with send_log.open() as fh:
+        next(fh)
+        for line in fh:
+            rid, t, tokens = line.rstrip("\n").split(",")
+            if tokens == "-1":
+                arrivals[rid] = int(t)
+    itl, ttft = [], []
+    for rid, sends in read_send_log(send_log).items():
+        itl.extend((b - a) / 1e6 for a, b in zip(sends, sends[1:], strict=False))
+        if rid in arrivals and sends:
+            ttft.append((sends[0] - arrivals[rid]) / 1e6)
+    return itl, ttft
+
+
+def run(tree: Tree, streams: int, step_ms: float, seconds: float, work: Path) -> Outcome:
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    tag = f"{tree.name}-{time.monotonic_ns()}"
+    send_log, prefix = work / f"send-{tag}.csv", work / f"run-{tag}"
+    prompts = work / "prompts.jsonl"
+    prompts.write_text('{"id": "p", "class": "bench", "prompt": "Write about the sea."}\n')
+    serve = [sys.executable, "-m", "locust_spec.sim.pacer", "--port", str(port), "--send-log",
+             str(send_log), "--step-ms", f"{step_ms:g}"]
+    quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
+    pacer = subprocess.Popen(pinned(serve, "0"), cwd=REPO, **quiet)
+    try:
+        wait_http(url + "/health", pacer)
+        cmd = [tree.python, "-m", "locust", "-f", str(tree.root / "locustfiles" / "chat.py"), "--headless",
+               "-u", str(streams), "-r", str(streams), "-t", f"{seconds:g}s", "--host", url, "--prompts",
+               str(prompts), "--max-tokens", str(MAX_TOKENS), "--ignore-eos", "--csv", str(prefix),
+               "--only-summary", "--loglevel", "WARNING"]
+        env = dict(os.environ)
+        if tree.pythonpath:
+            env["PYTHONPATH"] = tree.pythonpath
+        loc = subprocess.Popen(pinned(cmd, "1"), cwd=work, env=env, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.PIPE, text=True)
+        cpu0, w0, cpu1, w1 = steady_cpu(loc, seconds, WARMUP_S, TAIL_S)
+        load = os.getloadavg()[0]
+        _, stderr = loc.communicate(timeout=seconds + 120)
+        _, late_steps = server_counters(url)
+    finally:
+        pacer.terminate()
+        pacer.wait(30)
+    if loc.returncode not in (0, 1):
+        raise RuntimeError(f"locust exited {loc.returncode}: {stderr[-2000:]}")
+    sent = read_send_log(send_log)
+    chunks = sum(1 for ts in sent.values() for t in ts if w0 * 1e9 <= t <= w1 * 1e9)
+    latency = json.loads(Path(f"{prefix}_latency.json").read_text())["metrics"]
+    itl, ttft = truth(send_log)
+    return Outcome(
+        us_per_chunk=(cpu1 - cpu0) / max(chunks, 1) * 1e6, cpu_share=(cpu1 - cpu0) / (w1 - w0),
+        chunks_s=chunks / (w1 - w0),
+        itl=(latency["itl"]["all"]["p50"], latency["itl"]["all"]["p99"], pct(itl, 50), pct(itl, 99)),
+        ttft=(latency["ttft"]["all"]["p50"], latency["ttft"]["all"]["p99"], pct(ttft, 50), pct(ttft, 99)),
+        late_steps=late_steps, load=load)
+
+
+def _fidelity(pair: tuple[float, float, float, float]) -> str:
+    rep50, rep99, true50, true99 = pair
+    return f"{rep50:.1f}/{true50:.1f} {rep99:.1f}/{true99:.1f}"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--base", default="capacity-base", help="git ref to compare with (default capacity-base)")
+    ap.add_argument("--base-tree", type=Path, help="an installed checkout to compare with (its .venv)")
+    ap.add_argument("--streams", type=int, default=256)
+    ap.add_argument("--step-ms", type=float, default=10.0, help="pacer step: one chunk per stream per step")
+    ap.add_argument("--seconds", type=float, default=20.0)
+    ap.add_argument("--rounds", type=int, default=2)
+    args = ap.parse_args()
+    speed = subprocess.run([sys.executable, "-m", "timeit", "sum(range(10**7))"], capture_output=True,
+                           text=True).stdout.strip()
+    print(f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores; python: {speed}")
+    with tempfile.TemporaryDirectory(prefix="capacity-") as tmp:
+        work = Path(tmp)
+        if args.base_tree:
+            base_root = args.base_tree.resolve()
+            base = Tree("base", str(base_root / ".venv" / "bin" / "python"), base_root, None)
+            label = str(base_root)
+        else:
+            base_root = tree_of(args.base, work / "base")
+            base = Tree("base", sys.executable, REPO, str(base_root))
+            label = args.base
+        this = Tree("this", sys.executable, REPO, str(REPO))
+        rows = []
+        for r in range(1, args.rounds + 1):
+            res = {}
+            for tree in (base, this):
+                res[tree.name] = out = run(tree, args.streams, args.step_ms, args.seconds, work)
+                print(f"  #{r} {tree.name}: {out.us_per_chunk:.1f} us/chunk, {out.cpu_share:.0%} of a core, "
+                      f"{out.chunks_s:,.0f} chunks/s, load {out.load:.2f}", flush=True)
+            b, t = res["base"], res["this"]
+            rows.append((f"#{r}", f"{b.us_per_chunk:.1f}", f"{t.us_per_chunk:.1f}",
+                         f"x{t.us_per_chunk / b.us_per_chunk:.2f}", f"{b.cpu_share:.0%} / {t.cpu_share:.0%}",
+                         f"{b.chunks_s:,.0f} / {t.chunks_s:,.0f}", _fidelity(b.itl), _fidelity(t.itl),
+                         _fidelity(b.ttft), _fidelity(t.ttft), f"{b.late_steps} / {t.late_steps}",
+                         f"{b.load:.1f} / {t.load:.1f}"))
+    print(f"\n{args.streams} streams x {args.step_ms:g} ms steps, {args.seconds:g} s runs, base = {label}; "
+          "fidelity = reported/true (ms) p50 p99")
+    head = ("round", "base us/chunk", "this us/chunk", "this/base", "CPU base / this", "chunks/s base / this",
+            "ITL base", "ITL this", "TTFT base", "TTFT this", "pacer late steps", "load base / this")
+    print("| " + " | ".join(head) + " |\n|" + "---|" * len(head))
+    for row in rows:
+        print("| " + " | ".join(row) + " |")
+
+
+if __name__ == "__main__":
+    main()
