@@ -38,7 +38,7 @@ install: $(EXTRAS)
 
 # The demo's own folder: each `make ab` replaces the last demo (spec-ab refuses other folders with results).
 ab: $(PACKAGE)
-	$(VENV)/bin/spec-ab --out runs/demo --overwrite
+	$(VENV)/bin/spec-ab --out runs/demo --overwrite $(AB_ARGS)
 
 # The whole suite in two phases (with PYTEST_ARGS: one pytest run of just those). First the real-vLLM tier
 # (tests/vllm: each `vllm serve` spends ~50 s of one core starting) beside the unit and hostile tiers, which

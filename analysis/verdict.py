@@ -52,6 +52,10 @@ MIXED = "mixed"
 _EPS = 1e-12
 
 
+CLIENT_BEHIND = "the load generator was behind"
+"""How a level's reason starts when the client's lag kept it from being judged (spec-ab adds its own fix)."""
+
+
 @dataclass(frozen=True)
 class Thresholds:
     """The rule of thumb's numbers; every one is a command-line option.
@@ -185,7 +189,7 @@ def _evidence_gaps(level: LevelInput, th: Thresholds, floors: bool = True) -> li
         # A client that falls behind sends less load than asked and stamps arrivals late, and it favours
         # the arm that sends fewer chunks (speculation): its numbers cannot judge the server.
         if lag is not None and lag.late_share > th.max_client_late_share + _EPS:
-            gaps.append(f"{name}: the load generator was behind {lag.late_share:.1%} of the time at this "
+            gaps.append(f"{name}: {CLIENT_BEHIND} {lag.late_share:.1%} of the time at this "
                         f"level (max {lag.max_lag_ms:.0f} ms): its numbers measure the client, not the "
                         "server; add --processes or workers")
     gaps += _schedule_gaps(level, th)

@@ -111,7 +111,7 @@ def calibrate(work: Path, command: Command, available: list[int]) -> Cost:
     try:
         children.wait_ready(host, pacer, work / "pacer.log", START_S, name="the calibration's pacer")
         run = children.spawn(children.pinned(command(host, work / PREFIX, CALIBRATION_USERS), client_cpu),
-                             work / f"{PREFIX}.log")
+                             work / f"{PREFIX}.log", ahead=True)
         run.wait(RUN_S)
     except subprocess.TimeoutExpired:
         raise CalibrationError(f"the calibration run took over {RUN_S:g} s (see {work})") from None

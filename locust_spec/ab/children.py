@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import resource
 import shutil
 import signal
 import socket
@@ -44,13 +45,44 @@ def _die_with_parent() -> None:
         pass
 
 
+LOAD_NICE = -10
+"""Load generators run ahead of other work on the machine (a neighbour's job, a CI runner's other steps, two
+CPU hogs): a Locust process waiting for its core stamps the chunks that arrived meanwhile late, and the
+verdict then refuses the level. The servers under test keep their priority. (os.nice: relative to
+spec-ab's own.)"""
+
+
+def can_run_ahead() -> bool:
+    """Whether this user may lower a child's nice value to LOAD_NICE (root, or RLIMIT_NICE allows it)."""
+    if os.geteuid() == 0:
+        return True
+    soft, _hard = resource.getrlimit(resource.RLIMIT_NICE)
+    return soft == resource.RLIM_INFINITY or 20 - soft <= LOAD_NICE
+
+
+def priority_note() -> str:
+    """One line on the load generators' priority, for the start of spec-ab and spec-tune."""
+    if can_run_ahead():
+        return f"load generators at nice {LOAD_NICE}, ahead of other work on this machine"
+    return (f"load generators at normal priority (nice {LOAD_NICE} needs root or CAP_SYS_NICE): other work "
+            "on this machine may make them lag")
+
+
+def _run_ahead() -> None:
+    _die_with_parent()
+    with contextlib.suppress(OSError):  # not permitted: priority_note said so
+        os.nice(LOAD_NICE)
+
+
 def spawn(cmd: list[str], log: Path, env: dict[str, str] | None = None,
-          append: bool = False) -> subprocess.Popen:
-    """`append`: after what the log holds (spec-ab --resume keeps the earlier servers' logs)."""
+          append: bool = False, ahead: bool = False) -> subprocess.Popen:
+    """`append`: after what the log holds (spec-ab --resume keeps the earlier servers' logs); `ahead`: a
+    load generator (LOAD_NICE)."""
     # Own process group: a terminal's Ctrl-C reaches spec-ab alone, which then stops children in order.
     with log.open("a" if append else "w") as fh:
         return subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                start_new_session=True, preexec_fn=_die_with_parent, env=env)
+                                start_new_session=True, preexec_fn=_run_ahead if ahead else _die_with_parent,
+                                env=env)
 
 
 def stop(proc: subprocess.Popen, sig: int = signal.SIGTERM, timeout: float = 15.0,

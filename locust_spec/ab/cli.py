@@ -24,6 +24,7 @@ from locust_spec.ab.sessions import Run, SessionError, schedule
 from locust_spec.analysis import aa, api
 from locust_spec.analysis.model import Verdict, level_label
 from locust_spec.analysis.runs import InputError
+from locust_spec.analysis.verdict import CLIENT_BEHIND
 from locust_spec.client import server_api
 from locust_spec.client.headers import HeaderValueError, credential
 from locust_spec.client.http_fetch import METRICS_URLS_ENV, UrlError, check_urls, display_url
@@ -115,6 +116,9 @@ DEMO_PROMPTS = ("quote:2", "code:2", "boilerplate:2", "chat:1", "creative:1")
 """Mostly workloads that copy their input (n-gram acceptance around 0.6) with some open chat and creative
 writing, whose proposals are rarely accepted but still verified: speculation pays alone and costs at 64."""
 DEMO_TIME_SCALE = 1.0
+SLOWER_SIMULATION = ("on the simulators, a slower simulated GPU leaves the load generator room at the same "
+                     "verdict (every step and token takes longer alike): --time-scale 2, or "
+                     "make ab AB_ARGS='--time-scale 2'")
 """Real time: a faster clock would make 64 streams outrun one load-generator core."""
 DEMO_GPU = "a100"
 """The simulated GPU: its compute-to-bandwidth ratio makes verification compute-bound by 64 users."""
@@ -580,6 +584,7 @@ def main(baseline: str | None, candidate: str | None, levels: str | None, stage_
                                            lambda line: display.say(f"spec-ab: {line}"), streams, at_once,
                                            any(on_this_machine(url) for url in (baseline, candidate) if url))
         display.say(f"spec-ab: --processes auto: {reason}")
+    display.say(f"spec-ab: {children.priority_note()}")
     try:
         selection = Selection.of(category, prompt_limit, min_prompt_chars, max_prompt_chars, turns)
     except PromptError as exc:
@@ -655,6 +660,8 @@ def main(baseline: str | None, candidate: str | None, levels: str | None, stage_
             display.say(aa.render_text(found))
             return
         display.say(api.render(verdict, "text"))
+        if simulated and any(CLIENT_BEHIND in reason for level in verdict.levels for reason in level.reasons):
+            display.say(f"spec-ab: {SLOWER_SIMULATION}")
         failed = failed_levels(verdict)
         if failed:
             display.say(f"spec-ab: the run is bad: {'; '.join(failed)} (see each arm's log in {out})")

@@ -109,7 +109,7 @@ def run(session: Session, command: Command, display: progress.Display) -> None:
             r.prefix.parent.mkdir(parents=True, exist_ok=True)
             design_path(r).write_text(json.dumps(design.to_dict()) + "\n")
             cmd, env = command(r, design)
-            procs.append(children.spawn(cmd, r.prefix.with_suffix(".log"), env))
+            procs.append(children.spawn(cmd, r.prefix.with_suffix(".log"), env, ahead=True))
             watches.append(progress.Watch(r.prefix))
         _watch(session, procs, watches, clock, started, display)
     except BaseException:

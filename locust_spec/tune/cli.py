@@ -406,6 +406,7 @@ def main(ks: str, server_cmd: str | None, server_urls: tuple[str, ...], levels: 
                                               DEFAULT_MAX_CONCURRENCY if ladder.rates else None, at_once,
                                               bool(server_cmd) or any(map(on_this_machine, given.values())))
         display.say(f"spec-tune: --processes auto: {reason}")
+    display.say(f"spec-tune: {children.priority_note()}")
     settings = Settings(k_list, ladder, repeats,
                         Load(prompts or (ab.DEMO_PROMPTS if simulated else ()), max_tokens, ignore_eos, seed,
                              model, processes, selection=selection),
