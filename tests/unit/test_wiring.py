@@ -1,5 +1,6 @@
 """Whatever module a locustfile imports first, the plugin's listeners are the same (in a child process each:
-importing Locust patches the interpreter, and listeners are registered once per process)."""
+importing Locust patches the interpreter, and listeners are registered once per process); outside Locust,
+the package's own commands import neither Locust nor the plugin unless they use them."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import pytest
 from tests.support import PY, REPO
 
 LISTENERS = """
+import locust  # Locust is imported before it loads a locustfile
 import {module}
 from locust import events
 names = sorted(f"{{hook}}:{{h.__module__}}.{{h.__qualname__}}" for hook in
@@ -47,3 +49,26 @@ def test_one_init_listener_and_all_of_them_in_the_wiring_module(from_the_package
     inits = [n for n in from_the_package if n.startswith("init:")]
     assert inits == ["init:locust_spec.plugin._on_init"]
     assert all(".plugin." in n for n in from_the_package)
+
+
+WITHOUT_LOCUST = """
+import sys
+import {module}
+print("locust" in sys.modules, "locust_spec.plugin" in sys.modules)
+"""
+
+
+@pytest.mark.parametrize("module", ["locust_spec.sim.cli", "locust_spec.analysis.cli"])
+def test_spec_sim_and_spec_verdict_start_without_locust(module):
+    child = subprocess.run([PY, "-c", WITHOUT_LOCUST.format(module=module)], capture_output=True, text=True,
+                           timeout=120, cwd=REPO)
+    assert child.returncode == 0, child.stderr[-2000:]
+    assert child.stdout.split() == ["False", "False"]
+
+
+def test_the_users_taken_from_the_package_register_the_plugin():
+    child = subprocess.run([PY, "-c", "from locust_spec import ChatCompletionUser\n" + LISTENERS.format(
+        module="locust_spec").split("import locust_spec", 1)[1]], capture_output=True, text=True, timeout=120,
+        cwd=REPO)
+    assert child.returncode == 0, child.stderr[-2000:]
+    assert "init:locust_spec.plugin._on_init" in child.stdout.split()
