@@ -41,8 +41,9 @@ ab: $(PACKAGE)
 	$(VENV)/bin/spec-ab --out runs/demo --overwrite $(AB_ARGS)
 
 # The whole suite in two phases (with PYTEST_ARGS: one pytest run of just those). First the real-vLLM tier
-# (tests/vllm: each `vllm serve` spends ~50 s of one core starting) beside the unit and hostile tiers, which
-# judge no timings; its output follows theirs. Then the end-to-end tier alone: it pins servers and Locust to
+# (tests/vllm: each `vllm serve` spends ~50 s of core 0 starting, where its servers are pinned) beside the unit
+# and hostile tiers, which judge no timings, on core 1 (unpinned they slowed each start twofold); its output
+# follows theirs. Then the end-to-end tier alone: it pins servers and Locust to
 # cores of their own and judges what it measures, so nothing else runs beside it. Run one after the other,
 # the suite took 2024 s of CI's 30 minutes. (Exit 5, no test collected: LOCUST_SPEC_SKIP_VLLM=1 deselected the
 # tier.)
@@ -53,7 +54,8 @@ else
 	@tmp=$$(mktemp -d); echo "make test: the real-vLLM tier runs beside the unit and hostile tiers" \
 	    "(its output in $$tmp/vllm.log, shown when they end); then the end-to-end tier alone"; \
 	$(PY) -m pytest tests/vllm --basetemp=$$tmp/vllm >$$tmp/vllm.log 2>&1 & vllm=$$!; \
-	$(PY) -m pytest tests/unit tests/hostile --basetemp=$$tmp/fast; fast=$$?; \
+	pin=; if command -v taskset >/dev/null && [ $$(nproc) -gt 1 ]; then pin="taskset -c 1"; fi; \
+	$$pin $(PY) -m pytest tests/unit tests/hostile --basetemp=$$tmp/fast; fast=$$?; \
 	echo "make test: waiting for the real-vLLM tier"; wait $$vllm; real=$$?; cat $$tmp/vllm.log; \
 	[ $$real -ne 5 ] || real=0; \
 	$(PY) -m pytest tests --ignore=tests/unit --ignore=tests/hostile --ignore=tests/vllm \
