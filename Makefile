@@ -47,6 +47,10 @@ ab: $(PACKAGE)
 # cores of their own and judges what it measures, so nothing else runs beside it. Run one after the other,
 # the suite took 2024 s of CI's 30 minutes. (Exit 5, no test collected: LOCUST_SPEC_SKIP_VLLM=1 deselected the
 # tier.)
+# Beside the vLLM tier: what judges no timing. The Kubernetes and Compose files' end-to-end tests run their
+# commands and check the files they leave; the rest of the end-to-end tier judges what it measures.
+BESIDE_VLLM := tests/unit tests/hostile tests/e2e/test_k8s_jobs.py tests/e2e/test_docker_scripts.py
+
 test: $(EXTRAS)
 ifdef PYTEST_ARGS
 	$(PY) -m pytest $(PYTEST_ARGS)
@@ -55,12 +59,12 @@ else
 	    "(its output in $$tmp/vllm.log, shown when they end); then the end-to-end tier alone"; \
 	$(PY) -m pytest tests/vllm --basetemp=$$tmp/vllm >$$tmp/vllm.log 2>&1 & vllm=$$!; \
 	pin=; if command -v taskset >/dev/null && [ $$(nproc) -gt 1 ]; then pin="taskset -c 1"; fi; \
-	$$pin $(PY) -m pytest tests/unit tests/hostile --basetemp=$$tmp/fast; fast=$$?; \
+	$$pin $(PY) -m pytest $(BESIDE_VLLM) --basetemp=$$tmp/fast; fast=$$?; \
 	echo "make test: waiting for the real-vLLM tier"; wait $$vllm; real=$$?; cat $$tmp/vllm.log; \
 	[ $$real -ne 5 ] || real=0; \
-	$(PY) -m pytest tests --ignore=tests/unit --ignore=tests/hostile --ignore=tests/vllm \
+	$(PY) -m pytest tests $(patsubst %,--ignore=%,$(BESIDE_VLLM)) --ignore=tests/vllm \
 	    --basetemp=$$tmp/e2e; e2e=$$?; \
-	echo "make test: unit+hostile exit $$fast, real vLLM exit $$real, end-to-end exit $$e2e"; \
+	echo "make test: unit, hostile and files exit $$fast, real vLLM exit $$real, end-to-end exit $$e2e"; \
 	test $$fast -eq 0 -a $$real -eq 0 -a $$e2e -eq 0
 endif
 

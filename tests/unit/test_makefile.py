@@ -74,10 +74,12 @@ def pytest_runs(calls: list[str]) -> list[str]:
 
 def test_the_suite_runs_the_vllm_tier_beside_the_fast_tiers_then_the_end_to_end_tier_alone(checkout):
     out, calls = make(checkout, "test")
-    assert sorted(pytest_runs(calls)[:2]) == ["-m pytest tests/unit tests/hostile", "-m pytest tests/vllm"]
-    assert pytest_runs(calls)[2:] == [
-        "-m pytest tests --ignore=tests/unit --ignore=tests/hostile --ignore=tests/vllm"]
-    assert "unit+hostile exit 0, real vLLM exit 0, end-to-end exit 0" in out
+    files = "tests/e2e/test_k8s_jobs.py tests/e2e/test_docker_scripts.py"
+    beside = f"-m pytest tests/unit tests/hostile {files}"
+    assert sorted(pytest_runs(calls)[:2]) == [beside, "-m pytest tests/vllm"]
+    ignored = " ".join(f"--ignore={p}" for p in ["tests/unit", "tests/hostile", *files.split(), "tests/vllm"])
+    assert pytest_runs(calls)[2:] == [f"-m pytest tests {ignored}"]
+    assert "unit, hostile and files exit 0, real vLLM exit 0, end-to-end exit 0" in out
 
 
 def test_pytest_args_make_one_plain_run(checkout):
@@ -93,4 +95,4 @@ def test_a_failing_tier_fails_the_suite_after_every_tier_ran(checkout):
     done = subprocess.run(["make", "--no-print-directory", "test"], cwd=checkout, capture_output=True,
                           text=True, timeout=60)
     assert done.returncode != 0
-    assert "unit+hostile exit 1, real vLLM exit 0, end-to-end exit 0" in done.stdout
+    assert "unit, hostile and files exit 1, real vLLM exit 0, end-to-end exit 0" in done.stdout
