@@ -48,8 +48,10 @@ ab: $(PACKAGE)
 # the suite took 2024 s of CI's 30 minutes. (Exit 5, no test collected: LOCUST_SPEC_SKIP_VLLM=1 deselected the
 # tier.)
 # Beside the vLLM tier: what judges no timing. The Kubernetes and Compose files' end-to-end tests run their
-# commands and check the files they leave; the rest of the end-to-end tier judges what it measures.
-BESIDE_VLLM := tests/unit tests/hostile tests/e2e/test_k8s_jobs.py tests/e2e/test_docker_scripts.py
+# commands and check the files they leave, the live page's browser test what it draws; the rest of the
+# end-to-end tier judges what it measures.
+BESIDE_VLLM := tests/unit tests/hostile tests/e2e/test_k8s_jobs.py tests/e2e/test_docker_scripts.py \
+	tests/e2e/test_live_browser.py
 
 test: $(EXTRAS)
 ifdef PYTEST_ARGS

@@ -74,7 +74,7 @@ def pytest_runs(calls: list[str]) -> list[str]:
 
 def test_the_suite_runs_the_vllm_tier_beside_the_fast_tiers_then_the_end_to_end_tier_alone(checkout):
     out, calls = make(checkout, "test")
-    files = "tests/e2e/test_k8s_jobs.py tests/e2e/test_docker_scripts.py"
+    files = "tests/e2e/test_k8s_jobs.py tests/e2e/test_docker_scripts.py tests/e2e/test_live_browser.py"
     beside = f"-m pytest tests/unit tests/hostile {files}"
     assert sorted(pytest_runs(calls)[:2]) == [beside, "-m pytest tests/vllm"]
     ignored = " ".join(f"--ignore={p}" for p in ["tests/unit", "tests/hostile", *files.split(), "tests/vllm"])
