@@ -57,7 +57,7 @@ test: $(EXTRAS)
 ifdef PYTEST_ARGS
 	$(PY) -m pytest $(PYTEST_ARGS)
 else
-	@tmp=$$(mktemp -d); echo "make test: the real-vLLM tier runs beside the unit and hostile tiers" \
+	@tmp=$$(mktemp -d); echo "make test: the real-vLLM tier runs beside the tests that judge no timing" \
 	    "(its output in $$tmp/vllm.log, shown when they end); then the end-to-end tier alone"; \
 	$(PY) -m pytest tests/vllm --basetemp=$$tmp/vllm >$$tmp/vllm.log 2>&1 & vllm=$$!; \
 	pin=; if command -v taskset >/dev/null && [ $$(nproc) -gt 1 ]; then pin="taskset -c 1"; fi; \
