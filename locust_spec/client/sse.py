@@ -8,7 +8,9 @@ naming what was wrong, never an exception; framing is linear in the bytes.
 from __future__ import annotations
 
 import bisect
+from array import array
 from collections.abc import Generator, Sequence
+from itertools import accumulate
 from typing import Annotated, TypeVar
 
 import msgspec
@@ -141,6 +143,8 @@ def parse_object(obj: object) -> Event:
 
 
 def _chunk(wire: _Wire) -> Event:
+    # Runs once per chunk of every request: the common chunk (one choice whose delta holds at most
+    # `content`) takes the first branch; Chunk's fields given by position (its declaration order).
     error = wire.error
     if error is not None:
         message = error if isinstance(error, str) else error.message or "(no message)"
@@ -148,6 +152,30 @@ def _chunk(wire: _Wire) -> Event:
     choices = wire.choices
     if choices is None:
         return Malformed("chunk without choices")
+    if len(choices) == 1 and (delta := choices[0].delta) is not None and not (
+            delta.reasoning_content or delta.reasoning or delta.tool_calls):
+        text = delta.content or ""
+        finish_reason = choices[0].finish_reason or None
+    else:
+        text, finish_reason = _texts(choices)
+    usage = wire.usage
+    metrics = wire.metrics
+    spec = metrics.speculative_decoding if metrics is not None else None
+    return Chunk(
+        usage.completion_tokens if usage is not None else None,
+        usage.prompt_tokens if usage is not None else None,
+        len(text),
+        bool(choices),
+        None if finish_reason is None else printable(finish_reason, FINISH_REASON_CHARS),
+        spec.num_accepted_draft_tokens if spec is not None else None,
+        spec.num_draft_tokens if spec is not None else None,
+        None,
+        text,
+    )
+
+
+def _texts(choices: list[_Choice]) -> tuple[str, str | None]:
+    """(the text of every choice's delta: content, reasoning, tool calls; the last finish_reason given)."""
     finish_reason = None
     pieces: list[str] = []
     for choice in choices:
@@ -161,19 +189,7 @@ def _chunk(wire: _Wire) -> Event:
                     fn = call.function
                     pieces.append("\n" if fn is None else f"{fn.name or ''}{fn.arguments or ''}\n")
         finish_reason = choice.finish_reason or finish_reason
-    text = "".join(pieces)
-    usage = wire.usage
-    spec = wire.metrics.speculative_decoding if wire.metrics is not None else None
-    return Chunk(
-        completion_tokens=usage.completion_tokens if usage is not None else None,
-        prompt_tokens=usage.prompt_tokens if usage is not None else None,
-        text_chars=len(text),
-        has_choices=bool(choices),
-        finish_reason=None if finish_reason is None else printable(finish_reason, FINISH_REASON_CHARS),
-        spec_accepted_tokens=spec.num_accepted_draft_tokens if spec is not None else None,
-        spec_draft_tokens=spec.num_draft_tokens if spec is not None else None,
-        text=text,
-    )
+    return "".join(pieces), finish_reason
 
 
 class _Framing:
@@ -259,14 +275,15 @@ def plain_events(body: bytes | bytearray, times: Sequence[float], ends: Sequence
     its payload a JSON chunk or [DONE]; all payloads decoded in one C call. None for any other body
     (comments, CR, multi-line data, a payload that is no chunk, a cut tail): the general path reads that,
     to the same result."""
-    events = body.count(b"\n\n")
-    if (not events or not ends or ends[-1] < len(body) or not body.startswith(b"data: ")
-            or not body.endswith(b"\n\n") or body.count(b"\n") != 2 * events
-            or body.count(_NEXT_DATA) != events - 1 or b"\r" in body):
+    if not ends or ends[-1] < len(body) or not body.startswith(b"data: ") or not body.endswith(b"\n\n"):
         return None
-    # now every newline is in a pair, and every pair but the last is followed by the next `data: `
-    payloads = bytes(body[6:-2]).split(_NEXT_DATA)
-    chunks = [p for p in payloads if p != _DONE_PAYLOAD]
+    payloads = body[6:-2].split(_NEXT_DATA)
+    # The separators hold two newlines each and the last event's end two more: any other newline (a
+    # comment, a second data line, a blank payload's extra LF) or a CR is another body.
+    if body.count(b"\n") != 2 * len(payloads) or b"\r" in body:
+        return None
+    done = payloads[-1] == _DONE_PAYLOAD  # a [DONE] anywhere else is an undecodable payload: general path
+    chunks = payloads[:-1] if done else payloads
     try:
         # one JSON value per line, each decoded on its own, as parse_payload would
         wires = _decode_lines(b"\n".join(chunks))
@@ -274,15 +291,15 @@ def plain_events(body: bytes | bytearray, times: Sequence[float], ends: Sequence
         return None
     if len(wires) != len(chunks):  # an empty payload (skipped as a blank line)
         return None
-    out: list[tuple[float, Event]] = []
-    decoded = iter(wires)
-    read = 0
-    end = -2
-    for payload in payloads:
-        end += 8 + len(payload)  # the newline that ends this event's data line
-        while ends[read] <= end:
-            read += 1
-        out.append((times[read], DONE if payload == _DONE_PAYLOAD else _chunk(next(decoded))))
+    # each event's end: past `data: `, its payload and LF LF
+    event_ends = list(accumulate(len(p) + 8 for p in payloads))
+    if len(times) == len(payloads) and array("q", event_ends) == array("q", ends):
+        stamps: Sequence[float] = times  # one read per event, the common case: its own read's time
+    else:  # the read that holds the newline ending each event's data line (2 bytes before its end)
+        stamps = [times[bisect.bisect_right(ends, end - 2)] for end in event_ends]
+    out: list[tuple[float, Event]] = [(t, _chunk(wire)) for t, wire in zip(stamps, wires, strict=False)]
+    if done:
+        out.append((stamps[-1], DONE))
     return out
 
 

@@ -351,7 +351,7 @@ class Connection:
             if refused is not None:
                 raise StreamFailure(*refused)
             reading = _Body(response, arrivals, dog, idle_timeout, max_line, max_body, read_now)
-            if not reading.advance(t):
+            if not reading.take(None, t):
                 # kernel-stamped reads may happen late (all of them at once): the process's reader
                 reader = Reader.current() if self.kernel_stamps and read_now is not None else None
                 if reader is not None:
@@ -477,28 +477,28 @@ class _Body:
         self.end = 0.0  # the time of the read that ended the body
         self.read = read_now
 
-    def take(self, data: bytes, t: float) -> bool:
-        """One read's bytes (b"": the server closed): True when the body has ended."""
-        self.feed(data)
-        if not data:
-            if self.response.message_complete:
-                self.end = t
-                return True
-            raise StreamFailure("reset", "connection closed mid-response")
-        return self.advance(t)
-
-    def advance(self, t: float) -> bool:
-        """Mark and check what the parser added to the body since the last call, read at `t`."""
+    def take(self, data: bytes | None, t: float) -> bool:
+        """One read's bytes, read at `t` (b"": the server closed; None: bytes the response was already fed,
+        the first read's that came with the head): True when the body has ended. Marks and checks only what
+        the parser added to the body since the last call. Runs once per chunk of every stream: locals,
+        and searches without start and end arguments where the answer is the same."""
+        if data is not None:
+            self.feed(data)
+            if not data:
+                if self.response.message_complete:
+                    self.end = t
+                    return True
+                raise StreamFailure("reset", "connection closed mid-response")
         body, seen = self.body, self.seen
         size = len(body)
         if size > seen:
             self.times.append(t)
             self.ends.append(size)
             self.dog.last = t
-            # the last newline of this read closes every line before it
-            cut = body.rfind(b"\n", seen)
             line_start = self.line_start
-            if cut >= 0:
+            # the last newline of this read closes every line before it (one before `seen`: none did)
+            cut = body.rfind(b"\n")
+            if cut >= seen:
                 if cut - line_start > self.max_line and body.find(b"\n", seen) - line_start > self.max_line:
                     raise _too_large(body, line_start, f"a line over {self.max_line} bytes")
                 if self.phase is _FIRST_TOKEN and _has_token_or_done(body[line_start:cut]):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from array import array
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
@@ -128,13 +129,24 @@ def percentiles_us(hist: HdrHistogram, pcts: Iterable[float]) -> list[int]:
     return result
 
 
+PENDING_VALUES = 16384
+"""Values recorded but not yet counted into the histograms, at most (128 KiB): indexing a batch costs a fixed
+~15 numpy calls whatever its size, so a stream's ITLs wait for many other streams' and are indexed with them,
+once (before anything reads the histograms)."""
+
+
 class LatencyHistograms:
     """Histograms per (metric, prompt class, level); created on first use, so memory grows with
     classes x levels, never with run length. Level ALL_LEVELS holds every request (warm-up too);
-    a level's own histograms exclude warm-up requests."""
+    a level's own histograms exclude warm-up requests.
+
+    Recorded values are counted in batches (PENDING_VALUES); every method that reads the histograms counts
+    what is pending first, so a reader never sees the difference."""
 
     def __init__(self) -> None:
         self._hists: dict[Key, HdrHistogram] = {}
+        self._pending: dict[tuple[Key, ...], array] = {}  # per set of histograms taking the same values
+        self._pending_values = 0
 
     def _get(self, key: Key) -> HdrHistogram:
         hist = self._hists.get(key)
@@ -172,10 +184,22 @@ class LatencyHistograms:
         """The same values for several metrics, each into its all-levels and (after warm-up) level one."""
         if not values_ms:
             return
-        keys = [(m, cls, ALL_LEVELS) for m in metrics]
+        keys = tuple((m, cls, ALL_LEVELS) for m in metrics)
         if not warmup:
-            keys += [(m, cls, level) for m in metrics]
-        record_many([self._get(k) for k in keys], values_ms)
+            keys += tuple((m, cls, level) for m in metrics)
+        pending = self._pending.get(keys)
+        if pending is None:
+            pending = self._pending[keys] = array("d")
+        pending.extend(values_ms)
+        self._pending_values += len(values_ms)
+        if self._pending_values >= PENDING_VALUES:
+            self._count_pending()
+
+    def _count_pending(self) -> None:
+        """Count every pending value into its histograms."""
+        pending, self._pending, self._pending_values = self._pending, {}, 0
+        for keys, values in pending.items():
+            record_many([self._get(k) for k in keys], values)
 
     def encode(self) -> dict[str, str]:
         """Every histogram as `metric|class|level` -> HdrHistogram base64, for shipping between runners."""
@@ -183,6 +207,7 @@ class LatencyHistograms:
 
     def encode_items(self) -> Iterator[tuple[str, str]]:
         """`encode()` one histogram at a time, so a caller on the event loop can yield between them."""
+        self._count_pending()
         for (m, c, lv), h in list(self._hists.items()):
             yield f"{m}|{c}|{lv}", h.encode().decode("ascii")
 
@@ -193,6 +218,7 @@ class LatencyHistograms:
         (188 KB of counts each) instead of making a new set keeps its allocator from fragmenting. Encoding
         and emptying one histogram happen with no yield between them, so a value recorded while a caller
         yields lands whole in this batch or the next."""
+        self._count_pending()
         for (m, c, lv), h in list(self._hists.items()):
             if h.total_count:
                 blob = h.encode().decode("ascii")
@@ -200,10 +226,12 @@ class LatencyHistograms:
                 yield f"{m}|{c}|{lv}", blob
 
     def get(self, metric: str, cls: str, level: LevelKey = ALL_LEVELS) -> HdrHistogram | None:
+        self._count_pending()
         return self._hists.get((metric, cls, level))
 
     def classes(self) -> list[str]:
         """The prompt classes recorded so far, sorted."""
+        self._count_pending()
         return sorted({c for _, c, _ in self._hists})
 
     def merge_encoded(self, encoded: dict[str, str]) -> None:
@@ -213,14 +241,18 @@ class LatencyHistograms:
             self._get((metric, cls, parse_key(level))).add(HdrHistogram.decode(blob))
 
     def merge(self, other: LatencyHistograms) -> None:
+        other._count_pending()
         for key, hist in other._hists.items():
             self._get(key).add(hist)
 
     def clear(self) -> None:
         self._hists.clear()
+        self._pending.clear()
+        self._pending_values = 0
 
     def to_json(self) -> dict:
         """The PREFIX_latency.json document (schema runfiles.LATENCY_SCHEMA)."""
+        self._count_pending()
         metrics: dict[str, dict] = {}
         levels: dict[str, dict] = {}
         for level in sorted({lv for _, _, lv in self._hists}, key=key_order):

@@ -14,6 +14,7 @@ import os
 import pytest
 from locust.argument_parser import parse_options
 
+from locust_spec import plugin  # noqa: F401  (its options, which parse_options reads, whatever ran before)
 from locust_spec.client import context
 from locust_spec.client.headers import HeaderValueError
 from locust_spec.client.http_fetch import FetchError, request

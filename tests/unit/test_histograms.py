@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 from locust_spec.client.timing import RequestTiming
 from locust_spec.recording.histograms import (
     ALL_LEVELS,
+    PENDING_VALUES,
     LatencyHistograms,
     new_histogram,
     percentiles_us,
@@ -101,6 +102,7 @@ def test_recording_into_several_histograms_at_once_equals_recording_into_each(va
 def test_draining_ships_each_value_once_and_reuses_the_buffers():
     hists = LatencyHistograms()
     hists.record("ttft", "code", 4, [10.0, 20.0], warmup=False)
+    hists.get("ttft", "code", 4)  # reading counts what was pending: the histograms exist from here
     buffers = {key: id(h.counts) for key, h in hists._hists.items()}
     drained = hists.drain_items()
     first_key, first_blob = next(drained)
@@ -113,3 +115,27 @@ def test_draining_ships_each_value_once_and_reuses_the_buffers():
     for batch in ({first_key: first_blob}, rest, later):
         shipped.merge_encoded(batch)
     assert [shipped.get("ttft", "code", lv).total_count for lv in (ALL_LEVELS, 4)] == [3, 3]
+
+
+def test_values_wait_to_be_counted_in_batches_but_every_reader_sees_them():
+    hists = LatencyHistograms()
+    hists.record_together(("itl", "chunk_gap"), "code", 4, [10.0, 20.0, 30.0], warmup=False)
+    assert hists.to_json()["metrics"]["itl"]["all"]["count"] == 3
+    hists.record("itl", "code", 4, [40.0], warmup=True)  # warm-up: the all-levels histogram only
+    assert (hists.get("itl", "code").total_count, hists.get("itl", "code", 4).total_count) == (4, 3)
+    hists.record("ttft", "chat", 4, [5.0], warmup=False)
+    assert hists.classes() == ["chat", "code"]
+    hists.record("ttft", "chat", 4, [6.0], warmup=False)
+    assert dict(hists.encode_items()).keys() >= {"ttft|chat|4", "ttft|chat|-1"}
+    hists.record("ttft", "chat", 4, [7.0], warmup=False)
+    merged = LatencyHistograms()
+    merged.merge(hists)
+    assert merged.get("ttft", "chat", 4).total_count == 3
+
+
+def test_what_waits_to_be_counted_stays_bounded_on_a_long_run():
+    hists = LatencyHistograms()
+    for _ in range(3 * PENDING_VALUES // 128):
+        hists.record_together(("itl", "chunk_gap"), "code", 4, [10.0] * 128, warmup=False)
+        assert hists._pending_values < PENDING_VALUES
+    assert hists.get("itl", "code", 4).total_count == 3 * PENDING_VALUES // 128 * 128
