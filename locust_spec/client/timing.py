@@ -26,6 +26,9 @@ class RequestTiming:
     `tokens_estimated` is True when some chunk's token count came from its text, not from usage.
     `error` is what the stream itself reported (malformed event, server error object, no [DONE]).
     `output_hash`, `output_marks`: the answer's fingerprint (core/answers.py), of whatever text arrived.
+    `merged_chunks`: token chunks after the first that arrived in the same read as the one before them (the
+    same stamp): the client read late, or something on the way held the stream back and let it go at once.
+    Their gap reads 0 and the gap before them counts the time of both.
     """
 
     ttft_ms: float | None
@@ -48,6 +51,7 @@ class RequestTiming:
     error: str | None
     output_hash: str | None = None
     output_marks: str | None = None
+    merged_chunks: int = 0
 
 
 def request_timing(start: float, events: Sequence[tuple[float, Event]], end: float) -> RequestTiming:
@@ -66,7 +70,7 @@ def timing_slices(start: float, events: Sequence[tuple[float, Event]], end: floa
     usage_total: int | None = None
     prompt_tokens = None
     estimated = False
-    chunks = max_per_chunk = 0
+    chunks = max_per_chunk = merged = 0
     finish_reason = None
     accepted = drafted = None
     done = False
@@ -121,6 +125,8 @@ def timing_slices(start: float, events: Sequence[tuple[float, Event]], end: floa
             if first_t is None:
                 first_t = t
             else:
+                if t == last_t:
+                    merged += 1
                 gap = (t - last_t) * 1000.0
                 gaps.append(gap)
                 if n == 1:
@@ -168,6 +174,7 @@ def timing_slices(start: float, events: Sequence[tuple[float, Event]], end: floa
         error=error,
         output_hash=output_hash,
         output_marks=output_marks,
+        merged_chunks=merged,
     )
 
 

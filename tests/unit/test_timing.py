@@ -95,6 +95,20 @@ def test_stream_without_done_is_an_error_and_malformed_is_named():
     assert request_timing(0, [(0.1, err)], 0.2).error == "server_error: x"
 
 
+def test_token_chunks_read_together_are_counted_as_merged():
+    # three token chunks, the last two in one read (one stamp): a late reader, or a buffering proxy
+    chunks = [Chunk(completion_tokens=n, text_chars=1) for n in (1, 2, 3)]
+    timing = request_timing(0.0, [(0.1, chunks[0]), (0.3, chunks[1]), (0.3, chunks[2]), (0.3, DONE)], 0.3)
+    assert timing.merged_chunks == 1 and timing.itl_ms == pytest.approx((200, 0))
+    spread = request_timing(0.0, [(0.1, chunks[0]), (0.2, chunks[1]), (0.3, chunks[2]), (0.3, DONE)], 0.3)
+    assert spread.merged_chunks == 0
+
+
+def test_real_streams_read_on_time_have_no_merged_chunks():
+    for name in ("stream_spec_off", "stream_ngram"):
+        assert request_timing(0.0, timed_events(name), 10.0).merged_chunks == 0
+
+
 def test_no_token_means_no_ttft_and_no_tpot():
     timing = request_timing(0.0, [(0.1, Chunk(completion_tokens=0)), (0.2, DONE)], 0.2)
     assert timing.ttft_ms is None and timing.tpot_ms is None and timing.output_tokens == 0
