@@ -164,7 +164,7 @@ def processes_advice(spent: Mapping) -> str:
 
 
 class LevelBudget:
-    __slots__ = ("chunks", "cpu_s", "wall_s", "loaded_cpu_s", "loaded_s", "holds", "held_s")
+    __slots__ = ("chunks", "cpu_s", "wall_s", "loaded_cpu_s", "loaded_s", "loaded_chunks", "holds", "held_s")
 
     def __init__(self) -> None:
         self.chunks = 0
@@ -172,6 +172,9 @@ class LevelBudget:
         self.wall_s = 0.0
         self.loaded_cpu_s = 0.0
         self.loaded_s = 0.0
+        self.loaded_chunks = 0
+        """The chunks handled within the loaded samples: the cost per chunk is over the same time as its CPU
+        (a level's first second, spawning, and the stop's partial sample hold chunks but no CPU sample)."""
         self.holds = 0
         self.held_s = 0.0
 
@@ -180,7 +183,8 @@ class LevelBudget:
         return {"chunks": self.chunks, "wall_s": round(self.wall_s, 3),
                 "chunks_per_s": round(self.chunks / self.wall_s, 1) if self.wall_s else 0.0,
                 "cpu_share": round(share, 4), "cpu_headroom": round(max(0.0, 1.0 - share), 4),
-                "cpu_us_per_chunk": round(self.loaded_cpu_s / self.chunks * 1e6, 2) if self.chunks else None,
+                "cpu_us_per_chunk": (round(self.loaded_cpu_s / self.loaded_chunks * 1e6, 2)
+                                     if self.loaded_chunks else None),
                 "loaded_s": round(self.loaded_s, 3), "holds": self.holds, "held_s": round(self.held_s, 3)}
 
 
@@ -188,7 +192,8 @@ class ClientBudget:
     """Chunks handled (counted as each request is processed) and this process's CPU time (sampled every
     `sample_s` while `active()`), both per ladder level (`level()` users at that moment). A sample is also
     loaded time when `loaded()` at its start or its end (under a blocked design: in this arm's block), or
-    when it handled chunks (a block's last requests finish after it)."""
+    when it handled chunks (a block's last requests finish after it); the cost per chunk is the loaded
+    samples' CPU over the chunks handled within them."""
 
     def __init__(self, active: Callable[[], bool] = lambda: True, level: Callable[[], LevelKey] = lambda: 0,
                  sample_s: float = SAMPLE_S, loaded: Callable[[], bool] = lambda: True) -> None:
@@ -198,6 +203,7 @@ class ClientBudget:
         self.sample_s = sample_s
         self.by_level: dict[LevelKey, LevelBudget] = {}
         self.chunks_seen = 0
+        self._pending: dict[LevelKey, int] = {}  # chunks handled in the sample under way, per level
         self._greenlet: gevent.Greenlet | None = None
 
     def _at(self, users: LevelKey) -> LevelBudget | None:
@@ -211,6 +217,7 @@ class ClientBudget:
         at = self._at(users)
         if at is not None:
             at.chunks += chunks
+            self._pending[users] = self._pending.get(users, 0) + chunks
 
     def add_held(self, users: LevelKey, seconds: float) -> None:
         """A request at `users` was sent `seconds` late: its user waited as the server asked."""
@@ -220,7 +227,8 @@ class ClientBudget:
             at.held_s += seconds
 
     def add_time(self, users: LevelKey, cpu_s: float, wall_s: float, loaded: bool = True) -> None:
-        """A sample at `users`; `loaded`: the process had load then, so its CPU is the chunks' cost."""
+        """A sample at `users`, which ends the one under way; `loaded`: the process had load then, so its
+        CPU is the cost of the chunks handled in it (at whichever level their requests started)."""
         at = self._at(users)
         if at is not None:
             at.cpu_s += cpu_s
@@ -228,6 +236,10 @@ class ClientBudget:
             if loaded:
                 at.loaded_cpu_s += cpu_s
                 at.loaded_s += wall_s
+        if loaded:
+            for key, chunks in self._pending.items():
+                self.by_level[key].loaded_chunks += chunks
+        self._pending.clear()
 
     def start(self) -> None:
         if self._greenlet is None:
@@ -249,6 +261,8 @@ class ClientBudget:
                 # loaded part would make the chunks cheaper than they were.
                 loaded = was_loaded or self.loaded() or self.chunks_seen != chunks
                 self.add_time(self.level(), cpu1 - cpu, wall1 - wall, loaded)
+            else:
+                self._pending.clear()  # spawning or stopping: no CPU sample, so no chunk of it is costed
             cpu, wall = cpu1, wall1
 
     def summary(self) -> dict:

@@ -67,6 +67,24 @@ def test_the_cpu_of_idle_time_is_no_chunks_cost_and_stays_in_the_share_of_the_le
     assert got["wall_s"] == 2.0 and got["cpu_share"] == 0.025 and got["loaded_s"] == 1.0
 
 
+def test_the_cost_per_chunk_counts_the_chunks_handled_within_the_cpu_samples_only():
+    budget = ClientBudget()
+    budget.add_chunks(64, 1000)
+    budget.add_time(64, cpu_s=0.02, wall_s=1.0)
+    budget.add_chunks(64, 1000)  # the stop's drain: no CPU sample covers it
+    got = budget.summary()["64"]
+    assert got["chunks"] == 2000 and got["cpu_us_per_chunk"] == 20.0  # not 10.0: half the chunks, no CPU
+    state = {"active": False}
+    spawning = ClientBudget(active=lambda: state["active"], sample_s=0.01)
+    spawning.start()
+    spawning.add_chunks(64, 500)  # while users spawn, which no CPU sample measures
+    gevent.sleep(0.03)
+    state["active"] = True
+    gevent.sleep(0.03)
+    spawning.stop()
+    assert spawning.by_level[0].wall_s > 0 and spawning.summary()["64"]["cpu_us_per_chunk"] is None
+
+
 def test_a_sample_is_loaded_time_in_the_arms_block_or_when_it_handled_chunks():
     budget = ClientBudget(sample_s=0.01, loaded=lambda: False)
     budget.start()
