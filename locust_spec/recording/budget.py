@@ -173,8 +173,9 @@ class LevelBudget:
         self.loaded_cpu_s = 0.0
         self.loaded_s = 0.0
         self.loaded_chunks = 0
-        """The chunks handled within the loaded samples: the cost per chunk is over the same time as its CPU
-        (a level's first second, spawning, and the stop's partial sample hold chunks but no CPU sample)."""
+        """The chunks handled within this level's loaded samples (whichever level their requests started
+        at): the cost per chunk is over the time of its CPU. `chunks` counts by the requests' level, and
+        more: a level's spawning second holds chunks but no sample."""
         self.holds = 0
         self.held_s = 0.0
 
@@ -193,7 +194,7 @@ class ClientBudget:
     `sample_s` while `active()`), both per ladder level (`level()` users at that moment). A sample is also
     loaded time when `loaded()` at its start or its end (under a blocked design: in this arm's block), or
     when it handled chunks (a block's last requests finish after it); the cost per chunk is the loaded
-    samples' CPU over the chunks handled within them."""
+    samples' CPU over the chunks handled within them, the processor's drain at stop included."""
 
     def __init__(self, active: Callable[[], bool] = lambda: True, level: Callable[[], LevelKey] = lambda: 0,
                  sample_s: float = SAMPLE_S, loaded: Callable[[], bool] = lambda: True) -> None:
@@ -202,9 +203,9 @@ class ClientBudget:
         self.loaded = loaded
         self.sample_s = sample_s
         self.by_level: dict[LevelKey, LevelBudget] = {}
-        self.chunks_seen = 0
-        self._pending: dict[LevelKey, int] = {}  # chunks handled in the sample under way, per level
+        self._pending = 0  # chunks handled since the last sample
         self._greenlet: gevent.Greenlet | None = None
+        self._cpu = self._wall = 0.0  # the last sample's end
 
     def _at(self, users: LevelKey) -> LevelBudget | None:
         found = self.by_level.get(users)
@@ -213,11 +214,10 @@ class ClientBudget:
         return found
 
     def add_chunks(self, users: LevelKey, chunks: int) -> None:
-        self.chunks_seen += chunks
+        self._pending += chunks
         at = self._at(users)
         if at is not None:
             at.chunks += chunks
-            self._pending[users] = self._pending.get(users, 0) + chunks
 
     def add_held(self, users: LevelKey, seconds: float) -> None:
         """A request at `users` was sent `seconds` late: its user waited as the server asked."""
@@ -228,7 +228,7 @@ class ClientBudget:
 
     def add_time(self, users: LevelKey, cpu_s: float, wall_s: float, loaded: bool = True) -> None:
         """A sample at `users`, which ends the one under way; `loaded`: the process had load then, so its
-        CPU is the cost of the chunks handled in it (at whichever level their requests started)."""
+        CPU is the cost of the chunks handled in it."""
         at = self._at(users)
         if at is not None:
             at.cpu_s += cpu_s
@@ -236,34 +236,43 @@ class ClientBudget:
             if loaded:
                 at.loaded_cpu_s += cpu_s
                 at.loaded_s += wall_s
-        if loaded:
-            for key, chunks in self._pending.items():
-                self.by_level[key].loaded_chunks += chunks
-        self._pending.clear()
+                at.loaded_chunks += self._pending
+        self._pending = 0
+
+    def add_last(self, users: LevelKey, cpu_s: float) -> None:
+        """The stop's partial sample, when it handled chunks: a saturated process leaves requests to the
+        processor's drain at stop, whose CPU is theirs. A cost only: no part of the level's time."""
+        at = self._at(users)
+        if at is not None and self._pending:
+            at.loaded_cpu_s += cpu_s
+            at.loaded_chunks += self._pending
+        self._pending = 0
 
     def start(self) -> None:
         if self._greenlet is None:
+            self._cpu, self._wall = time.process_time(), time.perf_counter()
             self._greenlet = gevent.spawn(self._run)
 
     def stop(self) -> None:
+        """After the processor's drain (wiring/run.py), so that its CPU and chunks count."""
         if self._greenlet is not None:
             self._greenlet.kill(block=False)
             self._greenlet = None
+            self.add_last(self.level(), time.process_time() - self._cpu)
 
     def _run(self) -> None:
-        cpu, wall = time.process_time(), time.perf_counter()
         while True:
-            was_active, was_loaded, chunks = self.active(), self.loaded(), self.chunks_seen
+            was_active, was_loaded = self.active(), self.loaded()
             gevent.sleep(self.sample_s)
-            cpu1, wall1 = time.process_time(), time.perf_counter()
+            cpu, wall = time.process_time(), time.perf_counter()
             if was_active and self.active():
                 # A sample across a block's edge counts whole: its idle part costs little, and missing the
                 # loaded part would make the chunks cheaper than they were.
-                loaded = was_loaded or self.loaded() or self.chunks_seen != chunks
-                self.add_time(self.level(), cpu1 - cpu, wall1 - wall, loaded)
+                loaded = was_loaded or self.loaded() or self._pending > 0
+                self.add_time(self.level(), cpu - self._cpu, wall - self._wall, loaded)
             else:
-                self._pending.clear()  # spawning or stopping: no CPU sample, so no chunk of it is costed
-            cpu, wall = cpu1, wall1
+                self._pending = 0  # spawning or stopping: no CPU sample, so none of its chunks is costed
+            self._cpu, self._wall = cpu, wall
 
     def summary(self) -> dict:
         return {str(users): b.summary() for users, b in in_level_order(self.by_level)}

@@ -301,10 +301,10 @@ class SpecRun:
             self.memtrace.stop()
         if self.lag is not None:
             self.lag.stop()  # first: the drain below blocks the loop by design
-        if self.budget is not None:
-            self.budget.stop()
         if self.processor is not None:
             self.processor.stop()
+        if self.budget is not None:
+            self.budget.stop()  # after the drain: its CPU is the cost of the chunks it handles
 
     def flush(self) -> None:
         if self.sink is not None:

@@ -33,10 +33,10 @@ def test_each_level_gets_its_chunks_and_its_time():
 
 def test_a_level_with_no_time_or_no_chunk_has_no_rate():
     budget = ClientBudget()
-    budget.add_chunks(1, 5)
-    assert budget.summary()["1"]["chunks_per_s"] == 0.0
     budget.add_time(2, 0.1, 1.0)
     assert budget.summary()["2"]["cpu_us_per_chunk"] is None
+    budget.add_chunks(1, 5)
+    assert budget.summary()["1"]["chunks_per_s"] == 0.0
 
 
 def test_processes_combine_to_the_busiest_and_the_total_chunks():
@@ -67,13 +67,14 @@ def test_the_cpu_of_idle_time_is_no_chunks_cost_and_stays_in_the_share_of_the_le
     assert got["wall_s"] == 2.0 and got["cpu_share"] == 0.025 and got["loaded_s"] == 1.0
 
 
-def test_the_cost_per_chunk_counts_the_chunks_handled_within_the_cpu_samples_only():
+def test_the_cost_per_chunk_is_the_cpu_of_the_samples_and_the_drain_over_the_chunks_they_handled():
     budget = ClientBudget()
     budget.add_chunks(64, 1000)
     budget.add_time(64, cpu_s=0.02, wall_s=1.0)
-    budget.add_chunks(64, 1000)  # the stop's drain: no CPU sample covers it
+    budget.add_chunks(64, 1000)  # handled after the last sample: in the stop's drain
+    budget.add_last(64, cpu_s=0.03)
     got = budget.summary()["64"]
-    assert got["chunks"] == 2000 and got["cpu_us_per_chunk"] == 20.0  # not 10.0: half the chunks, no CPU
+    assert got["chunks"] == 2000 and got["cpu_us_per_chunk"] == 25.0 and got["wall_s"] == 1.0
     state = {"active": False}
     spawning = ClientBudget(active=lambda: state["active"], sample_s=0.01)
     spawning.start()
