@@ -101,7 +101,7 @@ def processes_for(max_users: int, cores: int, costs: Sequence[Cost],
     cores_each = max(cores // runs_at_once, 1)
     chosen = min(wanted, cores_each)
     reason = (f"{chosen} load-generating process{'es' if chosen > 1 else ''}: up to {max_users} streams x "
-              f"{stream_chunks_per_s:g} chunks/s = {rate:,.0f} chunks/s; " + _bound_text(bound))
+              f"{stream_chunks_per_s:g} chunks/s = {rate:,.0f} chunks/s; " + _bound_text(bound, wanted))
     if chosen < wanted:
         shared = f", {runs_at_once} runs at once" if runs_at_once > 1 else ""
         reason += (f"; {wanted} wanted, capped at the cores available ({cores}{shared}): expect the client "
@@ -109,20 +109,20 @@ def processes_for(max_users: int, cores: int, costs: Sequence[Cost],
     return chosen, reason, bound
 
 
-def _bound_text(bound: Bound) -> str:
-    """Why a process of `bound.streams` streams stays under half a core (or would, with enough processes)."""
+def _bound_text(bound: Bound, wanted: int) -> str:
+    """Why `wanted` processes of `bound.streams` streams each stay under half a core."""
+    these = f"{wanted} process{'es' if wanted > 1 else ''} of {bound.streams} streams"
     cost = bound.cost
     if cost is None:
-        return (f"{bound.streams} streams a process stay under {HALF_CORE:.0%} of a core even at "
-                f"{WORST_US_PER_CHUNK:g} us of CPU per chunk")
+        return (f"{these} stay under {HALF_CORE:.0%} of a core even at {WORST_US_PER_CHUNK:g} us of CPU per "
+                "chunk")
     if bound.from_above:
         return (f"a process costs {cost.us_per_chunk:.1f} us of CPU per chunk here at {cost.streams} streams "
-                f"({cost.source}): {bound.share:.0%} of a core, no less than a process of {bound.streams} "
-                "streams uses")
+                f"({cost.source}): {bound.share:.0%} of a core, and no more with fewer streams: {these}")
     per_process = HALF_CORE / (cost.us_per_chunk * 1e-6)
     return (f"a process costs {cost.us_per_chunk:.1f} us of CPU per chunk here at {cost.streams} streams "
             f"({cost.source}), no more with more streams, so {per_process:,.0f} chunks/s keep it under "
-            f"{HALF_CORE:.0%} of a core; {bound.streams} streams a process: {bound.share:.0%} at most")
+            f"{HALF_CORE:.0%} of a core: {these}, {bound.share:.0%} of a core each at most")
 
 
 def one_process_enough(max_users: int, stream_chunks_per_s: float = STREAM_CHUNKS_PER_S) -> bool:

@@ -128,17 +128,19 @@ def test_a_split_top_level_is_planned_at_the_streams_each_process_gets_not_at_th
     assert processes_for(256, 8, [at_256])[0] == 5  # nothing known below 256 streams: the worst case
     count, reason, bound = processes_for(256, 8, [at_64, at_128, at_256])
     assert count == 3 and bound.cost == at_64 and bound.streams == 86
-    assert "47.0 us of CPU per chunk here at 64 streams" in reason and "86 streams a process" in reason
+    assert "47.0 us of CPU per chunk here at 64 streams" in reason
+    assert "3 processes of 86 streams, 40% of a core each at most" in reason
     count, _, bound = processes_for(256, 8, [at_64, Cost(39.0, "c", 128)])  # 128 streams: 49.9%
     assert count == 2 and bound.cost.streams == 128
     # A cost at more streams bounds a process of fewer: its CPU does not rise as its streams fall.
     bound = share_bound(200, [Cost(15.0, "fast", 256)])
     assert bound.from_above and round(bound.share, 3) == 0.384
     count, reason, _ = processes_for(400, 8, [Cost(15.0, "fast", 256)])
-    assert count == 2 and "no less than a process of 200 streams uses" in reason
+    assert count == 2 and "38% of a core, and no more with fewer streams: 2 processes of 200" in reason
     # Nothing measured: as many processes as keep each under half a core even at the worst cost.
     count, reason, bound = processes_for(256, 8, [])
-    assert count == 5 and bound.cost is None and "52 streams a process stay under 50% of a core" in reason
+    assert count == 5 and bound.cost is None
+    assert "5 processes of 52 streams stay under 50% of a core even at 80 us" in reason
 
 
 def test_a_second_calibration_measures_where_the_first_says_a_process_could_serve_twice_as_many():
