@@ -120,8 +120,9 @@ def _bound_text(bound: Bound, wanted: int) -> str:
         return (f"a process costs {cost.us_per_chunk:.1f} us of CPU per chunk here at {cost.streams} streams "
                 f"({cost.source}): {bound.share:.0%} of a core, and no more with fewer streams: {these}")
     per_process = HALF_CORE / (cost.us_per_chunk * 1e-6)
-    return (f"a process costs {cost.us_per_chunk:.1f} us of CPU per chunk here at {cost.streams} streams "
-            f"({cost.source}), no more with more streams, so {per_process:,.0f} chunks/s keep it under "
+    at = f" at {cost.streams} streams" if cost.streams > 1 else ""  # not known: taken for any count
+    return (f"a process costs {cost.us_per_chunk:.1f} us of CPU per chunk here{at} ({cost.source}), no more "
+            f"with more streams, so {per_process:,.0f} chunks/s keep it under "
             f"{HALF_CORE:.0%} of a core: {these}, {bound.share:.0%} of a core each at most")
 
 

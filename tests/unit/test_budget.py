@@ -137,6 +137,9 @@ def test_a_split_top_level_is_planned_at_the_streams_each_process_gets_not_at_th
     assert bound.from_above and round(bound.share, 3) == 0.384
     count, reason, _ = processes_for(400, 8, [Cost(15.0, "fast", 256)])
     assert count == 2 and "38% of a core, and no more with fewer streams: 2 processes of 200" in reason
+    # A cost at streams not known (an open loop's level, a failed calibration's worst case) holds for any.
+    count, reason, _ = processes_for(256, 8, [Cost(40.0, "a rate level", 1)])
+    assert count == 3 and "40.0 us of CPU per chunk here (a rate level)" in reason
     # Nothing measured: as many processes as keep each under half a core even at the worst cost.
     count, reason, bound = processes_for(256, 8, [])
     assert count == 5 and bound.cost is None
