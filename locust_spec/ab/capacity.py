@@ -1,8 +1,8 @@
 """`--processes auto` (spec-ab, spec-tune): how many load-generating processes the ladder's top level needs on
 this machine, planned from measured costs per token chunk (recording/budget.py).
 
-A process's cost per chunk falls as it serves more streams (on a CI-class 2-core VM ~47 us at 64 streams,
-~43 at 128, ~29 at 256): each cost is kept with the streams it was measured at, and the plan bounds the
+A process's cost per chunk falls as it serves more streams (on a CI-class 2-core VM ~55 us at 64 streams,
+~50 at 128, ~37 at 256): each cost is kept with the streams it was measured at, and the plan bounds the
 share of a core a process would use at the streams the plan gives it (`budget.share_bound`): the cost at
 the top level's users would under-plan, since a split top level puts fewer streams on each process.
 

@@ -6,8 +6,8 @@ connects: client/backoff.py), during which the server had fewer users than the l
 
 The cost per chunk depends on the machine (benchmarks/capacity.py: ~15 us on a fast one, ~30 on a slow
 2-core VM, everything a Locust process does included) and on how many streams a process serves (its one
-reading loop serves more of them per wake-up the more there are: on that VM ~47 us at 64 streams, ~43 at 128,
-~29 at 256), so a plan takes it from measurements, each at the streams a process had: a run's own budget
+reading loop serves more of them per wake-up the more there are: on that VM ~55 us at 64 streams, ~50 at 128,
+~37 at 256), so a plan takes it from measurements, each at the streams a process had: a run's own budget
 (`measured_costs`) or a short calibration run (ab/capacity.py), and bounds a process's share of a core at the
 streams it would serve (`share_bound`). A process is given half a core's worth of chunks so that its event
 loop stays free to read and stamp arrivals on time (a loop busy more than half the time makes late stamps
