@@ -15,7 +15,8 @@ the rule, not the exception).
 
 The cost per chunk is counted over the time the process was loaded: under spec-ab's interleaved design a
 run's Locust keeps its users through the other arm's blocks, idle, and the CPU it spends then (its scraper,
-Locust's own ticks) belongs to no chunk; counted, it made the quiet levels look several times dearer.
+Locust's own ticks) belongs to no chunk; counted, it made an interleaved run's quiet levels read up to half
+again dearer than a sequential run's (docs/fidelity.md).
 """
 
 from __future__ import annotations
