@@ -1,16 +1,26 @@
 """`--processes auto` (spec-ab, spec-tune): how many load-generating processes the ladder's top level needs on
-this machine, planned from a measured cost per token chunk (recording/budget.py).
+this machine, planned from measured costs per token chunk (recording/budget.py).
 
-The cost is this machine's, measured: the previous run's in the same folder (the budgets in its
-PREFIX_summary.json files), else a calibration run: the pacer (a fixed-step server speaking vLLM's stream)
-and one headless Locust process of the plugin, each on a core of its own where there are two,
-CALIBRATION_USERS streams for CALIBRATION_STAGE, and the figure is what that run's own budget measured. A run
-and a calibration count alike; a load that stays under half a core even at the worst cost measures nothing.
+A process's cost per chunk falls as it serves more streams (on a CI-class 2-core VM ~55 us at 64 streams,
+~50 at 128, ~37 at 256): each cost is kept with the streams it was measured at, and the plan bounds the
+share of a core a process would use at the streams the plan gives it (`budget.share_bound`): the cost at
+the top level's users would under-plan, since a split top level puts fewer streams on each process.
+
+The costs are this machine's, measured: the previous runs' in the same folder (the budgets in their
+PREFIX_summary.json files), else (or where they measured no process with as few streams as the plan gives
+one) a calibration run: the pacer (a fixed-step server speaking vLLM's stream) and one headless Locust
+process of the plugin, each on a core of its own where there are two, CALIBRATION_USERS streams for
+CALIBRATION_STAGE. 64 streams stay under half a core even at the worst cost on a slow machine, so that
+measurement is safe to plan from; where it says a process could serve at least twice as many, a second
+run measures at that count (`next_calibration`), capped at CALIBRATION_MAX_USERS, so that a fast machine's
+plan is not that of 64 streams. A run and a calibration count alike; a load that stays under half a core
+even at the worst cost measures nothing.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
 import subprocess
 import sys
@@ -22,19 +32,22 @@ from locust_spec.recording import budget
 from locust_spec.recording.budget import Cost
 
 CALIBRATION_USERS = 64
+CALIBRATION_MAX_USERS = 256
+"""What the pacer on one core sends on time and one Locust process serves on another on a 2-core VM."""
 CALIBRATION_STAGE, CALIBRATION_WARMUP = "6s", "1s"
 CALIBRATION_STEP_MS = 10.0
 CALIBRATION_TOKENS = 64
 CALIBRATION_DIR = keep.CALIBRATION
-PREFIX = "r1"
+PREFIX, SECOND_PREFIX = "r1", "r2"
 START_S = 30.0
 RUN_S = 120.0
 
 PROCESSES_HELP = ("Locust --processes: load generator processes (-1: one per core; auto: enough to keep "
                   "each under half a core at the top level's expected chunk rate (open loop: at "
-                  "--max-concurrency streams), at this machine's measured CPU per chunk: the previous run's "
-                  "in --out, else a ~10 s calibration; at most the cores, less one for servers on this "
-                  "machine (loopback), shared by the arms of a simultaneous design; said at the start).")
+                  "--max-concurrency streams), at this machine's measured CPU per chunk at the streams each "
+                  "would serve: the previous runs' in --out, else a ~10 s calibration (~20 s on a fast "
+                  "machine); at most the cores, less one for servers on this machine (loopback), shared by "
+                  "the arms of a simultaneous design; said at the start).")
 
 Command = Callable[[str, Path, int], list[str]]
 """(host, run file prefix, users) -> the Locust command line of a one-level run (ab.cli.locust_command)."""
@@ -70,48 +83,74 @@ def plan(max_users: int, simulated: bool, out: Path, command: Command, say: Call
     if budget.one_process_enough(max_users):
         return 1, (f"1 load-generating process: {max_users} streams stay under half a core even at "
                    f"{budget.WORST_US_PER_CHUNK:g} us of CPU per chunk")
-    cost = previous_cost(out)
-    if cost is None:
-        say(f"--processes auto: measuring this machine's client cost per chunk ({CALIBRATION_USERS} streams "
-            f"for {CALIBRATION_STAGE}, into {out / CALIBRATION_DIR})")
-        try:
-            cost = calibrate(out / CALIBRATION_DIR, command, available)
-        except (CalibrationError, children.ChildError) as e:
-            cost = Cost(budget.WORST_US_PER_CHUNK, f"the worst case: the calibration failed, {e}")
-    count, reason = budget.processes_for(max_users, usable, cost, runs_at_once=runs_at_once)
+    costs = previous_costs(out)
+    count, reason, bound = budget.processes_for(max_users, usable, costs, runs_at_once=runs_at_once)
+    if bound.cost is None and not any(c.streams <= max(bound.streams, CALIBRATION_USERS) for c in costs):
+        # Nothing measured a process with as few streams as this plan gives one, nor as the calibration's.
+        costs += calibrations(max_users, out / CALIBRATION_DIR, command, available, say)
+        count, reason, bound = budget.processes_for(max_users, usable, costs, runs_at_once=runs_at_once)
     return count, f"{reason}; {beside}" if local else reason
 
 
-def previous_cost(out: Path) -> Cost | None:
-    """The dearest cost per chunk any run summary left in `out` (a previous sweep or calibration) measured."""
+def calibrations(max_users: int, work: Path, command: Command, available: list[int],
+                 say: Callable[[str], None]) -> list[budget.Cost]:
+    """The costs the calibration runs measured: at CALIBRATION_USERS streams, then where that says a process
+    could serve many more, at that count; the worst case when a run fails."""
+    costs: list[budget.Cost] = []
+    users: int | None = CALIBRATION_USERS
+    for prefix in (PREFIX, SECOND_PREFIX):
+        if users is None:
+            break
+        say(f"--processes auto: measuring this machine's client cost per chunk ({users} streams for "
+            f"{CALIBRATION_STAGE}, into {work})")
+        try:
+            costs.append(calibrate(work, command, available, users, prefix))
+        except (CalibrationError, children.ChildError) as e:
+            return costs or [Cost(budget.WORST_US_PER_CHUNK, f"the worst case: the calibration failed, {e}")]
+        users = next_calibration(max_users, costs[-1])
+    return costs
+
+
+def next_calibration(max_users: int, cost: Cost) -> int | None:
+    """The streams to measure next after `cost`: the most a process keeps under half a core at that cost,
+    when at least twice the streams measured and fewer than the top level's (else None: a measurement there
+    would not change the plan enough to pay for its seconds). At no more streams than that, the process
+    stays under half a core (its cost per chunk only falls with streams), so the run measures unsaturated."""
+    most = math.floor(budget.HALF_CORE / (budget.STREAM_CHUNKS_PER_S * cost.us_per_chunk * 1e-6))
+    users = min(most, max_users, CALIBRATION_MAX_USERS)
+    return users if users >= 2 * cost.streams and most < max_users else None
+
+
+def previous_costs(out: Path) -> list[Cost]:
+    """Every cost per chunk the run summaries in `out` (a previous sweep or calibration) measured."""
     found = []
     for path in sorted(out.glob("*/*_summary.json")) if out.is_dir() else []:
         try:
             summary = json.loads(path.read_text())
         except (OSError, ValueError):
             continue
-        cost = budget.measured_cost(summary, f"measured by the previous run, {path.relative_to(out)}")
-        if cost is not None:
-            found.append(cost)
-    return max(found, key=lambda c: c.us_per_chunk) if found else None
+        found += budget.measured_costs(summary, f"measured by the previous run, {path.relative_to(out)}")
+    return found
 
 
-def calibrate(work: Path, command: Command, available: list[int]) -> Cost:
-    """Run the calibration (pacer and one Locust process, pinned apart) and return what it measured."""
+def calibrate(work: Path, command: Command, available: list[int], users: int = CALIBRATION_USERS,
+              prefix: str = PREFIX) -> Cost:
+    """Run a calibration (pacer and one Locust process, pinned apart) and return what it measured."""
     work.mkdir(parents=True, exist_ok=True)
-    for old in work.glob(PREFIX + "_*"):
+    for old in work.glob(prefix + "_*"):
         old.unlink()
     client_cpu, server_cpu = str(available[-1]), str(available[0])
     port = children.free_port()
     host = f"http://127.0.0.1:{port}"
     serve = [sys.executable, "-m", "locust_spec.sim.pacer", "--port", str(port), "--step-ms",
              f"{CALIBRATION_STEP_MS:g}"]
-    pacer = children.spawn(children.pinned(serve, server_cpu), work / "pacer.log")
+    pacer_log = work / f"{prefix}_pacer.log"
+    pacer = children.spawn(children.pinned(serve, server_cpu), pacer_log)
     run = None
     try:
-        children.wait_ready(host, pacer, work / "pacer.log", START_S, name="the calibration's pacer")
-        run = children.spawn(children.pinned(command(host, work / PREFIX, CALIBRATION_USERS), client_cpu),
-                             work / f"{PREFIX}.log", ahead=True)
+        children.wait_ready(host, pacer, pacer_log, START_S, name="the calibration's pacer")
+        run = children.spawn(children.pinned(command(host, work / prefix, users), client_cpu),
+                             work / f"{prefix}.log", ahead=True)
         run.wait(RUN_S)
     except subprocess.TimeoutExpired:
         raise CalibrationError(f"the calibration run took over {RUN_S:g} s (see {work})") from None
@@ -119,15 +158,15 @@ def calibrate(work: Path, command: Command, available: list[int]) -> Cost:
         if run is not None:
             children.stop(run)
         children.stop(pacer)
-    summary_file = work / f"{PREFIX}_summary.json"
+    summary_file = work / f"{prefix}_summary.json"
     try:
         summary = json.loads(summary_file.read_text())
     except (OSError, ValueError):
         raise CalibrationError(f"the calibration run left no summary (exit {run.returncode}; see "
-                               f"{work / (PREFIX + '.log')})") from None
-    how = (f"calibrated: {CALIBRATION_USERS} streams x {CALIBRATION_STEP_MS:g} ms steps for "
+                               f"{work / (prefix + '.log')})") from None
+    how = (f"calibrated: {users} streams x {CALIBRATION_STEP_MS:g} ms steps for "
            f"{CALIBRATION_STAGE} on core {client_cpu}")
-    cost = budget.measured_cost(summary, how)
-    if cost is None:
+    costs = budget.measured_costs(summary, how)
+    if not costs:
         raise CalibrationError(f"the calibration run measured too few chunks (see {summary_file})")
-    return cost
+    return max(costs, key=lambda c: c.us_per_chunk)

@@ -12,7 +12,7 @@ window's `models`, `other_models`, `anomalies`):
                            "loop_lag_late_samples", "loop_lag_warnings", "loop_late_share",
                            "by_level": {"<users>": {"samples", "late_samples", "late_share", "max_lag_ms"}},
                            "budget_by_level": {"<users>": {"chunks", "wall_s", "chunks_per_s", "cpu_share",
-                                                           "cpu_headroom", "cpu_us_per_chunk",
+                                                           "cpu_headroom", "cpu_us_per_chunk", "loaded_s",
                                                            "chunks_all_processes", "holds", "held_s"}},
                            "by_process": {"<id>": {...}}}},
  "server": {<SpecWindow over the run>} | null,

@@ -121,7 +121,8 @@ class SpecRun:
             # Built here so a bad --prompts fails at start; each test builds its own (use_run_options).
             run.sampler = PromptSampler(prompt_specs(options.prompts), options.seed, selection_from(options))
             run.lag = LagMonitor(active=run.running, level=lambda: run.levels.current().key)
-            run.budget = ClientBudget(active=run.running, level=lambda: run.levels.current().key)
+            run.budget = ClientBudget(active=run.running, level=lambda: run.levels.current().key,
+                                      loaded=run.in_own_block)
             run.processor = Processor(environment.events.request.fire, lambda: run.sink, Trace.from_env(),
                                       run.budget)
             run.memtrace = MemTrace.from_env()
@@ -160,6 +161,15 @@ class SpecRun:
 
     def running(self) -> bool:
         return getattr(self.environment.runner, "state", None) == STATE_RUNNING
+
+    def in_own_block(self) -> bool:
+        """Whether this arm may send now: always, but under a blocked design only in its own blocks (its
+        users idle through the others', and the budget counts no chunk's cost there)."""
+        if self.turns is None:
+            return True
+        now = self.turns.clock()
+        start = self.turns.design.next_own_start(now)
+        return start is not None and start <= now
 
     # -- what users ask for -------------------------------------------------------------------------
 
@@ -291,10 +301,10 @@ class SpecRun:
             self.memtrace.stop()
         if self.lag is not None:
             self.lag.stop()  # first: the drain below blocks the loop by design
-        if self.budget is not None:
-            self.budget.stop()
         if self.processor is not None:
             self.processor.stop()
+        if self.budget is not None:
+            self.budget.stop()  # after the drain: its CPU is the cost of the chunks it handles
 
     def flush(self) -> None:
         if self.sink is not None:

@@ -73,6 +73,11 @@ def test_spec_ab_on_simulators_ships_at_one_user_and_not_at_64_with_every_file(t
     for arm in ("baseline", "candidate"):
         for suffix in (*ARM_FILES, "_design.json"):
             assert (out / arm / f"r0{suffix}").is_file(), f"{arm}/r0{suffix} missing"
+        # Each arm's Locust idles through the other's blocks (at 1 user, its one request done): its cost per
+        # chunk counts only loaded time.
+        spent = json.loads((out / arm / "r0_summary.json").read_text())["client"]["generators"]["by_process"]
+        assert all(0 < p["budget_by_level"]["1"]["loaded_s"] < p["budget_by_level"]["1"]["wall_s"]
+                   for p in spent.values()), spent
     designs = [json.loads((out / arm / "r0_design.json").read_text()) for arm in ("baseline", "candidate")]
     assert [d["slot"] for d in designs] == [0, 1] and designs[0]["clock_unix_s"] == designs[1]["clock_unix_s"]
     # both arms started each block pair on the same prompts: their first prompt in every block agrees

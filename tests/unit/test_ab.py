@@ -172,11 +172,12 @@ def test_processes_auto_plans_one_process_where_there_is_no_choice_and_says_why(
 def test_processes_auto_leaves_a_core_to_servers_on_this_machine(tmp_path, monkeypatch):
     cores = 4
     monkeypatch.setattr(capacity, "cores", lambda: list(range(cores)))  # not the test runner's
-    # A previous run in the folder measured 40 us a chunk: 256 streams (25,600 chunks/s) want 3 processes.
+    # A previous run in the folder measured 40 us a chunk at 64 streams: 256 streams (25,600 chunks/s)
+    # want 3 processes (86 streams each: 34% of a core; 128 each: 51%).
     previous = tmp_path / "baseline" / "r0_summary.json"
     previous.parent.mkdir()
     previous.write_text(json.dumps({"client": {"generators": {"by_process": {"local": {"budget_by_level": {
-        "256": {"chunks": 200_000, "cpu_us_per_chunk": 40.0}}}}}}}))
+        "64": {"chunks": 200_000, "cpu_us_per_chunk": 40.0}}}}}}}))
     said = []
     count, reason = ab.auto_processes("16,256", False, tmp_path, said.append, local=True)
     assert not said and count == min(3, cores - 1)
