@@ -166,10 +166,13 @@ def processes_advice(spent: Mapping) -> str:
 
 
 class LevelBudget:
-    __slots__ = ("chunks", "cpu_s", "wall_s", "loaded_cpu_s", "loaded_s", "loaded_chunks", "holds", "held_s")
+    __slots__ = ("chunks", "cpu_s", "wall_s", "loaded_cpu_s", "loaded_s", "loaded_chunks", "holds", "held_s",
+                 "merged")
 
     def __init__(self) -> None:
         self.chunks = 0
+        self.merged = 0
+        """Token chunks that arrived in the read of the one before them (RequestTiming.merged_chunks)."""
         self.cpu_s = 0.0
         self.wall_s = 0.0
         self.loaded_cpu_s = 0.0
@@ -188,7 +191,8 @@ class LevelBudget:
                 "cpu_share": round(share, 4), "cpu_headroom": round(max(0.0, 1.0 - share), 4),
                 "cpu_us_per_chunk": (round(self.loaded_cpu_s / self.loaded_chunks * 1e6, 2)
                                      if self.loaded_chunks else None),
-                "loaded_s": round(self.loaded_s, 3), "holds": self.holds, "held_s": round(self.held_s, 3)}
+                "loaded_s": round(self.loaded_s, 3), "holds": self.holds, "held_s": round(self.held_s, 3),
+                "merged_chunks": self.merged}
 
 
 class ClientBudget:
@@ -215,11 +219,12 @@ class ClientBudget:
             found = self.by_level[users] = LevelBudget()
         return found
 
-    def add_chunks(self, users: LevelKey, chunks: int) -> None:
+    def add_chunks(self, users: LevelKey, chunks: int, merged: int = 0) -> None:
         self._pending += chunks
         at = self._at(users)
         if at is not None:
             at.chunks += chunks
+            at.merged += merged
 
     def add_held(self, users: LevelKey, seconds: float) -> None:
         """A request at `users` was sent `seconds` late: its user waited as the server asked."""
@@ -289,11 +294,23 @@ def combine(parts: Sequence[Mapping[str, dict]]) -> dict:
             seen = out.get(str(users))
             total = int(b.get("chunks") or 0) + (seen["chunks_all_processes"] if seen else 0)
             holds = int(b.get("holds") or 0) + (seen["holds"] if seen else 0)
+            merged = int(b.get("merged_chunks") or 0) + (seen["merged_chunks_all_processes"] if seen else 0)
             held = float(b.get("held_s") or 0.0) + (seen["held_s"] if seen else 0.0)
             if seen is None or float(b.get("cpu_share") or 0.0) > seen["cpu_share"]:
                 seen = out[str(users)] = {**b, "cpu_share": float(b.get("cpu_share") or 0.0)}
             seen["chunks_all_processes"], seen["holds"], seen["held_s"] = total, holds, round(held, 3)
+            seen["merged_chunks_all_processes"] = merged
     return dict(in_level_order(out))
+
+
+def merged_share(spent: Mapping[str, object]) -> float | None:
+    """The share of a level's token chunks (all processes) that arrived in the read of the one before them;
+    None where the summary does not count them (before they were counted)."""
+    merged = spent.get("merged_chunks_all_processes", spent.get("merged_chunks"))
+    chunks = int(spent.get("chunks_all_processes") or spent.get("chunks") or 0)
+    if not isinstance(merged, int) or not chunks:
+        return None
+    return merged / chunks
 
 
 def held_share(users: int, spent: Mapping[str, object]) -> float | None:

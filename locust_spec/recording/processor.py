@@ -165,7 +165,7 @@ class Processor:
                              capture.start_unix, capture.start, timing)
         self.requests += 1
         if self._budget is not None and timing is not None:
-            self._budget.add_chunks(capture.level_key, timing.chunks)
+            self._budget.add_chunks(capture.level_key, timing.chunks, timing.merged_chunks)
         if self._budget is not None and capture.held_s:
             self._budget.add_held(capture.level_key, capture.held_s)
         fire, name = self._fire, capture.name

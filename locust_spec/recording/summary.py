@@ -13,7 +13,9 @@ window's `models`, `other_models`, `anomalies`):
                            "by_level": {"<users>": {"samples", "late_samples", "late_share", "max_lag_ms"}},
                            "budget_by_level": {"<users>": {"chunks", "wall_s", "chunks_per_s", "cpu_share",
                                                            "cpu_headroom", "cpu_us_per_chunk", "loaded_s",
-                                                           "chunks_all_processes", "holds", "held_s"}},
+                                                           "chunks_all_processes", "holds", "held_s",
+                                                           "merged_chunks",
+                                                           "merged_chunks_all_processes"}},
                            "by_process": {"<id>": {...}}}},
  "server": {<SpecWindow over the run>} | null,
  "concurrency": [{"users", "max_running", "max_waiting", "delivered"}, ...],
@@ -51,6 +53,10 @@ DELIVERED_MIN = 0.9
 MIN_SCRAPES = 3
 # A process busier than this was near its ceiling: arrivals queue behind its own work and are stamped late.
 BUSY_SHARE = 0.8
+MERGED_SHARE = 0.01
+"""Past this share of a level's token chunks arriving in the read of the one before them, a warning: a
+server writes each step's chunk on its own, so a client reading on time sees next to none (a stall of the
+loop merges a few; 1% of a level is a sustained loss of per-chunk timing)."""
 _COUNTS = ("requests", "failures", "loop_lag_samples", "loop_lag_late_samples", "loop_lag_warnings")
 
 
@@ -135,6 +141,13 @@ def generator_warnings(generators: dict, rows: int | None) -> list[str]:
                 f"handling {spent.get('chunks_per_s', 0):,.0f} chunks/s, so it was a bottleneck there; use "
                 "more processes (spec-ab --processes auto, locust --processes N) or fewer users each"
                 + budget.processes_advice(spent))
+        merged = budget.merged_share(spent)
+        if merged is not None and merged > MERGED_SHARE:
+            warnings.append(
+                f"at {describe(parse_key(str(users)))} {merged:.1%} of the token chunks arrived in the same "
+                "read as the one before them: their ITL reads 0 and the gap before counts both; the load "
+                "generator read late (see its share of a core and loop lag) or something between it and the "
+                "server buffered the stream (a proxy's buffering)")
         if spent.get("held_s"):
             share = budget.held_share(int(users), spent) if str(users).isdigit() else None
             of_time = f" ({share:.1%} of the level's user time)" if share is not None else ""

@@ -27,7 +27,7 @@ def test_each_level_gets_its_chunks_and_its_time():
     got = budget.summary()
     assert got["16"] == {"chunks": 3000, "wall_s": 1.0, "chunks_per_s": 3000.0, "cpu_share": 0.03,
                          "cpu_headroom": 0.97, "cpu_us_per_chunk": 10.0, "loaded_s": 1.0, "holds": 0,
-                         "held_s": 0.0}
+                         "held_s": 0.0, "merged_chunks": 0}
     assert got["64"]["cpu_headroom"] == 0.5 and got["64"]["chunks_per_s"] == 12000.0
 
 
@@ -182,3 +182,20 @@ def test_time_held_back_at_the_servers_request_adds_up_over_processes_and_is_a_w
     assert held == ["at 4 users the server refused requests (429/503 or connections) and its users waited "
                     "10.0 s in all before sending again (25.0% of the level's user time): the server had "
                     "fewer users than that while they waited"]
+
+
+def test_chunks_read_together_add_up_over_processes_and_past_one_percent_are_a_warning():
+    one, two = ClientBudget(), ClientBudget()
+    one.add_chunks(256, 6000, merged=90)
+    two.add_chunks(256, 4000, merged=30)
+    two.add_chunks(16, 5000, merged=2)  # a stall of the loop now and then: no warning
+    got = combine([one.summary(), two.summary()])
+    assert got["256"]["merged_chunks_all_processes"] == 120 and got["256"]["chunks_all_processes"] == 10000
+    summary = build_summary(None, None, [], {"w1": {"budget_by_level": one.summary()},
+                                             "w2": {"budget_by_level": two.summary()}})
+    merged = [w for w in summary["warnings"] if "same read" in w]
+    assert len(merged) == 1
+    assert merged[0].startswith("at 256 users 1.2% of the token chunks arrived in the same read as the one")
+    older = {"256": {"chunks": 6000, "cpu_share": 0.5}}  # a summary from before chunks were counted so
+    assert not [w for w in build_summary(None, None, [], {"w": {"budget_by_level": older}})["warnings"]
+                if "same read" in w]
