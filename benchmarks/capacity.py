@@ -11,6 +11,8 @@ vLLM's bytes, every chunk's send time logged). The two trees run alternately (ba
 that a shared machine's load falls on both; read the ratios. Per run:
 - CPU us per chunk: the Locust process's CPU time (user + system) over the steady window (the first 3 s
   and the last 1 s left out) / the token chunks the pacer sent in it;
+- chunks read merged: the share of token chunks that arrived in the same read as the one before (one stamp
+  for both: the process read late), as the run's summary counts it ("-": a tree that does not count it);
 - fidelity: ITL and TTFT p50/p99 as the run reported them (PREFIX_latency.json) against the pacer's send log
   (ITL: the gaps between a request's token chunks; TTFT: its arrival at the pacer to its first token), both
   over the whole run, and the pacer's late steps (the server fell behind, not the client).
@@ -56,6 +58,7 @@ class Outcome:
     itl: tuple[float, float, float, float]  # reported p50, p99; true p50, p99
     ttft: tuple[float, float, float, float]
     late_steps: int
+    merged: float | None  # share of token chunks read with the one before (None: a tree that does not count)
     load: float
 
 
@@ -111,13 +114,21 @@ def run(tree: Tree, streams: int, step_ms: float, seconds: float, work: Path) ->
     sent = read_send_log(send_log)
     chunks = sum(1 for ts in sent.values() for t in ts if w0 * 1e9 <= t <= w1 * 1e9)
     latency = json.loads(Path(f"{prefix}_latency.json").read_text())["metrics"]
+    spent = next(iter(json.loads(Path(f"{prefix}_summary.json").read_text())["client"]["generators"]
+                      ["budget_by_level"].values()), {})
     itl, ttft = truth(send_log)
     return Outcome(
         us_per_chunk=(cpu1 - cpu0) / max(chunks, 1) * 1e6, cpu_share=(cpu1 - cpu0) / (w1 - w0),
         chunks_s=chunks / (w1 - w0),
         itl=(latency["itl"]["all"]["p50"], latency["itl"]["all"]["p99"], pct(itl, 50), pct(itl, 99)),
         ttft=(latency["ttft"]["all"]["p50"], latency["ttft"]["all"]["p99"], pct(ttft, 50), pct(ttft, 99)),
-        late_steps=late_steps, load=load)
+        late_steps=late_steps, load=load,
+        merged=(spent["merged_chunks"] / spent["chunks"]
+                if "merged_chunks" in spent and spent.get("chunks") else None))
+
+
+def _share(merged: float | None) -> str:
+    return "-" if merged is None else f"{merged:.1%}"
 
 
 def _fidelity(pair: tuple[float, float, float, float]) -> str:
@@ -159,12 +170,14 @@ def main() -> None:
             rows.append((f"#{r}", f"{b.us_per_chunk:.1f}", f"{t.us_per_chunk:.1f}",
                          f"x{t.us_per_chunk / b.us_per_chunk:.2f}", f"{b.cpu_share:.0%} / {t.cpu_share:.0%}",
                          f"{b.chunks_s:,.0f} / {t.chunks_s:,.0f}", _fidelity(b.itl), _fidelity(t.itl),
-                         _fidelity(b.ttft), _fidelity(t.ttft), f"{b.late_steps} / {t.late_steps}",
+                         _fidelity(b.ttft), _fidelity(t.ttft), f"{_share(b.merged)} / {_share(t.merged)}",
+                         f"{b.late_steps} / {t.late_steps}",
                          f"{b.load:.1f} / {t.load:.1f}"))
     print(f"\n{args.streams} streams x {args.step_ms:g} ms steps, {args.seconds:g} s runs, base = {label}; "
           "fidelity = reported/true (ms) p50 p99")
     head = ("round", "base us/chunk", "this us/chunk", "this/base", "CPU base / this", "chunks/s base / this",
-            "ITL base", "ITL this", "TTFT base", "TTFT this", "pacer late steps", "load base / this")
+            "ITL base", "ITL this", "TTFT base", "TTFT this", "chunks read merged base / this",
+            "pacer late steps", "load base / this")
     print("| " + " | ".join(head) + " |\n|" + "---|" * len(head))
     for row in rows:
         print("| " + " | ".join(row) + " |")

@@ -23,7 +23,6 @@ from locust_spec.recording.trace import Trace
 
 log = logging.getLogger(__name__)
 
-YIELD_S = 0.0005
 BACKLOG_BYTES = 32 * 2**20
 """Finished streams waiting for the processor hold at most this much (bodies and per-read marks): past it,
 a stream is processed as it ends, in its reader's greenlet, so an overloaded load generator measures less
@@ -111,14 +110,18 @@ class Processor:
             self._wake.wait()
             self._wake.clear()
             while self._queue and not self._stopping:
-                # Slices, each followed by a timed sleep (it polls the sockets; sleep(0) did not): the
-                # timing (one slice for all but huge streams), then the report. A reader waits for at most
-                # one slice before it stamps its chunk.
+                # Slices, each followed by a wait until the event loop is idle: the timing (one slice for
+                # all but huge streams), then the report. Readers and senders go first (a reader waits for
+                # at most one slice before it stamps its chunk): when all of a server's streams end in one
+                # step, their processing waits for the readers instead of making them read two chunks at
+                # once (at 256 streams x 10 ms on a CI-class VM, the share of chunks read together with the
+                # one before fell from 12-18% to 6%, the ITL p99 from ~30 ms to ~21 against a true ~12).
+                # The backlog is bounded (BACKLOG_BYTES): a process never idle processes inline.
                 capture = self._next()
                 timing = self._timed(capture)
-                gevent.sleep(YIELD_S)
+                gevent.idle()
                 self._report(capture, timing)
-                gevent.sleep(YIELD_S)
+                gevent.idle()
 
     @staticmethod
     def _timed(capture: Capture) -> RequestTiming | None:
@@ -129,7 +132,7 @@ class Processor:
                 next(steps)
             except StopIteration as done:
                 return done.value
-            gevent.sleep(YIELD_S)
+            gevent.idle()
 
     def stop(self) -> None:
         """Stop the greenlet and drain what waits. This blocks the event loop by design."""
