@@ -8,7 +8,9 @@ Each run is the product as a user runs it: `locust -f locustfiles/chat.py --head
 pinned to core 1 (everything it does counts: reading, the processor, histograms, rows, Locust's own stats and
 the plugin's per-second work) against locust_spec/sim/pacer.py on core 0 (one token chunk per stream per step,
 vLLM's bytes, every chunk's send time logged). The two trees run alternately (base, this, base, this...) so
-that a shared machine's load falls on both; read the ratios. Per run:
+that a shared machine's load falls on both; read the ratios. Each round also runs benchmarks/read_floor.py
+under the same load: a bare Python loop of this design's reads (epoll, one stamped `recvmsg` per ready socket,
+nothing else), the least any Python reader pays per chunk here. Per run:
 - CPU us per chunk: the Locust process's CPU time (user + system) over the steady window (the first 3 s
   and the last 1 s left out) / the token chunks the pacer sent in it;
 - chunks read merged: the share of token chunks that arrived in the same read as the one before (one stamp
@@ -23,12 +25,14 @@ locustfile; --base-tree DIR runs an installed checkout (its own .venv) instead.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -80,51 +84,81 @@ def truth(send_log: Path) -> tuple[list[float], list[float]]:
     return itl, ttft
 
 
-def run(tree: Tree, streams: int, step_ms: float, seconds: float, work: Path) -> Outcome:
+@contextlib.contextmanager
+def pacer(step_ms: float, work: Path, tag: str) -> Iterator[tuple[str, Path]]:
+    """The pacer on core 0: (its URL, its send log); its late steps are read by the caller before it ends."""
     port = free_port()
-    url = f"http://127.0.0.1:{port}"
-    tag = f"{tree.name}-{time.monotonic_ns()}"
-    send_log, prefix = work / f"send-{tag}.csv", work / f"run-{tag}"
-    prompts = work / "prompts.jsonl"
-    prompts.write_text('{"id": "p", "class": "bench", "prompt": "Write about the sea."}\n')
-    serve = [sys.executable, "-m", "locust_spec.sim.pacer", "--port", str(port), "--send-log",
-             str(send_log), "--step-ms", f"{step_ms:g}"]
+    url, send_log = f"http://127.0.0.1:{port}", work / f"send-{tag}.csv"
+    serve = [sys.executable, "-m", "locust_spec.sim.pacer", "--port", str(port), "--send-log", str(send_log),
+             "--step-ms", f"{step_ms:g}"]
     quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
-    pacer = subprocess.Popen(pinned(serve, "0"), cwd=REPO, **quiet)
+    server = subprocess.Popen(pinned(serve, "0"), cwd=REPO, **quiet)
     try:
-        wait_http(url + "/health", pacer)
+        wait_http(url + "/health", server)
+        yield url, send_log
+    finally:
+        server.terminate()
+        server.wait(30)
+
+
+def client(cmd: list[str], seconds: float, cwd: Path, env: dict | None = None
+           ) -> tuple[tuple[float, float, float, float], float, str]:
+    """Run a client on core 1: (its steady window's CPU and wall clock, the load average, its stdout)."""
+    proc = subprocess.Popen(pinned(cmd, "1"), cwd=cwd, env=env, text=True, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+    window = steady_cpu(proc, seconds, WARMUP_S, TAIL_S)
+    load = os.getloadavg()[0]
+    stdout, stderr = proc.communicate(timeout=seconds + 120)
+    if proc.returncode not in (0, 1):
+        raise RuntimeError(f"{cmd[2]} exited {proc.returncode}: {stderr[-2000:]}")
+    return window, load, stdout
+
+
+def cost(window: tuple[float, float, float, float], send_log: Path) -> tuple[float, float, float]:
+    """(CPU us per chunk, share of a core, chunks/s) over the steady window, chunks counted by the pacer."""
+    cpu0, w0, cpu1, w1 = window
+    sent = read_send_log(send_log)
+    chunks = sum(1 for ts in sent.values() for t in ts if w0 * 1e9 <= t <= w1 * 1e9)
+    return (cpu1 - cpu0) / max(chunks, 1) * 1e6, (cpu1 - cpu0) / (w1 - w0), chunks / (w1 - w0)
+
+
+def run(tree: Tree, streams: int, step_ms: float, seconds: float, work: Path) -> Outcome:
+    tag = f"{tree.name}-{time.monotonic_ns()}"
+    prefix, prompts = work / f"run-{tag}", work / "prompts.jsonl"
+    prompts.write_text('{"id": "p", "class": "bench", "prompt": "Write about the sea."}\n')
+    env = dict(os.environ)
+    if tree.pythonpath:
+        env["PYTHONPATH"] = tree.pythonpath
+    with pacer(step_ms, work, tag) as (url, send_log):
         cmd = [tree.python, "-m", "locust", "-f", str(tree.root / "locustfiles" / "chat.py"), "--headless",
                "-u", str(streams), "-r", str(streams), "-t", f"{seconds:g}s", "--host", url, "--prompts",
                str(prompts), "--max-tokens", str(MAX_TOKENS), "--ignore-eos", "--csv", str(prefix),
                "--only-summary", "--loglevel", "WARNING"]
-        env = dict(os.environ)
-        if tree.pythonpath:
-            env["PYTHONPATH"] = tree.pythonpath
-        loc = subprocess.Popen(pinned(cmd, "1"), cwd=work, env=env, stdout=subprocess.DEVNULL,
-                               stderr=subprocess.PIPE, text=True)
-        cpu0, w0, cpu1, w1 = steady_cpu(loc, seconds, WARMUP_S, TAIL_S)
-        load = os.getloadavg()[0]
-        _, stderr = loc.communicate(timeout=seconds + 120)
+        window, load, _ = client(cmd, seconds, work, env)
         _, late_steps = server_counters(url)
-    finally:
-        pacer.terminate()
-        pacer.wait(30)
-    if loc.returncode not in (0, 1):
-        raise RuntimeError(f"locust exited {loc.returncode}: {stderr[-2000:]}")
-    sent = read_send_log(send_log)
-    chunks = sum(1 for ts in sent.values() for t in ts if w0 * 1e9 <= t <= w1 * 1e9)
+    us, share, rate = cost(window, send_log)
     latency = json.loads(Path(f"{prefix}_latency.json").read_text())["metrics"]
     spent = next(iter(json.loads(Path(f"{prefix}_summary.json").read_text())["client"]["generators"]
                       ["budget_by_level"].values()), {})
     itl, ttft = truth(send_log)
     return Outcome(
-        us_per_chunk=(cpu1 - cpu0) / max(chunks, 1) * 1e6, cpu_share=(cpu1 - cpu0) / (w1 - w0),
-        chunks_s=chunks / (w1 - w0),
+        us_per_chunk=us, cpu_share=share, chunks_s=rate,
         itl=(latency["itl"]["all"]["p50"], latency["itl"]["all"]["p99"], pct(itl, 50), pct(itl, 99)),
         ttft=(latency["ttft"]["all"]["p50"], latency["ttft"]["all"]["p99"], pct(ttft, 50), pct(ttft, 99)),
         late_steps=late_steps, load=load,
         merged=(spent["merged_chunks"] / spent["chunks"]
                 if "merged_chunks" in spent and spent.get("chunks") else None))
+
+
+def run_floor(streams: int, step_ms: float, seconds: float, work: Path) -> tuple[float, float]:
+    """benchmarks/read_floor.py under the same load: (its CPU us per chunk, its reads per chunk sent)."""
+    with pacer(step_ms, work, f"floor-{time.monotonic_ns()}") as (url, send_log):
+        cmd = [sys.executable, str(REPO / "benchmarks" / "read_floor.py"), "--host", url, "--streams",
+               str(streams), "--seconds", f"{seconds:g}", "--max-tokens", str(MAX_TOKENS)]
+        window, _, stdout = client(cmd, seconds, work)
+    us, _, _ = cost(window, send_log)
+    sent = sum(len(ts) for ts in read_send_log(send_log).values())
+    return us, json.loads(stdout)["reads"] / max(sent, 1)
 
 
 def _share(merged: float | None) -> str:
@@ -166,16 +200,21 @@ def main() -> None:
                 res[tree.name] = out = run(tree, args.streams, args.step_ms, args.seconds, work)
                 print(f"  #{r} {tree.name}: {out.us_per_chunk:.1f} us/chunk, {out.cpu_share:.0%} of a core, "
                       f"{out.chunks_s:,.0f} chunks/s, load {out.load:.2f}", flush=True)
+            floor, reads = run_floor(args.streams, args.step_ms, args.seconds, work)
+            print(f"  #{r} floor: {floor:.1f} us/chunk, {reads:.2f} reads per chunk", flush=True)
             b, t = res["base"], res["this"]
             rows.append((f"#{r}", f"{b.us_per_chunk:.1f}", f"{t.us_per_chunk:.1f}",
-                         f"x{t.us_per_chunk / b.us_per_chunk:.2f}", f"{b.cpu_share:.0%} / {t.cpu_share:.0%}",
+                         f"x{t.us_per_chunk / b.us_per_chunk:.2f}",
+                         f"{floor:.1f} (x{floor / b.us_per_chunk:.2f})",
+                         f"{b.cpu_share:.0%} / {t.cpu_share:.0%}",
                          f"{b.chunks_s:,.0f} / {t.chunks_s:,.0f}", _fidelity(b.itl), _fidelity(t.itl),
                          _fidelity(b.ttft), _fidelity(t.ttft), f"{_share(b.merged)} / {_share(t.merged)}",
                          f"{b.late_steps} / {t.late_steps}",
                          f"{b.load:.1f} / {t.load:.1f}"))
     print(f"\n{args.streams} streams x {args.step_ms:g} ms steps, {args.seconds:g} s runs, base = {label}; "
           "fidelity = reported/true (ms) p50 p99")
-    head = ("round", "base us/chunk", "this us/chunk", "this/base", "CPU base / this", "chunks/s base / this",
+    head = ("round", "base us/chunk", "this us/chunk", "this/base", "bare read loop us/chunk (/base)",
+            "CPU base / this", "chunks/s base / this",
             "ITL base", "ITL this", "TTFT base", "TTFT this", "chunks read merged base / this",
             "pacer late steps", "load base / this")
     print("| " + " | ".join(head) + " |\n|" + "---|" * len(head))
