@@ -166,8 +166,8 @@ def processes_advice(spent: Mapping) -> str:
 
 
 class LevelBudget:
-    __slots__ = ("chunks", "cpu_s", "wall_s", "loaded_cpu_s", "loaded_s", "loaded_chunks", "holds", "held_s",
-                 "merged")
+    __slots__ = ("chunks", "cpu_s", "wall_s", "loaded_cpu_s", "loaded_s", "loaded_chunks",
+                 "loaded_sample_cpu_s", "holds", "held_s", "merged")
 
     def __init__(self) -> None:
         self.chunks = 0
@@ -177,6 +177,7 @@ class LevelBudget:
         self.wall_s = 0.0
         self.loaded_cpu_s = 0.0
         self.loaded_s = 0.0
+        self.loaded_sample_cpu_s = 0.0  # the loaded samples' CPU alone (loaded_cpu_s adds the drain's)
         self.loaded_chunks = 0
         """The chunks handled within this level's loaded samples (whichever level their requests started
         at): the cost per chunk is over the time of its CPU. `chunks` counts by the requests' level, and
@@ -186,12 +187,15 @@ class LevelBudget:
 
     def summary(self) -> dict:
         share = self.cpu_s / self.wall_s if self.wall_s else 0.0
+        loaded_share = self.loaded_sample_cpu_s / self.loaded_s if self.loaded_s else 0.0
         return {"chunks": self.chunks, "wall_s": round(self.wall_s, 3),
                 "chunks_per_s": round(self.chunks / self.wall_s, 1) if self.wall_s else 0.0,
                 "cpu_share": round(share, 4), "cpu_headroom": round(max(0.0, 1.0 - share), 4),
                 "cpu_us_per_chunk": (round(self.loaded_cpu_s / self.loaded_chunks * 1e6, 2)
                                      if self.loaded_chunks else None),
-                "loaded_s": round(self.loaded_s, 3), "holds": self.holds, "held_s": round(self.held_s, 3),
+                "loaded_s": round(self.loaded_s, 3),
+                "loaded_cpu_share": round(loaded_share, 4),
+                "holds": self.holds, "held_s": round(self.held_s, 3),
                 "merged_chunks": self.merged}
 
 
@@ -242,6 +246,7 @@ class ClientBudget:
             at.wall_s += wall_s
             if loaded:
                 at.loaded_cpu_s += cpu_s
+                at.loaded_sample_cpu_s += cpu_s
                 at.loaded_s += wall_s
                 at.loaded_chunks += self._pending
         self._pending = 0
@@ -287,7 +292,8 @@ class ClientBudget:
 
 def combine(parts: Sequence[Mapping[str, dict]]) -> dict:
     """Per level over every process: the busiest process's share and chunk rate (it is the one whose
-    stamps a lack of headroom would delay), and the chunks and holds of all."""
+    stamps a lack of headroom would delay), the highest share while loaded, and the chunks, merged chunks
+    and holds of all."""
     out: dict[str, dict] = {}
     for by_level in parts:
         for users, b in by_level.items():
@@ -296,10 +302,11 @@ def combine(parts: Sequence[Mapping[str, dict]]) -> dict:
             holds = int(b.get("holds") or 0) + (seen["holds"] if seen else 0)
             merged = int(b.get("merged_chunks") or 0) + (seen["merged_chunks_all_processes"] if seen else 0)
             held = float(b.get("held_s") or 0.0) + (seen["held_s"] if seen else 0.0)
+            loaded = max(float(b.get("loaded_cpu_share") or 0.0), seen["loaded_cpu_share"] if seen else 0.0)
             if seen is None or float(b.get("cpu_share") or 0.0) > seen["cpu_share"]:
                 seen = out[str(users)] = {**b, "cpu_share": float(b.get("cpu_share") or 0.0)}
             seen["chunks_all_processes"], seen["holds"], seen["held_s"] = total, holds, round(held, 3)
-            seen["merged_chunks_all_processes"] = merged
+            seen["merged_chunks_all_processes"], seen["loaded_cpu_share"] = merged, loaded
     return dict(in_level_order(out))
 
 

@@ -26,8 +26,8 @@ def test_each_level_gets_its_chunks_and_its_time():
     budget.add_time(64, cpu_s=0.5, wall_s=1.0)
     got = budget.summary()
     assert got["16"] == {"chunks": 3000, "wall_s": 1.0, "chunks_per_s": 3000.0, "cpu_share": 0.03,
-                         "cpu_headroom": 0.97, "cpu_us_per_chunk": 10.0, "loaded_s": 1.0, "holds": 0,
-                         "held_s": 0.0, "merged_chunks": 0}
+                         "cpu_headroom": 0.97, "cpu_us_per_chunk": 10.0, "loaded_s": 1.0,
+                         "loaded_cpu_share": 0.03, "holds": 0, "held_s": 0.0, "merged_chunks": 0}
     assert got["64"]["cpu_headroom"] == 0.5 and got["64"]["chunks_per_s"] == 12000.0
 
 
@@ -199,3 +199,20 @@ def test_chunks_read_together_add_up_over_processes_and_past_one_percent_are_a_w
     older = {"256": {"chunks": 6000, "cpu_share": 0.5}}  # a summary from before chunks were counted so
     assert not [w for w in build_summary(None, None, [], {"w": {"budget_by_level": older}})["warnings"]
                 if "same read" in w]
+
+
+def test_a_process_busy_in_its_own_blocks_is_a_warning_though_idle_blocks_halve_its_share():
+    arm = ClientBudget()
+    for _ in range(5):  # an interleaved arm: 0.9 of a core in its blocks, next to nothing in the other's
+        arm.add_chunks(256, 25_000)
+        arm.add_time(256, cpu_s=0.9, wall_s=1.0, loaded=True)
+        arm.add_time(256, cpu_s=0.01, wall_s=1.0, loaded=False)
+    spent = arm.summary()["256"]
+    assert spent["cpu_share"] == 0.455 and spent["loaded_cpu_share"] == 0.9
+    other = ClientBudget()
+    other.add_time(256, cpu_s=0.5, wall_s=1.0)
+    assert combine([other.summary(), arm.summary()])["256"]["loaded_cpu_share"] == 0.9  # whichever is busiest
+    summary = build_summary(None, None, [], {"local": {"budget_by_level": arm.summary()}})
+    busy = [w for w in summary["warnings"] if "of a core" in w]
+    assert len(busy) == 1 and busy[0].startswith("load generator at 256 users: a process used 90% of a core "
+                                                 "while loaded")
