@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import astuple
 from pathlib import Path
 from typing import Protocol
 
 from locust_spec.client.timing import RequestTiming
-from locust_spec.core.runfiles import COLUMNS, RequestRow, RunFiles
+from locust_spec.core.runfiles import COLUMNS, RequestRow, RunFiles, row_values
 from locust_spec.recording.histograms import LatencyHistograms
 from locust_spec.recording.writes import RecordFile, WriteFailed, csv_bytes
 
@@ -104,7 +103,7 @@ class RowWriter:
     def flush(self) -> None:
         if self._file.closed or not self._buffer:
             return
-        self._file.append(csv_bytes([_cell(v) for v in astuple(r)] for r in self._buffer))
+        self._file.append(csv_bytes([_cell(v) for v in row_values(r)] for r in self._buffer))
         self.rows_written += len(self._buffer)
         self._buffer.clear()
 

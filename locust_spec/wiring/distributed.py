@@ -28,14 +28,14 @@ import logging
 import time
 from collections import defaultdict
 from collections.abc import Callable
-from dataclasses import asdict, astuple, dataclass
+from dataclasses import asdict, dataclass
 
 import gevent
 from gevent.lock import Semaphore
 from locust.runners import STATE_INIT, STATE_MISSING, STATE_RUNNING, STATE_SPAWNING, STATE_STOPPED
 
 from locust_spec.client.timing import RequestTiming
-from locust_spec.core.runfiles import BATCH_VERSION, COLUMNS, RequestRow
+from locust_spec.core.runfiles import BATCH_VERSION, COLUMNS, RequestRow, row_values
 from locust_spec.recording.histograms import LatencyHistograms
 from locust_spec.recording.processor import E2E, INTERRUPTED
 from locust_spec.recording.records import FileSink, record_histograms
@@ -50,7 +50,7 @@ FINISH_GRACE_S = 10.0
 
 
 def encode_rows(rows: list[RequestRow]) -> list[list]:
-    return [list(astuple(r)) for r in rows]
+    return [list(row_values(r)) for r in rows]
 
 
 def decode_rows(cells: list[list]) -> list[RequestRow]:

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import csv
 import json
+from dataclasses import astuple
 
 from locust_spec.client.sse import EventSplitter, parse_payload
 from locust_spec.client.timing import request_timing
-from locust_spec.core.runfiles import ADDED_COLUMNS
+from locust_spec.core.runfiles import ADDED_COLUMNS, row_values
 from locust_spec.recording.records import COLUMNS, FileSink, RowWriter, make_row
 from tests.replay import load_capture
 
@@ -25,6 +26,13 @@ def capture_timing():
 
 def test_columns_are_the_contract_in_order_plus_the_added_ones():
     assert (*CONTRACT.split(", "), *ADDED_COLUMNS) == COLUMNS
+
+
+def test_a_rows_values_are_its_fields_in_column_order():
+    row = make_row(1.5, 16, "code", "p7", True, capture_timing(), None, level_rate=2.0, arrival=3,
+                   intended_unix_s=1.25, lateness_ms=250.0)
+    assert row_values(row) == astuple(row)
+    assert dict(zip(COLUMNS, row_values(row), strict=True))["lateness_ms"] == 250.0
 
 
 def test_rows_are_buffered_then_flushed(tmp_path):
