@@ -27,8 +27,9 @@ class RequestTiming:
     `error` is what the stream itself reported (malformed event, server error object, no [DONE]).
     `output_hash`, `output_marks`: the answer's fingerprint (core/answers.py), of whatever text arrived.
     `merged_chunks`: token chunks after the first that arrived in the same read as the one before them (the
-    same stamp): the client read late, or something on the way held the stream back and let it go at once.
-    Their gap reads 0 and the gap before them counts the time of both.
+    same stamp): the client read late, or they came within the reader's gather window (client/mux.py), or
+    something on the way held the stream back and let it go at once. Their gap reads 0 and the gap before
+    them counts the time of both.
     """
 
     ttft_ms: float | None

@@ -57,7 +57,10 @@ BUSY_SHARE = 0.8
 MERGED_SHARE = 0.01
 """Past this share of a level's token chunks arriving in the read of the one before them, a warning: a
 server writes each step's chunk on its own, so a client reading on time sees next to none (a stall of the
-loop merges a few; 1% of a level is a sustained loss of per-chunk timing)."""
+loop merges a few; 1% of a level is a sustained loss of per-chunk timing). A stream's reads wait up to
+client/mux.py's GATHER_S (1 ms) for its other ready sockets, so chunks a server sends closer than that
+are read together too: a server catching up on late steps does (the spec-sim demo on a busy 2-core machine
+merged 1-3%)."""
 _COUNTS = ("requests", "failures", "loop_lag_samples", "loop_lag_late_samples", "loop_lag_warnings")
 
 
@@ -150,9 +153,9 @@ def generator_warnings(generators: dict, rows: int | None) -> list[str]:
         if merged is not None and merged > MERGED_SHARE:
             warnings.append(
                 f"at {describe(parse_key(str(users)))} {merged:.1%} of the token chunks arrived in the same "
-                "read as the one before them: their ITL reads 0 and the gap before counts both; the load "
-                "generator read late (see its share of a core and loop lag) or something between it and the "
-                "server buffered the stream (a proxy's buffering)")
+                "read as the one before them: their ITL reads 0 and the gap before counts both; either the "
+                "load generator read late (see its share of a core and loop lag) or they came within about "
+                "a millisecond of each other (a server catching up on late steps, a proxy's buffering)")
         if spent.get("held_s"):
             share = budget.held_share(int(users), spent) if str(users).isdigit() else None
             of_time = f" ({share:.1%} of the level's user time)" if share is not None else ""
