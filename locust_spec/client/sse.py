@@ -292,8 +292,10 @@ def plain_events(body: bytes | bytearray, times: Sequence[float], ends: Sequence
     if len(wires) != len(chunks):  # an empty payload (skipped as a blank line)
         return None
     # each event's end: past `data: `, its payload and LF LF
-    event_ends = list(accumulate(len(p) + 8 for p in payloads))
-    if len(times) == len(payloads) and array("q", event_ends) == array("q", ends):
+    event_ends = array("q", accumulate(len(p) + 8 for p in payloads))
+    # `ends` as the reader keeps them (an array: Arrivals); a list compares unequal and takes the bisect
+    # path below, to the same stamps
+    if len(times) == len(payloads) and event_ends == ends:
         stamps: Sequence[float] = times  # one read per event, the common case: its own read's time
     else:  # the read that holds the newline ending each event's data line (2 bytes before its end)
         stamps = [times[bisect.bisect_right(ends, end - 2)] for end in event_ends]

@@ -166,8 +166,8 @@ def processes_advice(spent: Mapping) -> str:
 
 
 class LevelBudget:
-    __slots__ = ("chunks", "cpu_s", "wall_s", "loaded_cpu_s", "loaded_s", "loaded_chunks",
-                 "loaded_sample_cpu_s", "holds", "held_s", "merged")
+    __slots__ = ("chunks", "cpu_s", "wall_s", "loaded_cpu_s", "loaded_s", "loaded_chunks", "drain_cpu_s",
+                 "holds", "held_s", "merged")
 
     def __init__(self) -> None:
         self.chunks = 0
@@ -177,7 +177,7 @@ class LevelBudget:
         self.wall_s = 0.0
         self.loaded_cpu_s = 0.0
         self.loaded_s = 0.0
-        self.loaded_sample_cpu_s = 0.0  # the loaded samples' CPU alone (loaded_cpu_s adds the drain's)
+        self.drain_cpu_s = 0.0  # the stop's partial sample: a cost of chunks, no part of the level's time
         self.loaded_chunks = 0
         """The chunks handled within this level's loaded samples (whichever level their requests started
         at): the cost per chunk is over the time of its CPU. `chunks` counts by the requests' level, and
@@ -187,12 +187,13 @@ class LevelBudget:
 
     def summary(self) -> dict:
         share = self.cpu_s / self.wall_s if self.wall_s else 0.0
-        loaded_share = self.loaded_sample_cpu_s / self.loaded_s if self.loaded_s else 0.0
+        loaded_share = self.loaded_cpu_s / self.loaded_s if self.loaded_s else 0.0
+        chunks = self.loaded_chunks
+        cost = round((self.loaded_cpu_s + self.drain_cpu_s) / chunks * 1e6, 2) if chunks else None
         return {"chunks": self.chunks, "wall_s": round(self.wall_s, 3),
                 "chunks_per_s": round(self.chunks / self.wall_s, 1) if self.wall_s else 0.0,
                 "cpu_share": round(share, 4), "cpu_headroom": round(max(0.0, 1.0 - share), 4),
-                "cpu_us_per_chunk": (round(self.loaded_cpu_s / self.loaded_chunks * 1e6, 2)
-                                     if self.loaded_chunks else None),
+                "cpu_us_per_chunk": cost,
                 "loaded_s": round(self.loaded_s, 3),
                 "loaded_cpu_share": round(loaded_share, 4),
                 "holds": self.holds, "held_s": round(self.held_s, 3),
@@ -246,7 +247,6 @@ class ClientBudget:
             at.wall_s += wall_s
             if loaded:
                 at.loaded_cpu_s += cpu_s
-                at.loaded_sample_cpu_s += cpu_s
                 at.loaded_s += wall_s
                 at.loaded_chunks += self._pending
         self._pending = 0
@@ -256,7 +256,7 @@ class ClientBudget:
         processor's drain at stop, whose CPU is theirs. A cost only: no part of the level's time."""
         at = self._at(users)
         if at is not None and self._pending:
-            at.loaded_cpu_s += cpu_s
+            at.drain_cpu_s += cpu_s
             at.loaded_chunks += self._pending
         self._pending = 0
 

@@ -141,11 +141,12 @@ def generator_warnings(generators: dict, rows: int | None) -> list[str]:
     for users, spent in (generators.get("budget_by_level") or {}).items():
         # Under spec-ab's interleaved design a process idles through the other arm's blocks: its share over
         # the level's whole time is about half of what it used while it was loaded, which is what counts.
-        share = max(float(spent.get("cpu_share") or 0.0), float(spent.get("loaded_cpu_share") or 0.0))
-        if share > BUSY_SHARE:
-            loaded = " while loaded" if share > float(spent.get("cpu_share") or 0.0) else ""
+        overall = float(spent.get("cpu_share") or 0.0)
+        busy = max(overall, float(spent.get("loaded_cpu_share") or 0.0))
+        if busy > BUSY_SHARE:
+            loaded = " while loaded" if busy > overall else ""
             warnings.append(
-                f"load generator at {users} users: a process used {share:.0%} of a core{loaded} "
+                f"load generator at {users} users: a process used {busy:.0%} of a core{loaded} "
                 f"handling {spent.get('chunks_per_s', 0):,.0f} chunks/s, so it was a bottleneck there; use "
                 "more processes (spec-ab --processes auto, locust --processes N) or fewer users each"
                 + budget.processes_advice(spent))
