@@ -41,7 +41,7 @@ ab: $(PACKAGE)
 	$(VENV)/bin/spec-ab --out runs/demo --overwrite $(AB_ARGS)
 
 # The whole suite in two phases (with PYTEST_ARGS: one pytest run of just those). First the real-vLLM tier
-# (tests/vllm: each `vllm serve` spends ~50 s of core 0 starting, where its servers are pinned) beside the unit
+# (tests/vllm: each `vllm serve` spends ~40 s of core 0 starting, where its servers are pinned) beside the unit
 # and hostile tiers, which judge no timings, on core 1 (unpinned they slowed each start twofold); its output
 # follows theirs. Then the end-to-end tier alone: it pins servers and Locust to
 # cores of their own and judges what it measures, so nothing else runs beside it. Run one after the other,

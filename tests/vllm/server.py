@@ -49,6 +49,7 @@ def server_env(env: VllmEnv) -> dict[str, str]:
         "VLLM_CPU_NUM_OF_RESERVED_CPU": "0", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
         "VLLM_NO_USAGE_STATS": "1", "VLLM_CACHE_ROOT": str(runtime / "vllm"),
         "TORCHINDUCTOR_CACHE_DIR": str(runtime / "inductor"), "TMPDIR": str(tmp),
+        "VLLM_ENABLE_V1_MULTIPROCESSING": "0",  # see serve_command
     }
 
 
@@ -87,7 +88,12 @@ def serve_command(env: VllmEnv, models: ModelSet, port: str, extra: list[str]) -
                    # The compile cache does not load back on vllm-cpu 0.32 ("no attribute
                    # finalize_loading"), so each start would recompile for 40-60 s; eager decodes
                    # this tiny model as fast.
-                   "--enforce-eager", *extra], SERVER_CPU)
+                   "--enforce-eager",
+                   # The model runs in the engine-core process, as vLLM runs one GPU's model (the CPU
+                   # platform's default starts a third process for it: one more import of torch and
+                   # vLLM, ~20 s of each start on one core; with VLLM_ENABLE_V1_MULTIPROCESSING=0 in
+                   # server_env, which the CPU platform wants before it allows this)
+                   "--distributed-executor-backend", "uni", *extra], SERVER_CPU)
 
 
 def start_vllm(env: VllmEnv, models: ModelSet, variant: str, logdir: Path) -> VllmServer:
