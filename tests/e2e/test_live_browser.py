@@ -32,7 +32,7 @@ def sweep_ui(request, tmp_path, spec_sim):
     common = [str(BIN / "locust"), "-f", str(REPO / "locustfiles" / "sweep.py")]
     run = ["--web-host", "127.0.0.1", "--web-port", str(port), "--host", sim.url,
            "--prompts", "quote", "--prompts", "code", "--max-tokens", "48", "--metrics-interval", "0.5",
-           "--levels", ",".join(map(str, LEVELS)), "--stage-time", "20s", "--warmup", "2s"]
+           "--levels", ",".join(map(str, LEVELS)), "--stage-time", "12s", "--warmup", "2s"]
     procs = []
     if request.param == "distributed":
         run += ["--master", "--master-bind-host", "127.0.0.1", "--master-bind-port", str(master_port)]
