@@ -25,7 +25,7 @@ from locust_spec.core.prompts import PromptError
 from locust_spec.recording import scraper
 from locust_spec.recording.writes import WriteFailed
 from locust_spec.web import live, webui
-from locust_spec.wiring import distributed, guard, openloop, options
+from locust_spec.wiring import distributed, guard, openloop, options, shared_clock
 from locust_spec.wiring.distributed import BATCH, FINISH, WorkerSink
 from locust_spec.wiring.run import SpecRun, attach, run_of
 from locust_spec.wiring.user import ChatClientUser
@@ -69,11 +69,14 @@ def _measures(environment) -> bool:
 
 @events.init.add_listener
 def _on_init(environment, web_ui=None, **_kw) -> None:
+    ours = environment.parsed_options is not None and hasattr(environment.parsed_options, "prompts")
+    if ours:  # an arm of spec-ab waits here for the others (its imports are done), before the refresh below
+        shared_clock.take(environment.parsed_options, os.environ)
     # gevent's loop has not turned since Locust started importing; its clock still reads that moment, and
     # Locust's --run-time timer, started right after this event, counts from it. On a busy machine the
     # imports took seconds, and `-t 2s` ended the run before a request went out: refresh the clock.
     gevent.get_hub().loop.update_now()
-    if environment.parsed_options is None or not hasattr(environment.parsed_options, "prompts"):
+    if not ours:
         return
     try:
         # An unusable --metrics-url stops every process at start (a worker would otherwise wait for a

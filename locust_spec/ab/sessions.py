@@ -10,7 +10,10 @@ one arm alone, as spec-ab always ran.
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import subprocess
+import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -18,7 +21,14 @@ from pathlib import Path
 
 from locust_spec.ab import children, progress
 from locust_spec.ab.children import ARMS
-from locust_spec.core.design import START_MARGIN_S, Design
+from locust_spec.core.design import (
+    CLOCK_DIR_ENV,
+    CLOCK_FILE,
+    READY_FILE,
+    READY_MARGIN_S,
+    READY_WAIT_S,
+    Design,
+)
 from locust_spec.core.runfiles import RunFiles
 from locust_spec.wiring.shape import LadderSettings
 
@@ -99,18 +109,23 @@ def run(session: Session, command: Command, display: progress.Display) -> None:
     """Start every run of the session, show progress until all end; on any failure or interrupt stop
     them all and discard the session's files (finished sessions are kept)."""
     plan = session.design
-    clock = time.time() + START_MARGIN_S if plan.blocked else None
+    # under a blocked design the clock's zero is provisional until every process has said it is up
+    provisional = time.time() + READY_WAIT_S if plan.blocked else None
+    meeting = Path(tempfile.mkdtemp(prefix="locust-spec-clock-")) if plan.blocked else None
     procs: list[subprocess.Popen] = []
     watches = []
     started = time.monotonic()
     try:
         for slot, r in enumerate(session.runs):
-            design = plan.for_slot(slot, clock) if plan.blocked else plan
+            design = plan.for_slot(slot, provisional) if plan.blocked else plan
             r.prefix.parent.mkdir(parents=True, exist_ok=True)
             design_path(r).write_text(json.dumps(design.to_dict()) + "\n")
             cmd, env = command(r, design)
+            if meeting is not None:
+                env = {**(os.environ if env is None else env), CLOCK_DIR_ENV: str(meeting)}
             procs.append(children.spawn(cmd, r.prefix.with_suffix(".log"), env, ahead=True))
             watches.append(progress.Watch(r.prefix))
+        clock = _start_clock(session, procs, meeting, provisional) if meeting is not None else None
         _watch(session, procs, watches, clock, started, display)
     except BaseException:
         display.finish()
@@ -120,6 +135,9 @@ def run(session: Session, command: Command, display: progress.Display) -> None:
             for path in run_files(r):
                 path.unlink(missing_ok=True)
         raise
+    finally:
+        if meeting is not None:
+            shutil.rmtree(meeting, ignore_errors=True)
     display.finish()
     lives = [w.poll(time.monotonic()) for w in watches]
     took = time.monotonic() - started
@@ -129,18 +147,40 @@ def run(session: Session, command: Command, display: progress.Display) -> None:
                 f"in {took:.0f}s ({done}) -> {session.runs[0].prefix.parent.parent}/*/r{session.repeat}_*")
 
 
+def _start_clock(session: Session, procs: list[subprocess.Popen], meeting: Path, provisional: float) -> float:
+    """The shared clock's zero: READY_MARGIN_S after the last run's Locust has said it is up (a file in
+    `meeting`), or the provisional zero when one has not by then (it joins late). Written for the processes,
+    which wait for it (wiring/shared_clock.py), and into each run's design file."""
+    ready = [meeting / READY_FILE.format(slot=slot) for slot in range(len(session.runs))]
+    while not all(path.exists() for path in ready) and time.time() < provisional - READY_MARGIN_S:
+        _check(session, procs)
+        time.sleep(0.02)
+    zero = min(time.time() + READY_MARGIN_S, provisional)
+    for slot, r in enumerate(session.runs):
+        design_path(r).write_text(json.dumps(session.design.for_slot(slot, zero).to_dict()) + "\n")
+    written = meeting / f"{CLOCK_FILE}.new"
+    written.write_text(repr(zero))
+    os.replace(written, meeting / CLOCK_FILE)  # whole, for processes reading it meanwhile
+    return zero
+
+
+def _check(session: Session, procs: list[subprocess.Popen]) -> None:
+    for r, p in zip(session.runs, procs, strict=True):
+        if p.poll() is not None and not _ok(r, p):
+            raise SessionError(_failure(r, p))
+
+
 def _watch(session: Session, procs: list[subprocess.Popen], watches: list[progress.Watch],
            clock: float | None, started: float, display: progress.Display) -> None:
     plan = session.design
     ladder = LadderSettings(plan.levels, plan.stage_s, plan.warmup_s, plan.rates,
                             design=plan.for_slot(0, clock) if clock is not None else None)
     sweep = progress.Sweep(session.position, session.total, session.arms, session.repeat, ladder)
-    deadline = started + plan.seconds + (START_MARGIN_S if clock else 0.0) + LATE_S
+    lead = max(0.0, clock - time.time()) if clock is not None else 0.0
+    deadline = time.monotonic() + lead + plan.seconds + LATE_S
     display.start(sweep.seconds)
     while any(p.poll() is None for p in procs):
-        for r, p in zip(session.runs, procs, strict=True):
-            if p.poll() is not None and not _ok(r, p):
-                raise SessionError(_failure(r, p))
+        _check(session, procs)
         if time.monotonic() > deadline:
             raise SessionError(f"{'+'.join(session.arms)} r{session.repeat} still running "
                                f"{LATE_S:g}s after the ladder's end; stopped")

@@ -30,9 +30,17 @@ KINDS = (INTERLEAVED, SIMULTANEOUS, SEQUENTIAL)
 SCHEMA = 1
 DEFAULT_BLOCK_S = 5.0
 """Target block length: short enough for several groups per level, long enough for a request or two."""
-START_MARGIN_S = 6.0
-"""Seconds between spawning the arms' Locust processes and their shared clock's zero: Locust imports in
-2 to 4 s on a busy two-core machine; a process that starts later loses that time of its first block."""
+READY_MARGIN_S = 1.0
+"""The arms' shared clock starts this long after the last of their Locust processes says it is up (its
+imports done, ab/sessions.py and wiring/shared_clock.py): it then builds its runner and spawns its users."""
+READY_WAIT_S = 30.0
+"""The longest the clock waits for a process to say so (Locust imports in 1 to 4 s on a busy two-core
+machine): its zero, then, is this long after the spawn, and a process still not up joins late, losing that
+time of its first block. A `--blocks` design carries this zero until the processes have heard the real one."""
+CLOCK_DIR_ENV = "LOCUST_SPEC_CLOCK_DIR"
+"""Where spec-ab and an arm's Locust meet: the process creates READY_FILE there, spec-ab writes CLOCK_FILE."""
+READY_FILE = "ready-{slot}"
+CLOCK_FILE = "clock"
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,7 @@ import json
 import signal
 import subprocess
 import time
+from datetime import datetime
 from pathlib import Path
 
 import pandas as pd
@@ -14,6 +15,7 @@ import psutil
 import pytest
 
 from locust_spec.ab.cli import DEMO_PROMPTS
+from locust_spec.core.design import READY_MARGIN_S
 from tests.support import BIN, REPO
 
 SPEC_AB = str(BIN / "spec-ab")
@@ -80,6 +82,10 @@ def test_spec_ab_on_simulators_ships_at_one_user_and_not_at_64_with_every_file(t
                    for p in spent.values()), spent
     designs = [json.loads((out / arm / "r0_design.json").read_text()) for arm in ("baseline", "candidate")]
     assert [d["slot"] for d in designs] == [0, 1] and designs[0]["clock_unix_s"] == designs[1]["clock_unix_s"]
+    # the clock started once both processes were up (each logs its start when its imports are done), not
+    # after a lead sized for the slowest machine
+    up = max(_logged_start(out / arm / "r0.log") for arm in ("baseline", "candidate"))
+    assert 0 < designs[0]["clock_unix_s"] - up < READY_MARGIN_S + 2, designs[0]["clock_unix_s"] - up
     # both arms started each block pair on the same prompts: their first prompt in every block agrees
     firsts = []
     for arm, design in zip(("baseline", "candidate"), designs, strict=True):
@@ -90,6 +96,12 @@ def test_spec_ab_on_simulators_ships_at_one_user_and_not_at_64_with_every_file(t
     assert (firsts[0] == firsts[1]).mean() >= 0.75, firsts
     assert "speculation ngram" in (out / "sim-candidate.log").read_text()
     assert "speculation off" in (out / "sim-baseline.log").read_text()
+
+
+def _logged_start(log: Path) -> float:
+    """When Locust logged its start (its locustfile imported), in unix seconds (its log is in local time)."""
+    line = next(line for line in log.read_text().splitlines() if "Starting Locust" in line)
+    return datetime.strptime(line[1:24], "%Y-%m-%d %H:%M:%S,%f").timestamp()
 
 
 def _files(out: Path) -> dict[str, str]:
