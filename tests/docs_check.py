@@ -32,7 +32,7 @@ REDIRECTS = {">", ">>", "<", "2>", "2>>"}
 # Options of other programs that the docs name in prose, each with its program: not ours to check.
 EXTERNAL_OPTIONS = {
     "vllm serve": {"--speculative-config", "--per-request-spec-decode-metrics", "--max-model-len",
-                   "--max-num-seqs", "--port", "--served-model-name"},
+                   "--max-num-seqs", "--port", "--served-model-name", "--distributed-executor-backend"},
     "vllm bench serve": {"--backend", "--request-rate"},
     "pytest": {"--basetemp", "--durations"},
     "docker compose run": {"--rm"},
