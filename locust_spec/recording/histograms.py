@@ -111,22 +111,18 @@ def summarize(hist: HdrHistogram) -> dict:
 
 
 def percentiles_us(hist: HdrHistogram, pcts: Iterable[float]) -> list[int]:
-    """Several percentiles in one pass over the counts (the library walks the array once per call)."""
-    targets = sorted((hist.get_target_count_at_percentile(p), i) for i, p in enumerate(pcts))
-    result = [0] * len(targets)
+    """Several percentiles from one cumulative sum of the counts: each the first bucket whose running count
+    reaches the percentile's target, as the library finds it (it walks the 23,552 counts in Python, once per
+    call: ~3.6 ms a histogram here, and a run's latency.json summarizes dozens on the event loop)."""
+    pcts = list(pcts)
     if not hist.total_count:
-        return result
-    total, t = 0, 0
-    for index, count in enumerate(hist.counts):
-        if not count:
-            continue
-        total += count
-        while t < len(targets) and total >= targets[t][0]:
-            result[targets[t][1]] = hist.get_highest_equivalent_value(hist.get_value_from_index(index))
-            t += 1
-        if t == len(targets):
-            break
-    return result
+        return [0] * len(pcts)
+    running = np.cumsum(np.frombuffer(hist.counts, dtype=np.uint64))
+    targets = np.array([hist.get_target_count_at_percentile(p) for p in pcts], dtype=np.uint64)
+    found = np.minimum(np.searchsorted(running, targets, side="left"), len(running) - 1)
+    # the library's convention: the top of the bucket, but its bottom for the 0th percentile
+    return [(hist.get_highest_equivalent_value if p else hist.get_lowest_equivalent_value)(
+        hist.get_value_from_index(int(index))) for p, index in zip(pcts, found, strict=True)]
 
 
 PENDING_VALUES = 16384

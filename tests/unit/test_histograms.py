@@ -34,10 +34,10 @@ def test_fast_record_matches_the_library_record_value(values):
 
 @settings(max_examples=40, deadline=None)
 @given(values_ms)
-def test_one_pass_percentiles_match_the_library(values):
+def test_percentiles_from_one_cumulative_sum_match_the_library(values):
     hist = new_histogram()
     record_ms(hist, values)
-    pcts = (50.0, 90.0, 95.0, 99.0, 100.0)
+    pcts = (0.0, 50.0, 90.0, 95.0, 99.0, 99.9, 100.0)
     assert percentiles_us(hist, pcts) == [hist.get_value_at_percentile(p) for p in pcts]
 
 
