@@ -9,12 +9,13 @@ has stopped its test and taken its workers' final batches by then).
 
 from __future__ import annotations
 
+import functools
 import os
 import signal
 import time
 
 import gevent
-from locust import events
+from locust import argument_parser, events
 from locust.runners import STATE_RUNNING, STATE_SPAWNING, LocalRunner, MasterRunner, WorkerRunner
 from locust.stats import CSV_STATS_INTERVAL_SEC, StatsCSVFileWriter
 from locust.stats import console_logger as STATS_LOG
@@ -52,6 +53,26 @@ def _csv_writer_ends_before_its_files_close() -> None:
 
 
 _csv_writer_ends_before_its_files_close()
+
+
+def _locusts_own_options_read_once() -> None:
+    """A worker taking a spawn message (at start and at every level change) keeps the master's options that
+    are not Locust's own, asking `default_args_dict()` once per option: each call builds Locust's whole
+    argument parser (4-15 ms on a 2-core VM) for each of 84 options with ours, so every worker held its event
+    loop 0.7-1.3 s at every level change (gevent's monitor named it; spec-ab --processes 2 warned of the lag).
+    Locust's own options do not change while it runs: build them once, hand out copies. Locust internals:
+    pinned below 3 in pyproject.toml."""
+    build = argument_parser.default_args_dict
+    once = functools.cache(build)
+
+    @functools.wraps(build)
+    def default_args_dict() -> dict:
+        return dict(once())
+
+    argument_parser.default_args_dict = default_args_dict
+
+
+_locusts_own_options_read_once()
 
 
 @events.init_command_line_parser.add_listener
