@@ -103,8 +103,9 @@ def _session(tmp_path: Path, arms: int = 2) -> sessions.Session:
     return sessions.Session(0, 1, runs, _design(slot=0))
 
 
-def _process(script: str, meeting: Path) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-c", script], env={**os.environ, CLOCK_DIR_ENV: str(meeting)})
+def _process(script: str, meeting: Path, *args: str) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-c", script, *args],
+                            env={**os.environ, CLOCK_DIR_ENV: str(meeting)})
 
 
 def test_spec_ab_starts_the_clock_a_margin_after_the_last_arm_is_up(tmp_path):
@@ -112,9 +113,7 @@ def test_spec_ab_starts_the_clock_a_margin_after_the_last_arm_is_up(tmp_path):
     meeting.mkdir()
     up = ("import os, pathlib, sys, time; time.sleep(float(sys.argv[1])); "
           f"pathlib.Path(os.environ[{CLOCK_DIR_ENV!r}], 'ready-' + sys.argv[2]).touch(); time.sleep(3)")
-    procs = [subprocess.Popen([sys.executable, "-c", up, str(delay), str(slot)],
-                              env={**os.environ, CLOCK_DIR_ENV: str(meeting)})
-             for slot, delay in enumerate((0.2, 0.8))]
+    procs = [_process(up, meeting, str(delay), str(slot)) for slot, delay in enumerate((0.2, 0.8))]
     provisional = time.time() + 30
     try:
         zero = sessions._start_clock(session, procs, meeting, provisional)
