@@ -15,6 +15,7 @@ import numpy as np
 
 from locust_spec.tune import intervals
 from locust_spec.tune.intervals import Interval
+from locust_spec.tune.sample import ArmSample
 
 OBJECTIVES = ("throughput", "tpot", "goodput")
 UNITS = {"throughput": "output tok/s", "tpot": "ms TPOT p50", "goodput": "good req/s"}
@@ -69,26 +70,6 @@ def good(ok: np.ndarray, ttft_ms: np.ndarray, tpot_ms: np.ndarray, e2e_ms: np.nd
     return out
 
 
-@dataclass(frozen=True, eq=False)
-class Sample:
-    """One arm's objective at one level, repeats pooled, over its independent units (blocks of time).
-
-    Rates (throughput, goodput): per unit the amount (tokens, good requests) and the seconds it measured;
-    tpot: per request its TPOT and its unit. `keys` name each unit so that arms measured on one clock pair
-    by it ((clock, level, group)); `runs` is each unit's run (repeats: the outer cluster)."""
-
-    k: int
-    users: int
-    values: np.ndarray
-    seconds: np.ndarray | None
-    unit_of: np.ndarray | None
-    keys: tuple[tuple, ...]
-    runs: np.ndarray
-    requests: int
-    batch: float | None
-    """Time-weighted mean of the server's running requests over the window (None: not scraped)."""
-
-
 @dataclass(frozen=True)
 class ArmResult:
     k: int
@@ -132,7 +113,7 @@ class Decision:
                 "batch": self.batch, "reason": self.reason, "arms": [a.as_dict() for a in self.arms]}
 
 
-def estimate(sample: Sample, objective: str) -> Interval | None:
+def estimate(sample: ArmSample, objective: str) -> Interval | None:
     """The arm's objective with its interval; None with too few requests or no interval."""
     if sample.requests < MIN_REQUESTS or len(sample.values) < 2:
         return None
@@ -140,7 +121,7 @@ def estimate(sample: Sample, objective: str) -> Interval | None:
     return iv if iv.measured else None
 
 
-def compare(a: Sample, b: Sample, objective: str) -> Interval:
+def compare(a: ArmSample, b: ArmSample, objective: str) -> Interval:
     """The % change of a's objective from b's, with its interval (paired by block group when both arms
     ran on one clock)."""
     return intervals.change(objective, b, a)
@@ -157,7 +138,7 @@ def significantly_worse(change: Interval, objective: str) -> bool:
     return change.hi < 0 if higher_is_better(objective) else change.lo > 0
 
 
-def choose(samples: Sequence[Sample], objective: str) -> Decision:
+def choose(samples: Sequence[ArmSample], objective: str) -> Decision:
     """The k to deploy at one level: the smallest k not significantly worse than the best estimate."""
     users = samples[0].users
     measured = [(s, estimate(s, objective)) for s in sorted(samples, key=lambda s: s.k)]

@@ -29,6 +29,7 @@ from locust_spec.core.hosts import on_this_machine
 from locust_spec.sim import roofline
 from locust_spec.tune import choose, confirm, measure, report, servers
 from locust_spec.tune.result import TaskDecisions, TuneResult
+from locust_spec.tune.sample import ArmSample
 from locust_spec.wiring.shape import DEFAULT_MAX_CONCURRENCY, parse_duration, parse_stage_time
 
 DEFAULT_KS = "0,1,2,3,4,5"
@@ -135,7 +136,7 @@ def prefixes(runs: Sequence[Run], arm: str) -> list[Path]:
     return [r.prefix for r in runs if r.arm == arm]
 
 
-def _choices(by_k: dict[int, dict[int, choose.Sample]], s: Settings) -> tuple[choose.Decision, ...]:
+def _choices(by_k: dict[int, dict[int, ArmSample]], s: Settings) -> tuple[choose.Decision, ...]:
     users = sorted(set().union(*by_k.values()))
     return tuple(choose.choose([by_k[k][u] for k in s.ks if u in by_k[k]], s.objective) for u in users)
 

@@ -7,8 +7,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from locust_spec.tune import choose, intervals
-from locust_spec.tune.choose import Decision, Sample
+from locust_spec.tune.choose import Decision
 from locust_spec.tune.intervals import Interval
+from locust_spec.tune.sample import ArmSample
 
 ARMS = ("schedule", "static", "off")
 
@@ -71,7 +72,7 @@ class Confirmation:
                 "swings": [s.as_dict() for s in self.swings], "summary": self.summary}
 
 
-def _measure(samples: Mapping[str, Sample | None], objective: str
+def _measure(samples: Mapping[str, ArmSample | None], objective: str
              ) -> tuple[dict[str, Interval | None], dict[str, Interval | None]]:
     measured = {arm: choose.estimate(s, objective) if s is not None else None
                 for arm, s in samples.items()}
@@ -86,7 +87,7 @@ BEHIND = "worse than one fixed k across this threshold"
 DRIFTED = "short of prediction, but not significantly worse than the same k served alongside (noise or drift)"
 
 
-def check_level(decision: Decision, samples: Mapping[str, Sample | None], objective: str,
+def check_level(decision: Decision, samples: Mapping[str, ArmSample | None], objective: str,
                 same: str | None = None) -> LevelCheck:
     """`same`: the fixed arm of the confirmation pass serving the k this level chose, if any. When the
     schedule misses the prediction but is not significantly worse than that arm measured in the same
@@ -103,7 +104,7 @@ def check_level(decision: Decision, samples: Mapping[str, Sample | None], object
 
 
 def check_swing(threshold: int, users: tuple[int, int], decisions: Sequence[Decision],
-                samples: Mapping[str, Sample | None], objective: str) -> SwingCheck:
+                samples: Mapping[str, ArmSample | None], objective: str) -> SwingCheck:
     """A collapse: the schedule does significantly worse than each fixed arm while the load crosses its
     threshold, i.e. switching costs more than either side's k ever does."""
     promised = [d.arm(d.k).interval.estimate for d in decisions

@@ -8,20 +8,16 @@ the pooled per-request median.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import numpy as np
 
 from locust_spec.analysis import stats
 from locust_spec.analysis.stats import Interval
-
-if TYPE_CHECKING:
-    from locust_spec.tune.choose import Sample
+from locust_spec.tune.sample import ArmSample
 
 __all__ = ["Interval", "as_dict", "change", "contains", "level"]
 
 
-def level(objective: str, sample: Sample) -> Interval:
+def level(objective: str, sample: ArmSample) -> Interval:
     """One arm's objective at one level with its interval."""
     units = stats.Units(sample.runs, "blocks")
     if objective == "tpot":
@@ -29,7 +25,7 @@ def level(objective: str, sample: Sample) -> Interval:
     return stats.ratio_interval(sample.values, sample.seconds, units)
 
 
-def _paired(reference: Sample, other: Sample) -> tuple[stats.Units, np.ndarray, np.ndarray] | None:
+def _paired(reference: ArmSample, other: ArmSample) -> tuple[stats.Units, np.ndarray, np.ndarray] | None:
     """Units shared by both arms (each unit's run and each arm's unit -> shared unit) when every unit of
     both carries a clock and they name the same block groups; None otherwise."""
     if set(reference.keys) != set(other.keys) or any(k[0] is None for k in reference.keys):
@@ -42,7 +38,7 @@ def _paired(reference: Sample, other: Sample) -> tuple[stats.Units, np.ndarray, 
             np.array([code[k] for k in other.keys], dtype=np.int64))
 
 
-def change(objective: str, reference: Sample, other: Sample) -> Interval:
+def change(objective: str, reference: ArmSample, other: ArmSample) -> Interval:
     """The % change of `other`'s objective from `reference`'s."""
     shared = _paired(reference, other)
     if shared is not None:
@@ -56,7 +52,7 @@ def change(objective: str, reference: Sample, other: Sample) -> Interval:
                                       other_map[other.unit_of], (0.5,), ref_units, other_units)[0]
     count = ref_units.count
 
-    def sums(sample: Sample, mapping: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+    def sums(sample: ArmSample, mapping: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
         return (np.bincount(mapping, sample.values, n), np.bincount(mapping, sample.seconds, n))
 
     ref_sums = sums(reference, ref_map, count)

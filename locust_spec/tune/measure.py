@@ -14,7 +14,8 @@ from locust_spec.analysis.runs import RunData, read_run
 from locust_spec.analysis.tasks import task_run
 from locust_spec.metrics import batch
 from locust_spec.tune import choose
-from locust_spec.tune.choose import Sample, Slo
+from locust_spec.tune.choose import Slo
+from locust_spec.tune.sample import ArmSample
 
 
 def _unit_key(run_index: int, level: RunLevel, group: tuple[int, int]) -> tuple:
@@ -60,7 +61,7 @@ def _held(level: RunLevel, part: tuple[np.ndarray, np.ndarray | None, np.ndarray
 
 
 def pooled(k: int, users: Level, objective: str, slo: Slo | None,
-           parts: Sequence[tuple[int, RunLevel, float | None]], per_stream: bool = False) -> Sample:
+           parts: Sequence[tuple[int, RunLevel, float | None]], per_stream: bool = False) -> ArmSample:
     """Levels of one arm (its repeats; every level of a swing run) as one sample: units keyed so that arms
     on one clock pair; batch the window-weighted mean of the levels that had one. `per_stream`: a task's
     (its rates per stream, over the blocks holding its requests)."""
@@ -87,13 +88,13 @@ def pooled(k: int, users: Level, objective: str, slo: Slo | None,
         if running is not None:
             weighted.append((running, float(level.samples.blocks.window_s.sum())))
     if not keys:  # a task with no request in any run at this level
-        return Sample(k, users, np.empty(0), None if objective == "tpot" else np.empty(0),
+        return ArmSample(k, users, np.empty(0), None if objective == "tpot" else np.empty(0),
                       np.empty(0, dtype=np.int64) if objective == "tpot" else None, (),
                       np.empty(0, dtype=np.int64), 0, None)
     total = sum(w for _, w in weighted)
     mean_batch = sum(b * w for b, w in weighted) / total if weighted and total > 0 else None
     run_codes = np.unique(np.array([str(r) for r in runs]), return_inverse=True)[1]
-    return Sample(k, users, np.concatenate(values), np.concatenate(seconds) if seconds else None,
+    return ArmSample(k, users, np.concatenate(values), np.concatenate(seconds) if seconds else None,
                   np.concatenate(unit_of) if unit_of else None, tuple(keys), run_codes,
                   sum(level.metrics.requests for _, level, _ in parts), mean_batch)
 
@@ -111,14 +112,15 @@ def _running(run: RunData, level: RunLevel) -> float | None:
     return batch.mean_running(run.snapshots, float(starts.min()), float(starts.max()))
 
 
-def level_samples(prefixes: Sequence[Path], k: int, objective: str, slo: Slo | None) -> dict[Level, Sample]:
+def level_samples(prefixes: Sequence[Path], k: int, objective: str,
+                  slo: Slo | None) -> dict[Level, ArmSample]:
     """Per level (users, or a rate on an open-loop sweep): the arm's measured requests over all its runs,
     and the server's batch there."""
     return task_samples(prefixes, k, objective, slo, (None,))[None]
 
 
 def task_samples(prefixes: Sequence[Path], k: int, objective: str, slo: Slo | None,
-                 tasks: Sequence[str | None]) -> dict[str | None, dict[Level, Sample]]:
+                 tasks: Sequence[str | None]) -> dict[str | None, dict[Level, ArmSample]]:
     """level_samples per prompt class (None: all of them), each run read once. A task's rate is per stream,
     its requests' amount over their own seconds (over the level's windows it would rise whenever the other
     tasks got faster, as analysis/tasks.py), over the blocks that hold its requests; its batch is the
@@ -136,7 +138,7 @@ def task_samples(prefixes: Sequence[Path], k: int, objective: str, slo: Slo | No
                    for users, p in by_level.items()} for task, by_level in parts.items()}
 
 
-def whole_sample(prefixes: Sequence[Path], k: int, objective: str, slo: Slo | None) -> Sample | None:
+def whole_sample(prefixes: Sequence[Path], k: int, objective: str, slo: Slo | None) -> ArmSample | None:
     """Every measured level of the runs as one sample (a swing phase: its levels alternate, and the
     switches between them are what is measured)."""
     parts = []

@@ -12,11 +12,12 @@ from locust_spec.metrics import batch
 from locust_spec.metrics.exposition import Sample as Metric
 from locust_spec.metrics.exposition import Snapshot
 from locust_spec.tune import choose, confirm, intervals, servers
-from locust_spec.tune.choose import Sample, Slo
+from locust_spec.tune.choose import Slo
+from locust_spec.tune.sample import ArmSample
 
 
 def tokens(k: int, mean: float, blocks: int = 20, spread: float = 0.05, users: int = 1, seed: int = 0,
-           clock: float | None = None, drift: np.ndarray | None = None) -> Sample:
+           clock: float | None = None, drift: np.ndarray | None = None) -> ArmSample:
     """An arm delivering about `mean` tok/s in `blocks` 5 s blocks; with `clock`, blocks of a session that
     pair with other arms' of the same clock; `drift`: each block's share of the machine's state."""
     rng = np.random.default_rng(seed + k)
@@ -24,16 +25,16 @@ def tokens(k: int, mean: float, blocks: int = 20, spread: float = 0.05, users: i
     state = np.ones(blocks) if drift is None else drift
     amount = mean * seconds * state * rng.normal(1.0, spread, blocks).clip(0.1)
     keys = tuple((clock, 0, j) if clock is not None else (None, k, users, j) for j in range(blocks))
-    return Sample(k, users, amount, seconds, None, keys, np.zeros(blocks, dtype=np.int64), blocks * 10,
-                  float(users))
+    return ArmSample(k, users, amount, seconds, None, keys, np.zeros(blocks, dtype=np.int64), blocks * 10,
+                     float(users))
 
 
-def tpot(k: int, ms: float, blocks: int = 10) -> Sample:
+def tpot(k: int, ms: float, blocks: int = 10) -> ArmSample:
     """Five requests per block around `ms` TPOT."""
     values = np.full(blocks * 5, ms) + np.tile(np.linspace(0, 0.5, 5), blocks)
     keys = tuple((None, k, 1, j) for j in range(blocks))
-    return Sample(k, 1, values, None, np.repeat(np.arange(blocks), 5), keys, np.zeros(blocks, dtype=np.int64),
-                  blocks * 5, 1.0)
+    return ArmSample(k, 1, values, None, np.repeat(np.arange(blocks), 5), keys,
+                     np.zeros(blocks, dtype=np.int64), blocks * 5, 1.0)
 
 
 def test_clearly_best_k_is_chosen():
