@@ -7,11 +7,12 @@ from dataclasses import replace
 from pathlib import Path
 
 from locust_spec.core.design import SEQUENTIAL
+from locust_spec.core.slo import Slo
 from locust_spec.metrics.crosscheck import CANDIDATE_METRICS_OPTIONS
 
 from . import answers, provenance, tasks
 from . import levels as lv
-from .model import DesignInfo, LevelInput, PlotData, Slo, Verdict, worst_arrivals, worst_lag
+from .model import DesignInfo, LevelInput, PlotData, Verdict, worst_arrivals, worst_lag
 from .runs import InputError, RunData, discover, read_run
 from .verdict import Thresholds, build_verdict
 

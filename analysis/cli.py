@@ -7,7 +7,8 @@ from pathlib import Path
 
 import click
 
-from .model import Slo
+from locust_spec.core.slo import Slo, parse_slo
+
 from .runs import InputError
 from .verdict import DEPENDS, INCONCLUSIVE, OFF, TRADEOFF, Thresholds
 
@@ -16,25 +17,12 @@ EXIT_BAD_INPUT = 2
 FORMATS = ("text", "json", "markdown", "html")
 
 
-SLO_KEYS = ("ttft_ms", "tpot_ms")
-
-
-def parse_slo(text: str) -> Slo:
-    """'ttft_ms=500,tpot_ms=50' (either or both) -> Slo; InputError naming what is wrong."""
-    bounds: dict[str, float] = {}
-    for part in text.split(","):
-        key, sep, value = part.strip().partition("=")
-        if not sep or key not in SLO_KEYS:
-            wanted = ", ".join(k + "=X" for k in SLO_KEYS)
-            raise InputError(f"--slo: {part.strip()[:40]!r} is not one of {wanted}")
-        try:
-            bound = float(value)
-        except ValueError:
-            raise InputError(f"--slo: {key} is not a number: {value[:20]!r}") from None
-        if not bound > 0 or bound == float("inf"):
-            raise InputError(f"--slo: {key} must be a positive number of milliseconds")
-        bounds[key] = bound
-    return Slo(**bounds)
+def slo_option(text: str) -> Slo:
+    """--slo through the one parser spec-tune uses too (core/slo.py); InputError naming what is wrong."""
+    try:
+        return parse_slo(text)
+    except ValueError as e:
+        raise InputError(f"--slo: {e}") from None
 
 
 class DefaultCompareGroup(click.Group):
@@ -127,8 +115,9 @@ def ab_arms(folder: Path) -> tuple[Path, Path]:
 @click.option("--mde-target-pct", type=float, default=DEFAULTS.mde_target_pct, show_default=True,
               help="A level that could not have detected a change this large (%) on a deciding metric is "
                    "under-powered (docs/verdict-method.md).")
-@click.option("--slo", "slo_text", metavar="ttft_ms=X,tpot_ms=Y",
-              help="A latency objective: per arm and level, the share of requests meeting it and the goodput "
+@click.option("--slo", "slo_text", metavar="ttft=MS,tpot=MS,e2e=MS",
+              help="A latency objective (any of ttft, tpot, e2e; ttft_ms=MS is read too; a one-token answer "
+                   "meets a TPOT limit): per arm and level, the share of requests meeting it and the goodput "
                    "(their tokens per second), which becomes the throughput the verdict judges.")
 @click.option("--fail-on", multiple=True, type=click.Choice((OFF, TRADEOFF, DEPENDS, INCONCLUSIVE)),
               help="Exit 1 when the overall verdict is this (repeatable), for CI; depends: the levels "
@@ -145,7 +134,7 @@ def compare(baseline: Path, candidate: Path | None, fmt: str, outputs: tuple[Pat
 
     for path in outputs:
         format_for(path)
-    slo = parse_slo(slo_text) if slo_text else None
+    slo = slo_option(slo_text) if slo_text else None
     verdict = verdict_for([baseline], [candidate], serving_concurrency=serving_concurrency, slo=slo,
                           force=force, **thresholds)
     write_outputs(verdict, outputs)

@@ -11,13 +11,14 @@ import pandas as pd
 from hdrh.histogram import HdrHistogram
 
 from locust_spec.core.design import INTERLEAVED, SIMULTANEOUS, Design
+from locust_spec.core.slo import Slo, meets_slo
 from locust_spec.metrics import counters
 from locust_spec.metrics.batch import mean_running
 from locust_spec.metrics.exposition import Snapshot
 
 from . import stats
 from .blocks import LevelBlocks, interrupted, level_keys, run_blocks
-from .model import METRIC_KEYS, ArmMetrics, Arrivals, Batch, ClassStats, Level, Rate, Slo, SpecStats
+from .model import METRIC_KEYS, ArmMetrics, Arrivals, Batch, ClassStats, Level, Rate, SpecStats
 from .runs import InputError, RunData
 
 # locust_spec.recording.histograms records whole microseconds.
@@ -114,14 +115,14 @@ def _median(series: pd.Series, key: object) -> float | None:
 
 
 def _slo_good(frame: pd.DataFrame, slo: Slo | None) -> np.ndarray | None:
-    """Per row: the request met the SLO (failed rows never do; a missing latency never meets a bound)."""
+    """Per row: the request met the SLO (core/slo.py: failed rows never do)."""
     if slo is None:
         return None
-    good = frame["error"].isna().to_numpy().copy()
-    for column, bound in (("ttft_ms", slo.ttft_ms), ("tpot_ms", slo.tpot_ms)):
-        if bound is not None:
-            good &= (frame[column] <= bound).to_numpy()
-    return good
+
+    def col(name: str) -> np.ndarray:
+        return frame[name].to_numpy(dtype=np.float64)
+
+    return meets_slo(slo, frame["error"].isna().to_numpy(), col("ttft_ms"), col("tpot_ms"), col("e2e_ms"))
 
 
 def _by_level(keys: np.ndarray) -> dict[float, np.ndarray]:

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from locust_spec.core.level import rate_key
+from locust_spec.core.slo import Slo
 
 from .answers import AnswerCheck
 from .provenance import Provenance
@@ -190,17 +191,6 @@ class Batch:
         return {"running_mean": self.running_mean, "running_p50": self.running_p50,
                 "running_max": self.running_max, "waiting_p50": self.waiting_p50,
                 "waiting_max": self.waiting_max, "samples": self.samples}
-
-
-@dataclass(frozen=True)
-class Slo:
-    """A latency objective a request must meet to count as good (None: not part of it)."""
-
-    ttft_ms: float | None = None
-    tpot_ms: float | None = None
-
-    def as_dict(self) -> dict:
-        return {"ttft_ms": self.ttft_ms, "tpot_ms": self.tpot_ms}
 
 
 @dataclass(frozen=True)

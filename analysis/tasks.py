@@ -20,8 +20,10 @@ from dataclasses import replace
 
 import numpy as np
 
+from locust_spec.core.slo import Slo
+
 from . import levels as lv
-from .model import LevelInput, LevelVerdict, Slo, SpecStats, TaskVerdict, level_label
+from .model import LevelInput, LevelVerdict, SpecStats, TaskVerdict, level_label
 from .runs import RunData
 from .verdict import INCONCLUSIVE, OFF, SHIP, TRADEOFF, Thresholds, judge_level
 

@@ -7,11 +7,8 @@ proposal costs less verification work when the load shifts and is the safer defa
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-
-import numpy as np
 
 from locust_spec.tune import intervals
 from locust_spec.tune.intervals import Interval
@@ -25,49 +22,8 @@ MDE_TARGET_PCT = 10.0
 """As spec-verdict's: a comparison that could not have shown a difference this large is under-powered."""
 
 
-@dataclass(frozen=True)
-class Slo:
-    """Per-request limits for goodput, in ms; None = no limit on that metric."""
-
-    ttft_ms: float | None = None
-    tpot_ms: float | None = None
-    e2e_ms: float | None = None
-
-    def as_dict(self) -> dict:
-        return {"ttft_ms": self.ttft_ms, "tpot_ms": self.tpot_ms, "e2e_ms": self.e2e_ms}
-
-
-_SLO_PART = re.compile(r"^(ttft|tpot|e2e)\s*[=:]\s*(\d+(?:\.\d+)?)\s*(ms|s)?$")
-
-
-def parse_slo(text: str) -> Slo:
-    """`ttft=500,tpot=50` (ms) or with units `ttft=0.5s,tpot=50ms`; ValueError naming the bad part."""
-    found: dict[str, float] = {}
-    for part in (p.strip() for p in text.split(",") if p.strip()):
-        m = _SLO_PART.match(part.lower())
-        if not m:
-            raise ValueError(f"not an SLO part: {part!r} (use ttft=MS, tpot=MS, e2e=MS, comma-separated)")
-        found[f"{m.group(1)}_ms"] = float(m.group(2)) * (1000.0 if m.group(3) == "s" else 1.0)
-    if not found:
-        raise ValueError("an SLO needs at least one of ttft=MS, tpot=MS, e2e=MS")
-    return Slo(**found)
-
-
 def higher_is_better(objective: str) -> bool:
     return objective != "tpot"
-
-
-def good(ok: np.ndarray, ttft_ms: np.ndarray, tpot_ms: np.ndarray, e2e_ms: np.ndarray,
-         slo: Slo | None) -> np.ndarray:
-    """Per request: successful and inside every limit of the SLO (goodput counts these). A request with no
-    TPOT (one token) meets any TPOT limit."""
-    out = np.asarray(ok, dtype=bool).copy()
-    if slo is not None:
-        for values, limit, missing_ok in ((ttft_ms, slo.ttft_ms, False), (tpot_ms, slo.tpot_ms, True),
-                                          (e2e_ms, slo.e2e_ms, False)):
-            if limit is not None:
-                out &= (values <= limit) | (np.isnan(values) & missing_ok)
-    return out
 
 
 @dataclass(frozen=True)

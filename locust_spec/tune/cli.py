@@ -26,6 +26,7 @@ from locust_spec.core import schedule, speculative
 from locust_spec.core.design import Design
 from locust_spec.core.formats import Selection
 from locust_spec.core.hosts import on_this_machine
+from locust_spec.core.slo import Slo, parse_slo
 from locust_spec.sim import roofline
 from locust_spec.tune import choose, confirm, measure, report, servers
 from locust_spec.tune.result import TaskDecisions, TuneResult
@@ -47,7 +48,7 @@ class Settings:
     repeats: int
     load: Load
     objective: str
-    slo: choose.Slo | None
+    slo: Slo | None
     base_config: dict
     max_num_seqs: int
     prime: bool
@@ -311,7 +312,8 @@ def run_tune(out: Path, s: Settings, pool: servers.Servers, do_confirm: bool,
 @click.option("--objective", type=click.Choice(choose.OBJECTIVES),
               help="What a level's best k maximises (default throughput; with --rates tpot: at a rate both "
                    "arms serve the same arrivals, so throughput is the offered load).")
-@click.option("--slo", help="Goodput's per-request limits, e.g. ttft=500,tpot=50 (ms).")
+@click.option("--slo", help="Goodput's per-request limits, e.g. ttft=500,tpot=50,e2e=20s (ms unless a unit "
+              "is given; as spec-verdict's --slo).")
 @click.option("--speculative-config", "base_config", default=json.dumps(BASE_CONFIG), show_default=True,
               help="The speculative config every arm shares; num_speculative_tokens is set per arm.")
 @click.option("--max-num-seqs", type=click.IntRange(min=1), default=256, show_default=True,
@@ -379,7 +381,7 @@ def main(ks: str, server_cmd: str | None, server_urls: tuple[str, ...], levels: 
             raise ValueError(f"{speculative.REJECTION} 'synthetic' accepts drafts at the rates its config "
                              "names, whatever they are: spec-tune would choose k by a number you typed; tune "
                              "with the standard rejection sampler")
-        slo_value = choose.parse_slo(slo) if slo else None
+        slo_value = parse_slo(slo) if slo else None
         objective = objective or ("tpot" if ladder.rates else "throughput")
         if objective == "goodput" and slo_value is None:
             raise ValueError("--objective goodput needs --slo (e.g. ttft=500,tpot=50)")

@@ -12,9 +12,9 @@ from locust_spec.analysis.levels import RunLevel, level_batch, own_windows, run_
 from locust_spec.analysis.model import Level
 from locust_spec.analysis.runs import RunData, read_run
 from locust_spec.analysis.tasks import task_run
+from locust_spec.core.slo import Slo
 from locust_spec.metrics import batch
 from locust_spec.tune import choose
-from locust_spec.tune.choose import Slo
 from locust_spec.tune.sample import ArmSample
 
 
@@ -27,10 +27,11 @@ def _unit_key(run_index: int, level: RunLevel, group: tuple[int, int]) -> tuple:
     return (None, run_index, level.users, *group)
 
 
-def _part(objective: str, slo: Slo | None, level: RunLevel,
+def _part(objective: str, level: RunLevel,
           per_stream: bool = False) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None]:
     """Per block the amount and seconds of a rate, or per request the TPOT and its block; `per_stream`,
-    a rate's seconds are its requests' own (a task's)."""
+    a rate's seconds are its requests' own (a task's). Goodput counts the requests spec-verdict's rows call
+    good (run_levels with the SLO: core/slo.py), so one run has one goodput in both commands."""
     s = level.samples
     blocks = s.blocks
     n = len(blocks.groups)
@@ -42,8 +43,9 @@ def _part(objective: str, slo: Slo | None, level: RunLevel,
         keep = np.isfinite(s.tpot_ms)
         return s.tpot_ms[keep], None, s.block[keep]
     if objective == "goodput":
-        ok = choose.good(np.ones(len(s.tpot_ms), dtype=bool), s.ttft_ms, s.tpot_ms, s.e2e_s * 1000.0, slo)
-        return np.bincount(s.block[ok], minlength=n).astype(np.float64), own_s, None
+        if s.good is None:
+            raise ValueError("the goodput objective needs an SLO")
+        return np.bincount(s.block[s.good], minlength=n).astype(np.float64), own_s, None
     raise ValueError(f"unknown objective {objective!r} ({', '.join(choose.OBJECTIVES)})")
 
 
@@ -60,7 +62,7 @@ def _held(level: RunLevel, part: tuple[np.ndarray, np.ndarray | None, np.ndarray
     return held, (values[held], seconds[held], None)
 
 
-def pooled(k: int, users: Level, objective: str, slo: Slo | None,
+def pooled(k: int, users: Level, objective: str,
            parts: Sequence[tuple[int, RunLevel, float | None]], per_stream: bool = False) -> ArmSample:
     """Levels of one arm (its repeats; every level of a swing run) as one sample: units keyed so that arms
     on one clock pair; batch the window-weighted mean of the levels that had one. `per_stream`: a task's
@@ -69,7 +71,7 @@ def pooled(k: int, users: Level, objective: str, slo: Slo | None,
     weighted = []
     for run_index, level, running in parts:
         groups = level.samples.blocks.groups
-        part = _part(objective, slo, level, per_stream)
+        part = _part(objective, level, per_stream)
         if per_stream:
             held, part = _held(level, part)
             groups = tuple(g for g, h in zip(groups, held, strict=True) if h)
@@ -128,13 +130,13 @@ def task_samples(prefixes: Sequence[Path], k: int, objective: str, slo: Slo | No
     parts: dict[str | None, dict[Level, list]] = {task: {} for task in tasks}
     for i, prefix in enumerate(prefixes):
         run = read_run(prefix)
-        levels = run_levels(run)
+        levels = run_levels(run, slo)
         running = {users: _running(run, level) for users, level in levels.items()}
         for task in tasks:
-            found = levels if task is None else run_levels(task_run(run, task))
+            found = levels if task is None else run_levels(task_run(run, task), slo)
             for users, level in found.items():
                 parts[task].setdefault(users, []).append((i, level, running.get(users)))
-    return {task: {users: pooled(k, users, objective, slo, p, per_stream=task is not None)
+    return {task: {users: pooled(k, users, objective, p, per_stream=task is not None)
                    for users, p in by_level.items()} for task, by_level in parts.items()}
 
 
@@ -144,5 +146,5 @@ def whole_sample(prefixes: Sequence[Path], k: int, objective: str, slo: Slo | No
     parts = []
     for i, prefix in enumerate(prefixes):
         run = read_run(prefix)
-        parts += [(i, level, _running(run, level)) for level in run_levels(run).values()]
-    return pooled(k, 0, objective, slo, parts) if parts else None
+        parts += [(i, level, _running(run, level)) for level in run_levels(run, slo).values()]
+    return pooled(k, 0, objective, parts) if parts else None

@@ -7,7 +7,8 @@ import shlex
 from dataclasses import dataclass
 
 from locust_spec.core.schedule import KEY, Built
-from locust_spec.tune.choose import UNITS, Decision, Slo
+from locust_spec.core.slo import Slo
+from locust_spec.tune.choose import UNITS, Decision
 from locust_spec.tune.confirm import Confirmation
 
 SCHEMA = "locust-spec/tune/2"
@@ -55,7 +56,7 @@ class TuneResult:
             "thresholds_batch": list(self.built.thresholds) if self.built else [],
             "max_num_seqs": self.max_num_seqs,
             "objective": self.objective,
-            "slo": self.slo.as_dict() if self.slo else None,
+            "slo": self.slo.to_dict() if self.slo else None,
             "levels": [{"users": d.users, "batch": d.batch, "k": d.k, "reason": d.reason}
                        for d in self.decisions],
             "notes": list(self.notes) + list(self.built.notes if self.built else ()),
@@ -66,7 +67,7 @@ class TuneResult:
             "schema": SCHEMA,
             "objective": self.objective,
             "unit": self.unit,
-            "slo": self.slo.as_dict() if self.slo else None,
+            "slo": self.slo.to_dict() if self.slo else None,
             "ks": list(self.ks),
             "levels": list(self.levels),
             "schedule": self.schedule_json(),

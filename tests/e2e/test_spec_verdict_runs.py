@@ -50,7 +50,7 @@ def test_ships_at_1_user_and_not_at_64(pair, tmp_path):
 
 def test_json_follows_the_documented_schema(pair):
     doc = json.loads(spec_verdict(*pair, "--format", "json").stdout)
-    assert doc["schema"] == 4 and doc["verdict"] in {"ship", "off", "tradeoff", "depends", "inconclusive"}
+    assert doc["schema"] == 5 and doc["verdict"] in {"ship", "off", "tradeoff", "depends", "inconclusive"}
     assert set(doc) == {"schema", "axis", "verdict", "summary", "slo", "design", "levels", "crossover",
                         "diagnoses", "warnings", "tasks", "provenance"}
     assert doc["design"] == {"kind": "sequential", "block_s": None, "blocks_per_level": None, "arms": None,
@@ -181,7 +181,7 @@ def test_a_short_one_user_run_scraped_every_5s_gets_its_acceptance_measured(tmp_
 
 def test_an_slo_makes_goodput_the_throughput_judged(pair):
     doc = json.loads(spec_verdict(*pair, "--format", "json", "--slo", "ttft_ms=100,tpot_ms=20").stdout)
-    assert doc["slo"] == {"ttft_ms": 100.0, "tpot_ms": 20.0}
+    assert doc["slo"] == {"ttft_ms": 100.0, "tpot_ms": 20.0, "e2e_ms": None}
     by_users = {lv["users"]: lv for lv in doc["levels"]}
     one, many = by_users[1]["metrics"], by_users[64]["metrics"]
     assert one["slo_share"]["baseline"] == one["slo_share"]["candidate"] == 1.0
@@ -191,5 +191,5 @@ def test_an_slo_makes_goodput_the_throughput_judged(pair):
     assert by_users[64]["verdict"] == "off", by_users[64]["reasons"]
     assert "goodput" in by_users[1]["reasons"][0]
     assert set(doc["crossover"]) == {"tpot_p50_ms", "goodput_tok_s"}
-    bad = spec_verdict(*pair, "--slo", "ttft=100")
+    bad = spec_verdict(*pair, "--slo", "itl=100")
     assert bad.returncode == 2 and "--slo" in bad.stderr

@@ -12,7 +12,6 @@ from locust_spec.metrics import batch
 from locust_spec.metrics.exposition import Sample as Metric
 from locust_spec.metrics.exposition import Snapshot
 from locust_spec.tune import choose, confirm, intervals, servers
-from locust_spec.tune.choose import Slo
 from locust_spec.tune.sample import ArmSample
 
 
@@ -61,22 +60,6 @@ def test_an_arm_with_too_few_requests_is_left_out_and_none_means_no_choice():
     assert d.k == 0 and d.arm(4).interval is None
     d = choose.choose([few], "throughput")
     assert d.k is None and "no arm" in d.reason
-
-
-def test_a_good_request_is_successful_and_inside_every_limit():
-    ok = np.array([True, True, True, False])
-    ttft, tpot_ms, e2e = np.array([100.0, 100, 900, 10]), np.array([10.0, 60, np.nan, 5]), \
-        np.array([1100.0, 3100, 900, 50])
-    assert list(choose.good(ok, ttft, tpot_ms, e2e, Slo(ttft_ms=500, tpot_ms=50))) == [1, 0, 0, 0]
-    assert list(choose.good(ok, ttft, tpot_ms, e2e, Slo(tpot_ms=50))) == [1, 0, 1, 0]  # one token: no TPOT
-    assert list(choose.good(ok, ttft, tpot_ms, e2e, Slo(e2e_ms=1000))) == [0, 0, 1, 0]
-
-
-def test_parse_slo():
-    assert choose.parse_slo("ttft=500, tpot=50ms") == Slo(ttft_ms=500, tpot_ms=50)
-    assert choose.parse_slo("e2e=2s") == Slo(e2e_ms=2000)
-    with pytest.raises(ValueError, match="not an SLO part"):
-        choose.parse_slo("itl=5")
 
 
 def test_throughput_is_tokens_over_the_blocks_seconds_with_an_interval_over_blocks():
