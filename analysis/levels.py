@@ -12,7 +12,7 @@ from hdrh.histogram import HdrHistogram
 
 from locust_spec.core.design import INTERLEAVED, SIMULTANEOUS, Design
 from locust_spec.core.slo import Slo, meets_slo
-from locust_spec.metrics import counters
+from locust_spec.metrics import counters, level_window
 from locust_spec.metrics.batch import mean_running
 from locust_spec.metrics.exposition import Snapshot
 
@@ -450,27 +450,9 @@ def combine(levels: Sequence[RunLevel]) -> ArmMetrics:
 
 
 def bracket(snapshots: Sequence[Snapshot], level: RunLevel) -> list[Snapshot]:
-    """The scrapes that bracket one level, per URL: from the last at or before its first measured request
-    (the scrape at its warm-up end, or at the level change) to the first at or after its last request's
-    end, or, when the next level started before then, the last one before the next level's first request.
-    So the counters cover exactly the level's load, including its first seconds."""
-    by_url: dict[str, list[Snapshot]] = {}
-    for snap in snapshots:
-        by_url.setdefault(snap.url, []).append(snap)
-    out = []
-    for snaps in by_url.values():
-        snaps.sort(key=lambda s: s.timestamp_unix_s)
-        times = np.array([s.timestamp_unix_s for s in snaps])
-        first = int(np.searchsorted(times, level.start_unix_s, side="right")) - 1
-        first = max(first, 0)
-        after_end = int(np.searchsorted(times, level.end_unix_s, side="left"))
-        last = min(after_end, len(snaps) - 1)
-        if level.next_level_unix_s is not None:
-            before_next = int(np.searchsorted(times, level.next_level_unix_s, side="right")) - 1
-            if before_next > first:
-                last = min(last, before_next)
-        out.extend(snaps[first:last + 1])
-    return out
+    """The scrapes of the level's counter window (metrics/level_window.py: the rule the live page and the
+    end-of-run table use too)."""
+    return level_window.bracket(snapshots, level.start_unix_s, level.end_unix_s, level.next_level_unix_s)
 
 
 def _spec(window: counters.SpecWindow) -> SpecStats:

@@ -16,6 +16,7 @@ from hdrh.histogram import HdrHistogram
 
 from locust_spec.core.level import LevelKey, in_level_order
 from locust_spec.core.runfiles import ErrorKind, RequestRow, error_kind
+from locust_spec.metrics import level_window
 from locust_spec.metrics.counters import SpecWindow
 from locust_spec.recording.histograms import new_histogram, percentiles_us, record_ms
 
@@ -136,8 +137,8 @@ def table(lines: Sequence[LevelLine], left_out: int = 0) -> str:
                             for v, (_, width, fmt) in zip(values, COLUMNS, strict=True)))
     if not body:
         body.append("  no request was measured outside warm-up")
-    key = ["acceptance: the server's counters over the level (else its per-request stats); "
-           "tok/s: output tokens over the span",
+    key = [f"acceptance: the server's counters over the level, {level_window.LABEL} (else its per-request "
+           "stats); tok/s: output tokens over the span",
            "of the level's requests; behind: share of the level's time a load generator's event loop was "
            "late (its timestamps too)"]
     tail = ([f"{left_out} requests at levels past the first {MAX_LEVELS} are not in this table"]

@@ -19,6 +19,7 @@ from locust_spec.core.level import LevelKey
 from locust_spec.core.runfiles import RunFiles
 from locust_spec.metrics.counters import Snapshot, SpecWindow, WindowAccumulator, parse_exposition_checked
 from locust_spec.metrics.exposition import CSV_COLUMNS, rows_from_snapshot
+from locust_spec.metrics.level_window import LevelWindow
 from locust_spec.recording.writes import RecordFile, WriteFailed, csv_bytes
 
 log = logging.getLogger(__name__)
@@ -118,7 +119,7 @@ class Scraper:
 
     def _reset_run(self) -> None:
         self._run = WindowAccumulator()
-        self._levels: list[tuple[LevelKey, WindowAccumulator]] = []
+        self._levels: list[tuple[LevelKey, LevelWindow]] = []
         self.first: dict[str, Snapshot] = {}
         self.last: dict[str, Snapshot] = {}
         self.level_snapshots: list[tuple[LevelKey, tuple[Snapshot, ...]]] = []
@@ -161,14 +162,15 @@ class Scraper:
     def level_changed(self, users: LevelKey, warmup_until_unix_s: float = 0.0) -> None:
         """The ladder reached a new level: scrape at once, and again when its warm-up ends, so the level's
         measured counters are bracketed by scrapes at its boundaries."""
-        gevent.spawn(self._scrape_unless_stopped, users)
+        gevent.spawn(self._scrape_unless_stopped, users, warmup_until_unix_s or time.time())
         wait = warmup_until_unix_s - time.time()
         if wait > 0:
             gevent.spawn_later(wait, self._scrape_unless_stopped)
 
-    def _scrape_unless_stopped(self, level_users: int | None = None) -> None:
+    def _scrape_unless_stopped(self, level_users: LevelKey | None = None,
+                               measured_from_unix_s: float = 0.0) -> None:
         if not self._stopped.is_set():
-            self.scrape(level_users)
+            self.scrape(level_users, measured_from_unix_s)
 
     def abandon(self) -> None:
         """The run gave up: no more scrapes, none at stop either (their warnings would bury its one line)."""
@@ -195,8 +197,11 @@ class Scraper:
                 self._records.close()
                 self._records = None
 
-    def scrape(self, level_users: LevelKey | None = None) -> list[Snapshot]:
-        """One round over every URL; a failed URL leaves a gap and a warning, never an exception."""
+    def scrape(self, level_users: LevelKey | None = None,
+               measured_from_unix_s: float = 0.0) -> list[Snapshot]:
+        """One round over every URL; a failed URL leaves a gap and a warning, never an exception. With
+        `level_users`, a level starts here, its measured requests from `measured_from_unix_s` (its warm-up
+        end): its counter window (metrics/level_window.py) opens at the last scrape by then."""
         with self._lock:
             if self._refused:  # the run stops (on_refused): nothing more to scrape or to warn about
                 return []
@@ -219,7 +224,7 @@ class Scraper:
                 self.first.setdefault(snap.url, snap)
                 self.last[snap.url] = snap
             if level_users is not None and taken:
-                level = WindowAccumulator()
+                level = LevelWindow(measured_from_unix_s)
                 for snap in taken:
                     level.add(snap)
                 self._levels.append((level_users, level))
@@ -276,8 +281,13 @@ class Scraper:
         return self._run.window(models)
 
     def level_windows(self, models: Collection[str] | None = None) -> list[tuple[LevelKey, SpecWindow]]:
-        """(users or rate key, counters of `models` over that level) for each ladder level, in order."""
+        """(users or rate key, counters of `models` over that level's window: level_window.LABEL) for each
+        ladder level, in order."""
         return [(users, acc.window(models)) for users, acc in self._levels]
+
+    def current_level_window(self, models: Collection[str] | None = None) -> SpecWindow | None:
+        """The counters of `models` over the current level's window so far (None before the first level)."""
+        return self._levels[-1][1].window(models) if self._levels else None
 
     def warnings(self, models: Collection[str] | None = None) -> list[str]:
         """One line per URL that failed to scrape, then the run window's notes (restarts, anomalies, models

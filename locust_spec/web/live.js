@@ -9,7 +9,7 @@
 
   // Each chart: which series, which columns, how drawn. `per_position` expands to one line per position.
   var CHARTS = [
-    {id: "acceptance", title: "Acceptance rate", source: "server /metrics", unit: "", max: 1,
+    {id: "acceptance", title: "Acceptance rate", source: "server /metrics, between scrapes", unit: "", max: 1,
      rules: [{y: 2 / 3, label: "pays above 0.67", color: "#1a7f37"}, {y: 0.5, label: "off below 0.5", color: "#d1242f"}],
      lines: [{series: "server", key: "acceptance", label: "acceptance rate", color: COLORS[0], width: 2.5},
              {series: "server", key: "per_position", label: "position", positions: true}]},
@@ -223,7 +223,7 @@
     var end = data.stopped || data.now;
     var items = [["users", data.users], ["level", data.level ? levelText(data.level) : "–"],
                  ["elapsed", data.started ? clock(end - data.started) : "–"],
-                 ["acceptance", fmt(latest(data, "server", "acceptance"))],
+                 ["acceptance at this level", fmt(data.level_acceptance)],
                  ["TPOT p50", fmt(latest(data, "client", "tpot_p50"), "ms")],
                  ["output", fmt(latest(data, "client", "tok_s"), "tok/s")]];
     if (data.warmup_until && data.now < data.warmup_until && !data.stopped) items.push(["", "warm-up"]);

@@ -18,6 +18,7 @@ import orjson
 from flask import Blueprint, Response, request
 from locust.runners import STATE_STOPPED
 
+from locust_spec.recording import summary
 from locust_spec.recording.records import RequestRow
 from locust_spec.recording.timeline import TICK_S, Timeline
 from locust_spec.wiring.run import SpecRun
@@ -54,7 +55,11 @@ def _state(run: SpecRun, timeline: Timeline) -> dict:
     current = run.levels.current()
     # Locust says stopped before its test_stop listeners ran; the last point comes from the last of them.
     state = "stopping" if runner.state == STATE_STOPPED and timeline.running else runner.state
+    found = run.scraper
+    window = (found.current_level_window(summary.models_under_test(run.client_summaries()))
+              if found is not None else None)
     return {**timeline.to_json(), "now": time.time(), "state": state,
+            "level_acceptance": window.acceptance_rate if window is not None else None,
             "users": int(runner.user_count or 0), "level": current.key, "rate": current.rate,
             "warmup_until": current.warmup_until_unix_s or None}
 

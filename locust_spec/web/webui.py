@@ -22,7 +22,7 @@ from locust.runners import STATE_RUNNING, STATE_SPAWNING, STATE_STOPPED
 from locust_spec.core import runfiles
 from locust_spec.core.level import LevelKey, describe
 from locust_spec.core.runfiles import ErrorKind
-from locust_spec.metrics import crosscheck
+from locust_spec.metrics import crosscheck, level_window
 from locust_spec.metrics.counters import SpecWindow
 from locust_spec.recording import summary
 from locust_spec.recording.histograms import LatencyHistograms, new_histogram, percentiles_us
@@ -182,7 +182,7 @@ def speculation_rows(run: SpecWindow | None, levels: Sequence[tuple[LevelKey, Sp
         add("peak requests running / users", f"{_num(run.max_requests_running, 'g')} / {users}", counters)
         for level_users, window in levels:
             add(f"acceptance at {describe(level_users)}", _num(window.acceptance_rate, ".4f"),
-                f"server /metrics, {window.scrapes} scrapes in the level")
+                f"server /metrics, {window.scrapes} scrapes {level_window.LABEL}")
     # After stop the last seconds hold no requests: the client's rate over the run is the one to set beside
     # the server's (its window emptying looked like a disagreement).
     add("output tokens/s (client)", _num(client_tok_s, ".1f"),

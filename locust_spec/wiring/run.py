@@ -453,8 +453,10 @@ class SpecRun:
 
     def level_table(self) -> str:
         """The table of the run so far, per level (level_table.py)."""
-        windows = self.scraper.level_windows() if self.scraper is not None else []
-        lag = summary.combine_levels([c.get("by_level") or {} for c in self.client_summaries().values()])
+        clients = self.client_summaries()
+        models = summary.models_under_test(clients)
+        windows = self.scraper.level_windows(models) if self.scraper is not None else []
+        lag = summary.combine_levels([c.get("by_level") or {} for c in clients.values()])
         return table(self.tally.lines(windows, lag), self.tally.left_out)
 
 

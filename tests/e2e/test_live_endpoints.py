@@ -54,6 +54,10 @@ def test_live_data_follows_a_distributed_ladder_and_keeps_the_final_picture(tmp_
         assert acceptance and all(0 < a <= 1 for a in acceptance)
         assert max(r for r in column(data, "server", "running") if r is not None) > 1
         assert any(len(p) == 4 for p in column(data, "server", "per_position"))
+        # the header's acceptance is the Speculation tab's for the same level, over one window
+        tab = {r["measure"]: r["value"] for r in json.loads(get(url + "/spec/stats"))["speculation"]}
+        assert data["level_acceptance"] is not None
+        assert tab["acceptance at 4 users"] == f"{data['level_acceptance']:.4f}"
 
         time.sleep(2.5)  # a tick later, nothing is added or lost
         again = json.loads(get(url + "/spec/live.json"))
