@@ -17,13 +17,14 @@ import time
 import gevent
 from locust import argument_parser, events
 from locust.runners import STATE_RUNNING, STATE_SPAWNING, LocalRunner, MasterRunner, WorkerRunner
-from locust.stats import CSV_STATS_INTERVAL_SEC, StatsCSVFileWriter
+from locust.stats import CSV_STATS_INTERVAL_SEC, RequestStats, StatsCSVFileWriter
 from locust.stats import console_logger as STATS_LOG
 
 from locust_spec.core.level import MESSAGE as LEVEL_MESSAGE
 from locust_spec.core.level import Level
 from locust_spec.core.prompts import PromptError
 from locust_spec.recording import scraper
+from locust_spec.recording.processor import TPOT, TTFT
 from locust_spec.recording.writes import WriteFailed
 from locust_spec.web import live, webui
 from locust_spec.wiring import distributed, guard, openloop, options, shared_clock
@@ -75,6 +76,29 @@ def _locusts_own_options_read_once() -> None:
 _locusts_own_options_read_once()
 
 
+TIMINGS = frozenset((TTFT, TPOT))
+"""Request types that are a request's timings, not requests: the processor fires them beside its E2E."""
+
+
+def count_each_request_once(stats: RequestStats) -> None:
+    """Locust's Aggregated row and header RPS (`stats.total`) count every request event: with TTFT, TPOT and
+    E2E fired per request, a user read three times the requests sent. The timing entries keep their own
+    rows in Locust's table (and in the plugin's tabs) and stay out of the total, so it counts each request
+    once, its E2E. On a worker this is the total it reports to the master, which sums those. Locust
+    internals (RequestStats.log_request logs into `total` and `entries[(name, method)]`): pinned below 3
+    in pyproject.toml, checked in tests/unit/test_dependency_internals.py."""
+    log_request = stats.log_request
+
+    def log_request_once(method: str, name: str, response_time: float, content_length: int) -> None:
+        if method in TIMINGS:
+            stats.entries[(name, method)].log(response_time, content_length)
+        else:
+            log_request(method, name, response_time, content_length)
+
+    # (no log_error to change: a timing is never fired with an error; a failed request is its E2E)
+    stats.log_request = log_request_once
+
+
 @events.init_command_line_parser.add_listener
 def _add_options(parser, **_kw) -> None:
     options.add_options(parser)
@@ -106,6 +130,7 @@ def _on_init(environment, web_ui=None, **_kw) -> None:
     except ValueError as e:
         raise SystemExit(f"locust-spec: {e}") from None
     guard.guard_environment(environment, web_ui)
+    count_each_request_once(environment.stats)
     try:
         run = attach(environment, SpecRun.for_environment(environment, measuring=_measures(environment)))
     except (PromptError, ValueError, WriteFailed) as e:

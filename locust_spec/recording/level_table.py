@@ -1,9 +1,9 @@
 """The table a headless run prints at its end: per level, what locust-spec measured, in a few lines.
 
-Locust's own table rounds TPOT to whole ms and its Aggregated row mixes TTFT, TPOT and E2E; acceptance and
-exact percentiles were only in the run's files. `LevelTally` takes every request row as it is reported (a
-local runner's processor, a master's collector: rows carry the float ms measured), so the table is the same
-on a local run and on a master, with or without `--csv`; `table` lays it out (pure).
+Locust's own table rounds TPOT to whole ms and its Aggregated row is every request's E2E over all levels;
+acceptance and exact percentiles were only in the run's files. `LevelTally` takes every request row as it is
+reported (a local runner's processor, a master's collector: rows carry the float ms measured), so the table
+is the same on a local run and on a master, with or without `--csv`; `table` lays it out (pure).
 """
 
 from __future__ import annotations

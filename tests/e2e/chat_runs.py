@@ -50,7 +50,8 @@ class Run:
             return list(csv.DictReader(f))
 
     def locust_counts(self, kind: str) -> tuple[int, int]:
-        """(requests, failures) Locust's PREFIX_stats.csv holds for a request type (E2E, TTFT, TPOT)."""
+        """(requests, failures) Locust's PREFIX_stats.csv holds for a request type (E2E, TTFT, TPOT; "": its
+    Aggregated row)."""
         with Path(f"{self.prefix}_stats.csv").open(newline="") as f:
             rows = [r for r in csv.DictReader(f) if r["Type"] == kind]
         return sum(int(r["Request Count"]) for r in rows), sum(int(r["Failure Count"]) for r in rows)
@@ -106,6 +107,8 @@ def assert_reconciles(run: Run) -> list[dict]:
     assert run.locust_counts("E2E") == (len(rows) - interrupted, len(failed) - interrupted)
     assert run.locust_counts("Interrupted") == (interrupted, 0)
     assert run.locust_counts("TTFT") == (len(rows) - len(failed), 0)
+    # Locust's Aggregated row (and its header RPS) counts each request once, not once per timing too
+    assert run.locust_counts("") == (len(rows), len(failed) - interrupted)
     assert run.failure_occurrences() == len(failed) - interrupted
     assert all(None not in r and None not in r.values() for r in rows)  # no ragged rows
     assert {error_kind(r) for r in failed} <= FAULT_NAMES

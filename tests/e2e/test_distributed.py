@@ -83,6 +83,8 @@ def test_master_with_two_workers_writes_each_request_once_with_exact_merged_perc
     rows = list(csv.DictReader((out / "run_requests.csv").open()))
     assert len(rows) >= 20
     assert len(rows) == locust_e2e_count(out / "run_stats.csv")
+    aggregated = [r for r in csv.DictReader((out / "run_stats.csv").open()) if r["Name"] == "Aggregated"]
+    assert [int(r["Request Count"]) for r in aggregated] == [len(rows)]  # each request once, from the workers
     assert {r["level_users"] for r in rows} == {str(USERS)}  # workers knew the total from the start
     assert all(r["error"].startswith("interrupted") for r in rows if r["error"])
 

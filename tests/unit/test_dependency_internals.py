@@ -86,3 +86,29 @@ def test_hdrhistogram_counts_are_a_flat_uint64_buffer_indexed_by_its_sub_bucket_
     assert counts[index] == 1  # the view sees the library's own write
     counts[index] += 1
     assert hist.get_count_at_index(index) == 2 and hist.min_value == hist.max_value == 12_345
+
+
+def test_locust_request_stats_log_into_the_total_and_the_entry_of_name_and_method():
+    # plugin.count_each_request_once logs a timing into `entries[(name, method)]` alone, leaving `total`
+    from locust.stats import RequestStats
+
+    stats = RequestStats()
+    stats.log_request("E2E", "chat", 120, 32)
+    assert stats.total.num_requests == 1 and stats.entries[("chat", "E2E")].num_requests == 1
+    assert stats.entries[("chat", "E2E")].total_content_length == 32
+
+
+def test_the_timings_keep_their_rows_but_the_aggregated_row_counts_each_request_once():
+    from locust.stats import RequestStats
+
+    from locust_spec.plugin import count_each_request_once
+
+    stats = RequestStats()
+    count_each_request_once(stats)
+    for _ in range(3):
+        for kind, ms in (("TTFT", 20), ("TPOT", 3), ("E2E", 120)):
+            stats.log_request(kind, "chat", ms, 32 if kind == "E2E" else 0)
+    stats.log_request("Interrupted", "chat", 50, 0)
+    assert {method: e.num_requests for (_, method), e in stats.entries.items()} == \
+        {"TTFT": 3, "TPOT": 3, "E2E": 3, "Interrupted": 1}
+    assert stats.total.num_requests == 4 and stats.total.max_response_time == 120
