@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import os
 import signal
+import sys
 import time
 
 import gevent
@@ -99,12 +100,24 @@ def count_each_request_once(stats: RequestStats) -> None:
     stats.log_request = log_request_once
 
 
+LADDER = "locust_spec.wiring.shape"
+
+
+def _ladder():
+    """The ladder's module where a locustfile imported it (sweep.py), else None: its options and its reset
+    belong to those runs alone (`--levels` in a chat.py run is an unknown option, not one quietly ignored)."""
+    return sys.modules.get(LADDER)
+
+
 @events.init_command_line_parser.add_listener
 def _add_options(parser, **_kw) -> None:
     options.add_options(parser)
     openloop.add_options(parser)
     scraper.add_options(parser)
     guard.add_options(parser)
+    ladder = _ladder()
+    if ladder is not None:
+        ladder.add_options(parser)
 
 
 def _measures(environment) -> bool:
@@ -284,6 +297,9 @@ def _on_test_stopping(environment, **_kw) -> None:
 
 @events.test_stop.add_listener
 def _on_test_stop(environment, **_kw) -> None:
+    ladder = _ladder()
+    if ladder is not None and isinstance(environment.shape_class, ladder.ConcurrencyLadder):
+        environment.shape_class.test_stopped()
     run = run_of(environment)
     if run is None:
         return

@@ -33,20 +33,14 @@ from locust_spec.core.arrivals import ARRIVALS, POISSON
 from locust_spec.core.design import Design
 from locust_spec.core.formats import EVERYTHING, TURNS, Selection
 from locust_spec.core.hosts import on_this_machine
+from locust_spec.core.ladder import parse_duration, parse_levels, parse_stage_time
 from locust_spec.core.prompts import Prompt, PromptError, load_prompt_set, parse_weighted
 from locust_spec.core.resources import locustfile
 from locust_spec.core.runfiles import RunFiles
 from locust_spec.recording.scraper import TOKEN_ENV
 from locust_spec.sim import roofline
 from locust_spec.wiring.openloop import parse_burstiness
-from locust_spec.wiring.shape import (
-    DEFAULT_MAX_CONCURRENCY,
-    LadderSettings,
-    parse_duration,
-    parse_levels,
-    parse_rates,
-    parse_stage_time,
-)
+from locust_spec.wiring.shape import DEFAULT_MAX_CONCURRENCY, LadderSettings, parse_rates
 
 __all__ = ["Run", "schedule"]  # spec-tune and the tests take them from here
 

@@ -26,9 +26,10 @@ from typing import TextIO
 from tqdm import tqdm
 
 from locust_spec.core.design import INTERLEAVED
+from locust_spec.core.ladder import Stage, stage_at
 from locust_spec.metrics import counters
 from locust_spec.metrics.exposition import CSV_COLUMNS, snapshots_from_rows
-from locust_spec.wiring.shape import LadderSettings, Stage, stage_at
+from locust_spec.wiring.shape import LadderSettings
 
 PLAIN_INTERVAL_S = 4.0
 """Below 5 s, so a line comes at least every 5 s even when a poll runs late on a busy machine."""

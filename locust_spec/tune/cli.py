@@ -26,12 +26,13 @@ from locust_spec.core import schedule, speculative
 from locust_spec.core.design import Design
 from locust_spec.core.formats import Selection
 from locust_spec.core.hosts import on_this_machine
+from locust_spec.core.ladder import parse_duration, parse_stage_time
 from locust_spec.core.slo import Slo, parse_slo
 from locust_spec.sim import roofline
 from locust_spec.tune import choose, confirm, measure, report, servers
 from locust_spec.tune.result import TaskDecisions, TuneResult
 from locust_spec.tune.sample import ArmSample
-from locust_spec.wiring.shape import DEFAULT_MAX_CONCURRENCY, parse_duration, parse_stage_time
+from locust_spec.wiring.shape import DEFAULT_MAX_CONCURRENCY
 
 DEFAULT_KS = "0,1,2,3,4,5"
 BASE_CONFIG = {k: v for k, v in ab.SIM_SPECULATIVE_CONFIG.items() if k != "num_speculative_tokens"}

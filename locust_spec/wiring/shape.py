@@ -4,13 +4,21 @@ ladder, closed loop), or arrival rates (`--rates`, open loop: wiring/openloop.py
 from __future__ import annotations
 
 import logging
-import re
 import time
 from dataclasses import dataclass
 
-from locust import LoadTestShape, events
+from locust import LoadTestShape
 
 from locust_spec.core.design import Design, parse_blocks
+from locust_spec.core.ladder import (
+    RAMP_S,
+    Stage,
+    parse_duration,
+    parse_levels,
+    parse_stage_time,
+    spawn_rate,
+    stage_at,
+)
 from locust_spec.core.level import Level
 from locust_spec.wiring.openloop import LEAD_S, OpenLoopSettings, designed_rate_level, parse_rate, rate_level
 from locust_spec.wiring.options import positive_int, validated
@@ -24,48 +32,8 @@ DEFAULT_MAX_CONCURRENCY = 256
 arrival waits for a user and is sent late; enough for 40 req/s of 6 s requests."""
 DEFAULT_STAGE_TIME = "60s"
 DEFAULT_WARMUP = "5s"
-RAMP_S = 1.0
-"""Each level's users are started (or stopped) within this many seconds: the warm-up should cover it."""
 PLAN_AHEAD_S = 1.5
 """A rate level on spec-ab's shared clock is planned this long before it starts (ticks are ~1 s apart)."""
-
-_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
-
-
-def parse_duration(text: str) -> float:
-    """Seconds in a Locust-style duration: `90`, `2.5`, `30s`, `2m`, `1h30m`, `1m30s`, `500ms`."""
-    text = text.strip()
-    try:
-        seconds = float(text)
-    except ValueError:
-        parts = list(_DURATION_PART.finditer(text))
-        if not parts or "".join(p.group(0) for p in parts) != text:
-            raise ValueError(f"not a duration: {text!r} (use e.g. 30s, 2m, 1m30s, 500ms)") from None
-        unit_s = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}
-        seconds = sum(float(p.group(1)) * unit_s[p.group(2)] for p in parts)
-    if seconds < 0:
-        raise ValueError(f"duration must not be negative: {text!r}")
-    return seconds
-
-
-def parse_stage_time(text: str) -> float:
-    """A level's duration: a `parse_duration` that must be above zero."""
-    seconds = parse_duration(text)
-    if seconds <= 0:
-        raise ValueError(f"stage time must be above zero: {text!r}")
-    return seconds
-
-
-def parse_levels(text: str) -> tuple[int, ...]:
-    """User counts from a comma-separated list such as `1,4,16,64`; each a positive integer."""
-    try:
-        levels = tuple(int(part) for part in text.split(","))
-    except ValueError:
-        raise ValueError(f"levels must be comma-separated user counts, e.g. 1,4,16,64: {text!r}") from None
-    if any(users < 1 for users in levels):
-        raise ValueError(f"every level needs at least one user: {text!r}")
-    return levels
-
 
 def parse_rates(text: str) -> tuple[float, ...]:
     """Arrival rates from a comma-separated list such as `1,4,16`: requests per second, each above zero.
@@ -77,35 +45,6 @@ def parse_rates(text: str) -> tuple[float, ...]:
     except ValueError:
         raise ValueError(f"rates must be comma-separated requests per second above zero, e.g. 1,4,16: "
                          f"{text!r}") from None
-
-
-@dataclass(frozen=True)
-class Stage:
-    """One rung of the ladder, in seconds since the test started."""
-
-    index: int
-    users: int | float
-    """The level: its users, or on a rate ladder its requests per second."""
-    start_s: float
-    warmup_end_s: float
-    end_s: float
-
-
-def stage_at(elapsed_s: float, levels: tuple[int | float, ...], stage_s: float,
-             warmup_s: float) -> Stage | None:
-    """The ladder stage running `elapsed_s` into the test; None once the last stage has ended."""
-    if stage_s <= 0 or elapsed_s < 0:
-        raise ValueError("stage time must be positive and elapsed time not negative")
-    index = int(elapsed_s // stage_s)
-    if index >= len(levels):
-        return None
-    start_s = index * stage_s
-    return Stage(index, levels[index], start_s, start_s + min(warmup_s, stage_s), start_s + stage_s)
-
-
-def spawn_rate(previous_users: int, users: int) -> float:
-    """Users per second that move from one level to the next within `RAMP_S`."""
-    return max(abs(users - previous_users), 1) / RAMP_S
 
 
 @dataclass(frozen=True)
@@ -166,7 +105,6 @@ class ConcurrencyLadder(LoadTestShape):
         self._stage: Stage | None = None
         self._users = 0
         self._rate = 1.0
-        self._listening = False
         self.reset_time()
 
     def reset_time(self) -> None:
@@ -176,7 +114,8 @@ class ConcurrencyLadder(LoadTestShape):
         super().reset_time()
         self._settings: LadderSettings | None = None
 
-    def _test_stopped(self, **_kw) -> None:
+    def test_stopped(self) -> None:
+        """The test stopped (plugin.py's test_stop listener): the next one climbs from its first level."""
         self._stage = None
         self._users = 0
         self._rate = 1.0
@@ -196,9 +135,6 @@ class ConcurrencyLadder(LoadTestShape):
             ahead = stage_at(elapsed + PLAN_AHEAD_S, settings.steps, settings.stage_s, settings.warmup_s)
             stage = ahead or stage
         if self._stage is None or stage.index != self._stage.index:
-            if not self._listening:
-                self.runner.environment.events.test_stop.add_listener(self._test_stopped)
-                self._listening = True
             # The level starts when the ladder asks for it, not at the nominal boundary: ticks are ~1 s apart.
             warmup_s = stage.warmup_end_s - stage.start_s
             run = run_of(self.runner.environment)
@@ -240,8 +176,8 @@ class ConcurrencyLadder(LoadTestShape):
         return self._settings
 
 
-@events.init_command_line_parser.add_listener
-def _add_options(parser, **_kw) -> None:
+def add_options(parser) -> None:
+    """The ladder's options (plugin.py adds them where a locustfile imported the ladder)."""
     parser.add_argument("--levels", type=validated(parse_levels), default=DEFAULT_LEVELS,
                         help=f"Comma-separated user counts, one ladder level each (default {DEFAULT_LEVELS})")
     parser.add_argument("--stage-time", type=validated(parse_stage_time), default=DEFAULT_STAGE_TIME,

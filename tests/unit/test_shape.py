@@ -11,9 +11,8 @@ from locust.env import Environment
 
 from locust_spec.core.level import LevelBoard, runner_users
 from locust_spec.wiring.run import SpecRun, attach, run_of
-from locust_spec.wiring.shape import (
+from locust_spec.core.ladder import (
     RAMP_S,
-    ConcurrencyLadder,
     Stage,
     parse_duration,
     parse_levels,
@@ -21,6 +20,7 @@ from locust_spec.wiring.shape import (
     spawn_rate,
     stage_at,
 )
+from locust_spec.wiring.shape import ConcurrencyLadder
 
 LEVELS = (1, 4, 16, 64)
 
