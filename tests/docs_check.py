@@ -131,7 +131,7 @@ def plugin_parser():
     from locust.argument_parser import LocustArgumentParser
 
     import locust_spec  # noqa: F401
-    import locust_spec.wiring.shape  # noqa: F401
+    from locust_spec.wiring import shape
 
     parser = LocustArgumentParser(add_help=False)
     origin: dict[str, str] = {}
@@ -141,6 +141,11 @@ def plugin_parser():
         for action in parser._actions[before:]:
             for opt in action.option_strings:
                 origin[opt] = handler.__module__
+    # plugin.py adds the ladder's options where a locustfile imported the ladder: they are sweep.py's
+    ladder = LocustArgumentParser(add_help=False)
+    shape.add_options(ladder)
+    origin.update({opt: shape.__name__ for action in ladder._actions for opt in action.option_strings
+                   if opt not in ("-h", "--help")})
     return parser, origin
 
 
