@@ -8,11 +8,12 @@ PY := $(VENV)/bin/python
 SUM := $(shell cksum pyproject.toml | cut -d' ' -f1)
 PACKAGE := $(VENV)/.installed-package-$(SUM)
 EXTRAS := $(VENV)/.installed-test-$(SUM)
+DOCS_EXTRA := $(VENV)/.installed-docs-$(SUM)
 # pip says nothing for long stretches (resolving, unpacking large wheels): a line at least this often (s)
 # tells that the install is still at work. The first `make ab` was silent for 118 s.
 HEARTBEAT_S ?= 8
 
-.PHONY: ab test lint install
+.PHONY: ab test lint install docs
 
 # $(call install,PIP ARGUMENTS,WHAT): the virtualenv, an up-to-date pip, then `pip install`, with progress.
 define install
@@ -35,6 +36,15 @@ $(EXTRAS): $(PACKAGE)
 	@touch $@
 
 install: $(EXTRAS)
+
+$(DOCS_EXTRA): $(PACKAGE)
+	$(call install,-e '.[docs]',the docs extra (mkdocs))
+	@touch $@
+
+# The documentation site from docs/*.md (mkdocs.yml's navigation) into site/; a broken link or a page
+# left out of the navigation fails it (--strict).
+docs: $(DOCS_EXTRA)
+	$(VENV)/bin/mkdocs build --strict --site-dir site
 
 # The demo's own folder: each `make ab` replaces the last demo (spec-ab refuses other folders with results).
 ab: $(PACKAGE)

@@ -96,3 +96,13 @@ def test_a_failing_tier_fails_the_suite_after_every_tier_ran(checkout):
                           text=True, timeout=60)
     assert done.returncode != 0
     assert "unit, hostile and files exit 1, real vLLM exit 0, end-to-end exit 0" in done.stdout
+
+
+def test_docs_installs_the_docs_extra_once_and_builds_the_site_strictly(checkout):
+    mkdocs = checkout / ".venv" / "bin" / "mkdocs"
+    mkdocs.write_text("#!/bin/sh\necho mkdocs \"$@\"\n")
+    mkdocs.chmod(0o755)
+    out, calls = make(checkout, "docs")
+    assert installs(calls) == ["-e .", "-e .[docs]"]
+    assert out.splitlines()[-1] == "mkdocs build --strict --site-dir site"
+    assert installs(make(checkout, "docs")[1]) == []
