@@ -36,6 +36,7 @@ EXTERNAL_OPTIONS = {
     "vllm bench serve": {"--backend", "--request-rate"},
     "pytest": {"--basetemp", "--durations"},
     "docker compose run": {"--rm"},
+    "mkdocs build": {"--strict", "--site-dir"},
 }
 
 
