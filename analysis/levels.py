@@ -18,7 +18,7 @@ from locust_spec.metrics.exposition import Snapshot
 
 from . import stats
 from .blocks import LevelBlocks, interrupted, level_keys, run_blocks
-from .model import METRIC_KEYS, ArmMetrics, Arrivals, Batch, ClassStats, Level, Rate, SpecStats
+from .model import METRIC_KEYS, ArmMetrics, Batch, ClassStats, Level, Rate, RateDelivery, SpecStats
 from .runs import InputError, RunData
 
 # locust_spec.recording.histograms records whole microseconds.
@@ -58,7 +58,7 @@ class RunLevel:
     samples: Samples | None = None
     next_level_unix_s: float | None = None
     design: Design | None = None
-    arrivals: Arrivals | None = None
+    arrivals: RateDelivery | None = None
     """A rate level's: how the schedule was kept."""
 
 
@@ -136,7 +136,7 @@ def _by_level(keys: np.ndarray) -> dict[float, np.ndarray]:
 
 
 def _arrivals(frame: pd.DataFrame, rows: np.ndarray, ok: np.ndarray, rate: Rate,
-              account: dict | None) -> Arrivals:
+              account: dict | None) -> RateDelivery:
     """A rate level's delivery: lateness over its measured requests (sent, failed or not), TTFT and E2E from
     the intended start over those that completed; the summary's account (`account`) when the run has one."""
     late = (frame["lateness_ms"].to_numpy(dtype=np.float64) if "lateness_ms" in frame
@@ -150,7 +150,7 @@ def _arrivals(frame: pd.DataFrame, rows: np.ndarray, ok: np.ndarray, rate: Rate,
         return float(np.median(values)) if len(values) else None
 
     account = account or {}
-    return Arrivals(
+    return RateDelivery(
         rate=float(rate),
         lateness_p50_ms=float(np.percentile(measured, 50)) if len(measured) else None,
         lateness_p99_ms=float(np.percentile(measured, 99)) if len(measured) else None,

@@ -121,7 +121,7 @@ def worst_lag(lags: Sequence[ClientLag]) -> ClientLag | None:
 
 
 @dataclass(frozen=True)
-class Arrivals:
+class RateDelivery:
     """How one arm's open-loop load kept its schedule at one rate level: how late its requests went out
     (measured requests, from the rows), TTFT and E2E from the intended start, and, from the run's summary
     (recording/ledger.py), the arrivals due, those never sent, and the rate achieved."""
@@ -146,7 +146,7 @@ class Arrivals:
                 "e2e_from_arrival_p50_ms": self.e2e_from_arrival_p50_ms}
 
 
-def worst_arrivals(found: Sequence[Arrivals]) -> Arrivals | None:
+def worst_arrivals(found: Sequence[RateDelivery]) -> RateDelivery | None:
     """Repeats of one arm at one rate: the latest lateness and the lowest achieved rate, misses added up."""
     if not found:
         return None
@@ -155,7 +155,7 @@ def worst_arrivals(found: Sequence[Arrivals]) -> Arrivals | None:
         present = [v for v in values if v is not None]
         return pick(present) if present else None
 
-    return Arrivals(
+    return RateDelivery(
         rate=found[0].rate,
         lateness_p50_ms=worst([a.lateness_p50_ms for a in found], max),
         lateness_p99_ms=worst([a.lateness_p99_ms for a in found], max),
@@ -221,8 +221,8 @@ class LevelInput:
     baseline_batch: Batch | None = None
     candidate_batch: Batch | None = None
     answers: AnswerCheck | None = None
-    baseline_arrivals: Arrivals | None = None
-    candidate_arrivals: Arrivals | None = None
+    baseline_arrivals: RateDelivery | None = None
+    candidate_arrivals: RateDelivery | None = None
     baseline_spec: SpecStats | None = None
     """The baseline server's speculation counters: moving ones mean the arms were given the wrong way
     round."""
@@ -260,8 +260,8 @@ class LevelVerdict:
     baseline_batch: Batch | None = None
     candidate_batch: Batch | None = None
     answers: AnswerCheck | None = None
-    baseline_arrivals: Arrivals | None = None
-    candidate_arrivals: Arrivals | None = None
+    baseline_arrivals: RateDelivery | None = None
+    candidate_arrivals: RateDelivery | None = None
     directions: dict[str, str] = field(default_factory=dict)
     """Per judged metric: better / worse / same / inconclusive / unknown (its interval against the band)."""
     mde_pct: dict[str, float | None] = field(default_factory=dict)

@@ -77,7 +77,7 @@ class RunData:
 
 
 @dataclass(frozen=True)
-class LostWorker:
+class LostWorkerRecord:
     """A worker lost mid-run, as the summary's `lost_workers` records it (the fields spec-verdict needs)."""
 
     worker: str
@@ -96,7 +96,7 @@ class Summary:
     rows: int | None = None
     """The request rows the run counted (`client.requests`, written after the rows closed)."""
     models: tuple[str, ...] | None = None
-    lost_workers: tuple[LostWorker, ...] = ()
+    lost_workers: tuple[LostWorkerRecord, ...] = ()
     arrivals: dict[Rate, dict] = field(default_factory=dict)
 
 
@@ -373,7 +373,7 @@ def read_summary(path: Path) -> Summary:
                    read_arrivals(path, data))
 
 
-def read_lost_workers(path: Path, data: dict) -> tuple[LostWorker, ...]:
+def read_lost_workers(path: Path, data: dict) -> tuple[LostWorkerRecord, ...]:
     """`lost_workers` (schema 2): who was lost, last heard when, found lost when."""
     found = data.get("lost_workers") or []
     if not isinstance(found, list) or not all(isinstance(w, dict) for w in found):
@@ -383,12 +383,12 @@ def read_lost_workers(path: Path, data: dict) -> tuple[LostWorker, ...]:
         times = [lost.get(k) for k in ("last_seen_unix_s", "detected_unix_s")]
         if not all(_is_number(t) and t <= LIMITS["start_unix_s"][1] for t in times):
             raise InputError(f"{path}: lost_workers[{i}] has no valid last_seen_unix_s and detected_unix_s")
-        out.append(LostWorker(str(lost.get("worker"))[:80], float(times[0]), float(times[1])))
+        out.append(LostWorkerRecord(str(lost.get("worker"))[:80], float(times[0]), float(times[1])))
     return tuple(out)
 
 
 def leave_out_lost(path: Path, frame: pd.DataFrame,
-                   lost: Sequence[LostWorker]) -> tuple[pd.DataFrame, tuple[str, ...]]:
+                   lost: Sequence[LostWorkerRecord]) -> tuple[pd.DataFrame, tuple[str, ...]]:
     """The rows measured short of users left out: a lost worker's users were gone from its last heartbeat on,
     in the level then and in any level that started before it was found lost (Locust handed users out to it
     until then); a level that started after it had all its users again."""

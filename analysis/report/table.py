@@ -5,12 +5,12 @@ from __future__ import annotations
 from .. import provenance
 from ..model import (
     ArmMetrics,
-    Arrivals,
     Batch,
     CrossPoint,
     DesignInfo,
     LevelVerdict,
     Rate,
+    RateDelivery,
     Verdict,
     level_label,
 )
@@ -79,7 +79,7 @@ ARRIVAL_ROWS = (
 """Open loop: whether each arm kept its arrival schedule, and TTFT as a user arriving then waited it."""
 
 
-def arrival_rows(base: Arrivals | None, cand: Arrivals | None) -> list[tuple[str, str, str, str]]:
+def arrival_rows(base: RateDelivery | None, cand: RateDelivery | None) -> list[tuple[str, str, str, str]]:
     return [(label, show(base) if base else "-", show(cand) if cand else "-", "")
             for label, show in ARRIVAL_ROWS]
 

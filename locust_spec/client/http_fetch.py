@@ -45,7 +45,7 @@ class Response:
 
 
 @dataclass(frozen=True)
-class Target:
+class FetchTarget:
     """A checked URL: where to connect, what to ask for, and the Basic credentials found in it (if any)."""
 
     scheme: str
@@ -73,7 +73,7 @@ def display_url(url: str) -> str:
     return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
 
 
-def parse_target(url: str) -> Target:
+def parse_target(url: str) -> FetchTarget:
     """Check `url` and split it; UrlError (without the secret) when it is not a usable http(s) URL.
 
     A password holding `/`, `?`, `#` or `@` unencoded ends the address early (`http://u:pa/ss@host`
@@ -99,7 +99,8 @@ def parse_target(url: str) -> Target:
     path = parts.path or "/"
     if parts.query:
         path += "?" + parts.query
-    return Target(parts.scheme, parts.hostname, port or (443 if parts.scheme == "https" else 80), path, basic)
+    port = port or (443 if parts.scheme == "https" else 80)
+    return FetchTarget(parts.scheme, parts.hostname, port, path, basic)
 
 
 def check_urls(urls: list[str], option: str = "--metrics-url") -> None:
@@ -147,7 +148,7 @@ class _DeadlineReader(io.RawIOBase):
         super().close()
 
 
-def _connection(target: Target, deadline: _Deadline) -> http.client.HTTPConnection:
+def _connection(target: FetchTarget, deadline: _Deadline) -> http.client.HTTPConnection:
     class Response(http.client.HTTPResponse):
         def __init__(self, sock, *args, **kwargs) -> None:
             super().__init__(sock, *args, **kwargs)
@@ -174,14 +175,14 @@ def _read_capped(resp: http.client.HTTPResponse, max_bytes: int) -> bytes:
     raise FetchError(f"answer larger than the limit of {max_bytes} bytes")
 
 
-def request(url: str | Target, *, deadline_s: float, max_bytes: int, body: bytes | None = None,
+def request(url: str | FetchTarget, *, deadline_s: float, max_bytes: int, body: bytes | None = None,
             headers: dict[str, str] | None = None) -> Response:
     """GET (or POST `body`) `url` once; a Response for any status, FetchError/UrlError on failure.
 
     `headers` may hold an Authorization (a bearer token): it goes to the URL's origin only, like the
     URL's own user:password (sent as Basic when `headers` has no Authorization).
     """
-    target = url if isinstance(url, Target) else parse_target(url)
+    target = url if isinstance(url, FetchTarget) else parse_target(url)
     deadline = _Deadline(deadline_s)
     sent = {"Accept-Encoding": "identity", **(headers or {})}
     for name, value in sent.items():
@@ -218,7 +219,7 @@ def request(url: str | Target, *, deadline_s: float, max_bytes: int, body: bytes
         raise FetchError(_reason(e)) from None
 
 
-def _redirect(target: Target, location: str, post: bool, origin: tuple[str, str, int]) -> Target:
+def _redirect(target: FetchTarget, location: str, post: bool, origin: tuple[str, str, int]) -> FetchTarget:
     """The same-origin GET a redirect leads to; FetchError (and no request) for any other."""
     base = urlunsplit((target.scheme, f"[{target.host}]" if ":" in target.host else target.host, "", "", ""))
     base += f":{target.port}"
@@ -230,7 +231,7 @@ def _redirect(target: Target, location: str, post: bool, origin: tuple[str, str,
         what = "a POST" if post else "a redirect to another origin"
         raise FetchError(f"redirected to {display_url(urljoin(base + target.path, location))}: not followed "
                          f"({what}; credentials stay with {display_url(base)})")
-    return Target(nxt.scheme, nxt.host, nxt.port, nxt.path, target.basic)
+    return FetchTarget(nxt.scheme, nxt.host, nxt.port, nxt.path, target.basic)
 
 
 def _reason(e: BaseException) -> str:

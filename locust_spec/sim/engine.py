@@ -36,7 +36,7 @@ class StepOutput:
 
 
 @dataclass
-class SpecStats:
+class RequestSpecRecord:
     """Per-request speculative-decoding record, in the shape of vLLM's per-request metrics."""
 
     k: int
@@ -94,7 +94,7 @@ class Request:
         self.text_tail = ""
         self.cached_tokens = 0
         self.index: NgramIndex | None = None
-        self.spec: SpecStats | None = None
+        self.spec: RequestSpecRecord | None = None
         self.finished = False
 
 
@@ -165,7 +165,7 @@ class Engine:
 
     def submit(self, req: Request) -> None:
         if self.cfg.spec is not None and req.speculate:
-            req.spec = SpecStats(self.cfg.spec.num_speculative_tokens)
+            req.spec = RequestSpecRecord(self.cfg.spec.num_speculative_tokens)
             if self.cfg.spec.method == "ngram":
                 req.index = NgramIndex(list(req.prompt), self.cfg.spec.prompt_lookup_min,
                                        self.cfg.spec.prompt_lookup_max)

@@ -49,7 +49,7 @@ def _reply(status: int, ctype: bytes, body: bytes) -> bytes:
 
 
 @dataclass
-class Stream:
+class PacedStream:
     rid: str
     fmt: protocol.StreamFormat
     max_tokens: int
@@ -62,7 +62,7 @@ class Conn:
     sock: socket.socket
     inbuf: bytearray = field(default_factory=bytearray)
     outbuf: bytearray = field(default_factory=bytearray)
-    stream: Stream | None = None
+    stream: PacedStream | None = None
 
 
 class Pacer:
@@ -242,7 +242,7 @@ class Pacer:
                                     continuous_usage=bool(opts.get("continuous_usage_stats")))
         if self.log:
             self.log.write(rid, sendlog.ARRIVAL)
-        conn.stream = Stream(rid, fmt, max_tokens, time.time_ns())
+        conn.stream = PacedStream(rid, fmt, max_tokens, time.time_ns())
         self._send(conn, SSE_HEAD)
         self.waiting.append(conn)
 

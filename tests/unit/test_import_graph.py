@@ -3,7 +3,9 @@ folders, this the modules inside one (an import cycle is a shared piece that has
 
 from __future__ import annotations
 
+import ast
 import sys
+from collections import defaultdict
 from pathlib import Path
 
 import grimp
@@ -66,3 +68,14 @@ def test_no_module_of_the_package_or_analysis_imports_itself_back(monkeypatch) -
     graph = grimp.build_graph("locust_spec", "analysis", cache_dir=None)
     imports = {m: graph.find_modules_directly_imported_by(m) for m in graph.modules}
     assert cycles(imports) == []
+
+
+def test_each_class_name_is_defined_once_across_the_package_and_analysis() -> None:
+    # a reader (or a grep) that finds a class by its name finds the one it means
+    where: dict[str, list[str]] = defaultdict(list)
+    for folder in (ROOT / "locust_spec", ROOT / "analysis"):
+        for path in sorted(folder.rglob("*.py")):
+            for node in ast.parse(path.read_text()).body:
+                if isinstance(node, ast.ClassDef):
+                    where[node.name].append(str(path.relative_to(ROOT)))
+    assert {name: paths for name, paths in where.items() if len(paths) > 1} == {}

@@ -11,7 +11,7 @@ import orjson
 import pandas as pd
 import pytest
 from locust_spec.analysis import levels
-from locust_spec.analysis.runs import LostWorker, discover, leave_out_lost, read_run
+from locust_spec.analysis.runs import LostWorkerRecord, discover, leave_out_lost, read_run
 
 from locust_spec.metrics.exposition import Sample, Snapshot
 from locust_spec.recording.histograms import LatencyHistograms
@@ -192,7 +192,7 @@ def test_rows_measured_short_of_users_after_a_worker_was_lost_are_left_out(tmp_p
     # from 8 s on and level 2 (handed users for the dead worker at its start) ran short; level 4 did not
     frame = pd.DataFrame({"level_users": [1.0] * 10 + [2.0] * 10 + [4.0] * 10,
                           "start_unix_s": [T0 + t for t in range(30)]})
-    lost = [LostWorker("w1", T0 + 8, T0 + 12)]
+    lost = [LostWorkerRecord("w1", T0 + 8, T0 + 12)]
     kept, notes = leave_out_lost(tmp_path / "run_requests.csv", frame, lost)
     assert [t - T0 for t in kept["start_unix_s"]] == [*range(8), *range(20, 30)]
     [note] = notes

@@ -9,8 +9,6 @@ import pytest
 from locust import User, constant, task
 from locust.env import Environment
 
-from locust_spec.core.level import LevelBoard, runner_users
-from locust_spec.wiring.run import SpecRun, attach, run_of
 from locust_spec.core.ladder import (
     RAMP_S,
     Stage,
@@ -20,6 +18,8 @@ from locust_spec.core.ladder import (
     spawn_rate,
     stage_at,
 )
+from locust_spec.core.level import LevelBoard, runner_users
+from locust_spec.wiring.run import SpecRun, attach, run_of
 from locust_spec.wiring.shape import ConcurrencyLadder
 
 LEVELS = (1, 4, 16, 64)

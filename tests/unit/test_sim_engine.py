@@ -8,7 +8,7 @@ import json
 from locust_spec.sim import model as M
 from locust_spec.sim import roofline as R
 from locust_spec.sim.drafters import SpecConfig, parse_spec_config
-from locust_spec.sim.engine import Engine, EngineConfig, Request, SpecStats, StepOutput
+from locust_spec.sim.engine import Engine, EngineConfig, Request, RequestSpecRecord, StepOutput
 from locust_spec.sim.metrics import SimMetrics
 from tests.support import REFERENCE
 
@@ -57,7 +57,7 @@ def real_spec_metrics(name: str) -> dict:
 
 
 def test_spec_stats_after_speculation_have_the_keys_of_real_vllm_in_both_responses():
-    stats = SpecStats(4, accepted=[0, 1, 4], drafted=[3, 1, 4])
+    stats = RequestSpecRecord(4, accepted=[0, 1, 4], drafted=[3, 1, 4])
     for name, streamed in (("stream_ngram_per_request_metrics.sse", True),
                            ("nonstream_ngram_per_request_metrics.json", False)):
         ours = stats.as_dict(streamed=streamed)
@@ -67,7 +67,7 @@ def test_spec_stats_after_speculation_have_the_keys_of_real_vllm_in_both_respons
 
 def test_spec_stats_without_speculation_omit_per_step_lists_streamed_and_null_them_otherwise():
     real_keys = list(real_spec_metrics("stream_ngram_per_request_metrics.sse"))
-    streamed, full = SpecStats(4).as_dict(streamed=True), SpecStats(4).as_dict(streamed=False)
+    streamed, full = RequestSpecRecord(4).as_dict(streamed=True), RequestSpecRecord(4).as_dict(streamed=False)
     assert list(streamed) == [k for k in real_keys if not k.startswith("per_step_")]
     assert list(full) == real_keys
     assert full["per_step_accepted"] is None and full["per_step_drafted"] is None
