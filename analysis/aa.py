@@ -73,7 +73,7 @@ def self_test(verdict: Verdict) -> SelfTest:
     return SelfTest(tuple(found), tuple(lv.users for lv in verdict.levels if lv.verdict == SHIP))
 
 
-def as_dict(found: SelfTest) -> dict:
+def to_dict(found: SelfTest) -> dict:
     return {"schema": SCHEMA, "compared": len(found.quantities), "claimed": found.claims,
             "false_claim_rate": found.rate, "expected_at_most": EXPECTED_RATE,
             "levels_shipped": [_number(u) for u in found.shipped],
@@ -88,7 +88,7 @@ def _number(level: Level) -> int | float:
 
 
 def render_json(found: SelfTest) -> str:
-    return orjson.dumps(as_dict(found), option=orjson.OPT_INDENT_2).decode() + "\n"
+    return orjson.dumps(to_dict(found), option=orjson.OPT_INDENT_2).decode() + "\n"
 
 
 def _floor_text(floor: dict[str, float | None]) -> str:

@@ -59,7 +59,7 @@ class AnswerCheck:
     def lossy(self) -> bool:
         return self.status == DIFFER
 
-    def as_dict(self) -> dict:
+    def to_dict(self) -> dict:
         first = self.first_difference
         return {"compared": self.compared, "prompts": self.prompts, "identical_share": self.identical_share,
                 "baseline_self_share": self.baseline_self_share, "self_prompts": self.self_prompts,

@@ -137,7 +137,7 @@ class RateDelivery:
     scheduled_rate: float | None = None
     """The schedule's own rate over the window: random arrivals come near the asked rate, not on it."""
 
-    def as_dict(self) -> dict:
+    def to_dict(self) -> dict:
         return {"rate": self.rate, "achieved_rate": self.achieved_rate, "scheduled_rate": self.scheduled_rate,
                 "scheduled": self.scheduled,
                 "missed": self.missed, "lateness_p50_ms": self.lateness_p50_ms,
@@ -187,7 +187,7 @@ class Batch:
         else the gauge's time-weighted median."""
         return self.running_mean if self.running_mean is not None else self.running_p50
 
-    def as_dict(self) -> dict:
+    def to_dict(self) -> dict:
         return {"running_mean": self.running_mean, "running_p50": self.running_p50,
                 "running_max": self.running_max, "waiting_p50": self.waiting_p50,
                 "waiting_max": self.waiting_max, "samples": self.samples}
@@ -239,7 +239,7 @@ class Diagnosis:
     message: str
     evidence: dict = field(default_factory=dict)
 
-    def as_dict(self) -> dict:
+    def to_dict(self) -> dict:
         return {"kind": self.kind, "message": self.message, "evidence": self.evidence}
 
 
@@ -293,7 +293,7 @@ class CrossPoint:
     batch: float | None
     note: str
 
-    def as_dict(self, rate_axis: bool = False) -> dict:
+    def to_dict(self, rate_axis: bool = False) -> dict:
         """On the rate axis the same numbers go under `rate`, `rate_ci95`, `between_rates`, the users
         fields null (verdict.json schema 4)."""
         out = {"metric": self.metric, "users": self.users, "users_ci95": list(self.users_ci95),
@@ -332,7 +332,7 @@ class DesignInfo:
     repeats: int = 1
     warmup_s: float | None = None
 
-    def as_dict(self) -> dict:
+    def to_dict(self) -> dict:
         return {"kind": self.kind, "block_s": self.block_s, "blocks_per_level": self.blocks_per_level,
                 "arms": self.arms, "repeats": self.repeats, "warmup_s": self.warmup_s}
 

@@ -62,7 +62,7 @@ class Provenance:
         root = self.served.get("root")
         return root if isinstance(root, str) and root else self.model
 
-    def as_dict(self) -> dict:
+    def to_dict(self) -> dict:
         return {"prefix": self.prefix, "known": self.known, **({"run": self.doc} if self.known else {})}
 
 

@@ -92,7 +92,7 @@ def write_arm(prefix: Path, rows: int, speculative: bool, seed: int, design: Des
     pd.concat(frames).to_csv(f"{prefix}_requests.csv", index=False, float_format="%.3f")
     if design is not None:
         Path(f"{prefix}_design.json").write_text(json.dumps(design.to_dict()))
-    Path(f"{prefix}_latency.json").write_text(json.dumps(hists.to_json()))
+    Path(f"{prefix}_latency.json").write_text(json.dumps(hists.to_dict()))
     with open(f"{prefix}_server_metrics.csv", "w", newline="") as fh:
         out = csv.writer(fh)
         out.writerow(("timestamp_unix_s", "url", "metric", "labels", "value"))

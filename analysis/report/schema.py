@@ -29,14 +29,14 @@ def metric_dict(lv: LevelVerdict, key: str) -> dict:
 def level_dict(lv: LevelVerdict) -> dict:
     ci = lv.acceptance_ci
     rate = isinstance(lv.users, Rate)
-    arrivals = {"baseline": lv.baseline_arrivals.as_dict() if lv.baseline_arrivals else None,
-                "candidate": lv.candidate_arrivals.as_dict() if lv.candidate_arrivals else None}
+    arrivals = {"baseline": lv.baseline_arrivals.to_dict() if lv.baseline_arrivals else None,
+                "candidate": lv.candidate_arrivals.to_dict() if lv.candidate_arrivals else None}
     return {
         "users": None if rate else lv.users,
         **({"rate": float(lv.users), "arrivals": arrivals} if rate else {}),
         "verdict": lv.verdict,
-        "batch": {"baseline": lv.baseline_batch.as_dict() if lv.baseline_batch else None,
-                  "candidate": lv.candidate_batch.as_dict() if lv.candidate_batch else None},
+        "batch": {"baseline": lv.baseline_batch.to_dict() if lv.baseline_batch else None,
+                  "candidate": lv.candidate_batch.to_dict() if lv.candidate_batch else None},
         "acceptance": lv.acceptance,
         "acceptance_ci95": ci.as_list() if ci is not None else None,
         "acceptance_units": units_dict(ci),
@@ -50,8 +50,8 @@ def level_dict(lv: LevelVerdict) -> dict:
         "under_powered": lv.power_note,
         "design": lv.design,
         "reasons": list(lv.reasons),
-        "diagnoses": [d.as_dict() for d in lv.diagnoses],
-        "answers": lv.answers.as_dict() if lv.answers is not None else None,
+        "diagnoses": [d.to_dict() for d in lv.diagnoses],
+        "answers": lv.answers.to_dict() if lv.answers is not None else None,
     }
 
 
@@ -62,14 +62,14 @@ def to_dict(verdict: Verdict) -> dict:
         "verdict": verdict.verdict,
         "summary": verdict.summary,
         "slo": verdict.slo.to_dict() if verdict.slo else None,
-        "design": verdict.design.as_dict(),
+        "design": verdict.design.to_dict(),
         "levels": [level_dict(lv) for lv in verdict.levels],
-        "crossover": {p.metric: p.as_dict(rate_axis=verdict.axis == "rate") for p in verdict.crossover},
-        "diagnoses": [d.as_dict() for d in verdict.diagnoses],
+        "crossover": {p.metric: p.to_dict(rate_axis=verdict.axis == "rate") for p in verdict.crossover},
+        "diagnoses": [d.to_dict() for d in verdict.diagnoses],
         "warnings": list(verdict.warnings),
         "tasks": [{"task": t.task, "acceptance_measured": t.acceptance_measured,
                    "levels": [level_dict(lv) for lv in t.levels]} for t in verdict.tasks],
-        "provenance": {arm: [p.as_dict() for p in runs]
+        "provenance": {arm: [p.to_dict() for p in runs]
                        for arm, runs in zip(("baseline", "candidate"), verdict.provenance, strict=True)},
     }
 

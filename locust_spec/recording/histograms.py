@@ -246,7 +246,7 @@ class LatencyHistograms:
         self._pending.clear()
         self._pending_values = 0
 
-    def to_json(self) -> dict:
+    def to_dict(self) -> dict:
         """The PREFIX_latency.json document (schema runfiles.LATENCY_SCHEMA)."""
         self._count_pending()
         metrics: dict[str, dict] = {}
@@ -266,4 +266,4 @@ class LatencyHistograms:
 
     def write(self, path: Path) -> None:
         """Write atomically, so a reader never sees half a file (WriteFailed: the old one stays)."""
-        write_whole(path, orjson.dumps(self.to_json(), option=orjson.OPT_INDENT_2))
+        write_whole(path, orjson.dumps(self.to_dict(), option=orjson.OPT_INDENT_2))

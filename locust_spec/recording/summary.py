@@ -185,7 +185,7 @@ def build_summary(totals: crosscheck.ClientTotals | None, run: SpecWindow | None
                   arrivals: tuple[dict[str, dict], list[str]] = ({}, [])) -> dict:
     """The summary document; `other_warnings` (lost workers, scrape failures, lost batches) come first.
     `models` are the models under test, whose counters the windows count; `lost_workers` the workers lost
-    mid-run (wiring/distributed.py's LostWorker.as_dict); `arrivals` the arrival ledger's account of the
+    mid-run (wiring/distributed.py's LostWorker.to_dict); `arrivals` the arrival ledger's account of the
     rate levels (recording/ledger.py), with its warnings."""
     # what the server may have finished that no row shows: a lost worker's rows, and its requests in flight
     unseen = sum(int(lw.get("rows_lost") or 0) + int(lw.get("users") or 0) for lw in lost_workers)

@@ -129,7 +129,7 @@ class TaskBoard:
         task = row.prompt_class if row.prompt_class in level or len(level) < MAX_TASKS else OTHER
         level.setdefault(task, TaskStats()).add(row)
 
-    def to_json(self) -> dict:
+    def to_dict(self) -> dict:
         """The table of the latest level: one row per task (FIELDS)."""
         latest = self.latest
         tasks = sorted(self.levels[latest].items()) if latest is not None else []

@@ -366,7 +366,7 @@ class Timeline:
                             s["tpot_p50"], s["tpot_p99"], None if lag is None else lag * 100.0,
                             None if cpu is None else cpu * 100.0, rate, s["rate_sent"], s["late_p99"]))
 
-    def to_json(self) -> dict:
+    def to_dict(self) -> dict:
         """What the page draws: columns named once, points as lists (times in unix seconds)."""
         return {
             "tick_s": self.tick_s,
@@ -376,5 +376,5 @@ class Timeline:
             "levels": [list(mark) for mark in self.levels],
             "client": {"fields": CLIENT_FIELDS, "points": [list(p) for p in self.client.points()]},
             "server": {"fields": SERVER_FIELDS, "points": [list(p) for p in self.server.points()]},
-            "tasks": self.tasks.to_json(),
+            "tasks": self.tasks.to_dict(),
         }

@@ -170,4 +170,4 @@ def main(argv: list[str] | None = None) -> None:
     finally:
         if send_log:
             send_log.close()
-        print(f"spec-sim: stopped; schedule {orjson.dumps(engine.schedule.as_dict()).decode()}", flush=True)
+        print(f"spec-sim: stopped; schedule {orjson.dumps(engine.schedule.to_dict()).decode()}", flush=True)

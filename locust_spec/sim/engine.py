@@ -43,7 +43,7 @@ class RequestSpecRecord:
     accepted: list[int] = field(default_factory=list)
     drafted: list[int] = field(default_factory=list)
 
-    def as_dict(self, *, streamed: bool) -> dict:
+    def to_dict(self, *, streamed: bool) -> dict:
         """vLLM's shape; with no speculation step, vLLM omits the per-step lists from a streamed final
         chunk and sets them to null in a non-streamed response."""
         steps = len(self.accepted)
@@ -129,7 +129,7 @@ class ScheduleStats:
     sum_busy_s: float = 0.0  # CPU time the loop spent planning and emitting
     max_batch: int = 0
 
-    def as_dict(self) -> dict:
+    def to_dict(self) -> dict:
         n = max(1, self.steps)
         return {"steps": self.steps, "late_steps": self.late_steps, "max_late_ms": self.max_late_s * 1e3,
                 "mean_late_ms": self.sum_late_s / n * 1e3, "mean_step_ms": self.sum_step_s / n * 1e3,

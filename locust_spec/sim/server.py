@@ -209,7 +209,7 @@ class SimServer:
     def spec_metrics(self, req: Request, *, streamed: bool) -> dict | None:
         if req.spec is None or not self.opts.per_request_spec_metrics:
             return None
-        return req.spec.as_dict(streamed=streamed)
+        return req.spec.to_dict(streamed=streamed)
 
     def handle(self, sock, _addr) -> None:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -281,7 +281,7 @@ class SimServer:
             self.restart()
             self._json(sock, 200, orjson.dumps({"restarts": self.restarts}))
         elif path == b"/admin/stats" and method == b"GET":
-            self._json(sock, 200, orjson.dumps({"schedule": self.engine.schedule.as_dict(),
+            self._json(sock, 200, orjson.dumps({"schedule": self.engine.schedule.to_dict(),
                                                 "restarts": self.restarts}))
         else:
             self._json(sock, 404, protocol.error(404, f"Not Found: {path.decode(errors='replace')}"))

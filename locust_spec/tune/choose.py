@@ -41,10 +41,10 @@ class ArmResult:
         """The smallest difference from the best k this comparison could have shown (80% power)."""
         return self.versus_best.mde_pct(0.0) if self.versus_best is not None else None
 
-    def as_dict(self) -> dict:
+    def to_dict(self) -> dict:
         return {"k": self.k, "users": self.users, "requests": self.requests, "batch": self.batch,
-                "interval": intervals.as_dict(self.interval),
-                "versus_best_pct": intervals.as_dict(self.versus_best), "mde_pct": self.mde_pct,
+                "interval": intervals.to_dict(self.interval),
+                "versus_best_pct": intervals.to_dict(self.versus_best), "mde_pct": self.mde_pct,
                 "units": self.versus_best.units if self.versus_best is not None else None,
                 "note": self.note or None}
 
@@ -64,9 +64,9 @@ class Decision:
     def arm(self, k: int) -> ArmResult | None:
         return next((a for a in self.arms if a.k == k), None)
 
-    def as_dict(self) -> dict:
+    def to_dict(self) -> dict:
         return {"users": self.users, "k": self.k, "best_k": self.best_k, "tied_with_best": list(self.tied),
-                "batch": self.batch, "reason": self.reason, "arms": [a.as_dict() for a in self.arms]}
+                "batch": self.batch, "reason": self.reason, "arms": [a.to_dict() for a in self.arms]}
 
 
 def estimate(sample: ArmSample, objective: str) -> Interval | None:

@@ -14,7 +14,7 @@ from locust_spec.tune.sample import ArmSample
 ARMS = ("schedule", "static", "off")
 
 
-_iv = intervals.as_dict
+_iv = intervals.to_dict
 
 
 def against(value: float, promised: Interval, objective: str) -> str:
@@ -36,7 +36,7 @@ class LevelCheck:
     """The schedule's % change from each fixed arm, with its interval."""
     status: str
 
-    def as_dict(self) -> dict:
+    def to_dict(self) -> dict:
         return {"users": self.users, "predicted_k": self.predicted_k, "predicted": _iv(self.predicted),
                 "measured": {a: _iv(v) for a, v in self.measured.items()},
                 "schedule_vs_pct": {a: _iv(v) for a, v in self.schedule_vs.items()}, "status": self.status}
@@ -53,7 +53,7 @@ class SwingCheck:
     collapse: bool
     status: str
 
-    def as_dict(self) -> dict:
+    def to_dict(self) -> dict:
         return {"threshold_batch": self.threshold, "users": list(self.users), "predicted": self.predicted,
                 "measured": {a: _iv(v) for a, v in self.measured.items()},
                 "schedule_vs_pct": {a: _iv(v) for a, v in self.schedule_vs.items()},
@@ -67,9 +67,9 @@ class Confirmation:
     swings: tuple[SwingCheck, ...]
     summary: str
 
-    def as_dict(self) -> dict:
-        return {"static_k": self.static_k, "levels": [c.as_dict() for c in self.levels],
-                "swings": [s.as_dict() for s in self.swings], "summary": self.summary}
+    def to_dict(self) -> dict:
+        return {"static_k": self.static_k, "levels": [c.to_dict() for c in self.levels],
+                "swings": [s.to_dict() for s in self.swings], "summary": self.summary}
 
 
 def _measure(samples: Mapping[str, ArmSample | None], objective: str

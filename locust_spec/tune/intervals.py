@@ -14,7 +14,7 @@ from locust_spec.analysis import stats
 from locust_spec.analysis.stats import Interval
 from locust_spec.tune.sample import ArmSample
 
-__all__ = ["Interval", "as_dict", "change", "contains", "level"]
+__all__ = ["Interval", "to_dict", "change", "contains", "level"]
 
 
 def level(objective: str, sample: ArmSample) -> Interval:
@@ -64,7 +64,7 @@ def contains(interval: Interval, value: float) -> bool:
     return interval.measured and interval.lo <= value <= interval.hi
 
 
-def as_dict(interval: Interval | None) -> dict | None:
+def to_dict(interval: Interval | None) -> dict | None:
     if interval is None:
         return None
     return {"estimate": interval.estimate, "lo": interval.lo, "hi": interval.hi}

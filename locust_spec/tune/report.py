@@ -227,7 +227,7 @@ def render_html(r: TuneResult, png: bytes | None = None) -> str:
 
 def render(r: TuneResult, fmt: str) -> str:
     if fmt == "json":
-        return json.dumps(r.as_dict(), indent=2) + "\n"
+        return json.dumps(r.to_dict(), indent=2) + "\n"
     if fmt == "markdown":
         return render_markdown(r)
     if fmt == "html":

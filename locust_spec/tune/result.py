@@ -62,7 +62,7 @@ class TuneResult:
             "notes": list(self.notes) + list(self.built.notes if self.built else ()),
         }
 
-    def as_dict(self) -> dict:
+    def to_dict(self) -> dict:
         return {
             "schema": SCHEMA,
             "objective": self.objective,
@@ -71,10 +71,10 @@ class TuneResult:
             "ks": list(self.ks),
             "levels": list(self.levels),
             "schedule": self.schedule_json(),
-            "decisions": [d.as_dict() for d in self.decisions],
+            "decisions": [d.to_dict() for d in self.decisions],
             "static_k": self.static_k,
-            "confirmation": self.confirmation.as_dict() if self.confirmation else None,
+            "confirmation": self.confirmation.to_dict() if self.confirmation else None,
             "notes": list(self.notes),
-            "tasks": [{"task": task, "decisions": [d.as_dict() for d in decisions]}
+            "tasks": [{"task": task, "decisions": [d.to_dict() for d in decisions]}
                       for task, decisions in self.tasks],
         }

@@ -58,7 +58,7 @@ def _state(run: SpecRun, timeline: Timeline) -> dict:
     found = run.scraper
     window = (found.current_level_window(summary.models_under_test(run.client_summaries()))
               if found is not None else None)
-    return {**timeline.to_json(), "now": time.time(), "state": state,
+    return {**timeline.to_dict(), "now": time.time(), "state": state,
             "level_acceptance": window.acceptance_rate if window is not None else None,
             "users": int(runner.user_count or 0), "level": current.key, "rate": current.rate,
             "warmup_until": current.warmup_until_unix_s or None}

@@ -296,7 +296,7 @@ def install(run: SpecRun, web_ui) -> SpecView:
         path = run.files.path(FILES[name][0]).resolve()
         sink = view.sink()
         if name == "latency" and sink is not None:  # the file is rewritten only now and then
-            body = orjson.dumps(sink.histograms.to_json(), option=orjson.OPT_INDENT_2)
+            body = orjson.dumps(sink.histograms.to_dict(), option=orjson.OPT_INDENT_2)
             return _download(body, path.name, "application/json")
         if name == "summary" and not path.exists():
             built = run.summary()

@@ -233,7 +233,7 @@ class LostWorker:
         """Requests Locust counted from the worker whose rows never arrived (those in flight come on top)."""
         return max(0, self.requests_reported - self.rows_received)
 
-    def as_dict(self) -> dict:
+    def to_dict(self) -> dict:
         return {**asdict(self), "rows_lost": self.rows_lost}
 
     def warning(self) -> str:

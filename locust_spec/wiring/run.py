@@ -435,7 +435,7 @@ class SpecRun:
         workers = self.collector.clients if self.collector is not None else ()
         arrivals = self.ledger.summary(workers=workers) if self.ledger is not None else ({}, [])
         return summary.build_summary(totals, window, levels, clients, notes, models,
-                                     [lw.as_dict() for lw in lost], arrivals)
+                                     [lw.to_dict() for lw in lost], arrivals)
 
     def write_summary(self) -> dict | None:
         """Build, write and log the summary at the end of the run; None without `--csv`."""

@@ -206,7 +206,7 @@ def write_run(prefix: Path, arm: ArmSpec) -> Path:
         writer = csv.DictWriter(fh, fieldnames=COLUMNS)
         writer.writeheader()
         writer.writerows(rows)
-    Path(f"{prefix}_latency.json").write_bytes(orjson.dumps(hists.to_json()))
+    Path(f"{prefix}_latency.json").write_bytes(orjson.dumps(hists.to_dict()))
     if arm.server_metrics:
         with open(f"{prefix}_server_metrics.csv", "w", newline="") as fh:
             writer = csv.writer(fh)

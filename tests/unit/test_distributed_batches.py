@@ -61,7 +61,7 @@ def test_worker_batches_are_bounded_and_the_master_gets_every_row_and_exact_hist
     rows = list(csv.DictReader((tmp_path / "run_requests.csv").open()))
     assert len(rows) == 130 + 95 == collector.rows_received
     assert {r["prompt_id"] for r in rows} == {f"p{i}" for i in [*range(130), *range(500, 595)]}
-    assert json.loads((tmp_path / "run_latency.json").read_text()) == json.loads(json.dumps(single.to_json()))
+    assert json.loads((tmp_path / "run_latency.json").read_text()) == json.loads(json.dumps(single.to_dict()))
 
 
 def test_final_batch_is_sent_even_when_empty_and_marks_the_worker_finished(tmp_path):

@@ -54,7 +54,7 @@ def test_latency_json_has_per_class_all_and_levels_without_warmup():
     hists.record_timing(timing(20.0, (5.0, 5.0)), "code", 8, warmup=True)
     hists.record_timing(timing(30.0, (7.0,)), "code", 8, warmup=False)
     hists.record_timing(timing(40.0, (9.0,)), "chat", 8, warmup=False)
-    doc = hists.to_json()
+    doc = hists.to_dict()
     assert doc["schema"] == 1 and doc["unit"] == "ms"
     ttft = doc["metrics"]["ttft"]
     assert (ttft["all"]["count"], ttft["code"]["count"], ttft["chat"]["count"]) == (3, 2, 1)
@@ -74,8 +74,8 @@ def test_encoded_histograms_merge_into_the_same_numbers():
     master.merge_encoded(worker_b.encode())
     local = LatencyHistograms()
     local.record("ttft", "code", 4, [10.0, 20.0, 30.0], warmup=False)
-    assert master.to_json()["levels"] == local.to_json()["levels"]
-    assert master.to_json()["metrics"]["ttft"]["all"]["count"] == 3
+    assert master.to_dict()["levels"] == local.to_dict()["levels"]
+    assert master.to_dict()["metrics"]["ttft"]["all"]["count"] == 3
 
 
 def test_write_is_atomic_json(tmp_path):
@@ -120,7 +120,7 @@ def test_draining_ships_each_value_once_and_reuses_the_buffers():
 def test_values_wait_to_be_counted_in_batches_but_every_reader_sees_them():
     hists = LatencyHistograms()
     hists.record_together(("itl", "chunk_gap"), "code", 4, [10.0, 20.0, 30.0], warmup=False)
-    assert hists.to_json()["metrics"]["itl"]["all"]["count"] == 3
+    assert hists.to_dict()["metrics"]["itl"]["all"]["count"] == 3
     hists.record("itl", "code", 4, [40.0], warmup=True)  # warm-up: the all-levels histogram only
     assert (hists.get("itl", "code").total_count, hists.get("itl", "code", 4).total_count) == (4, 3)
     hists.record("ttft", "chat", 4, [5.0], warmup=False)

@@ -159,10 +159,10 @@ def test_the_live_timeline_shows_the_rate_asked_the_rate_sent_and_how_late():
     for i in range(40):  # 8 a second for five seconds, the last few late
         timeline.request(20.0, 5.0, 100, True, lateness_ms=1.0 if i < 36 else 120.0)
     timeline.tick(T0 + 5, 64, {}, rate=8.0)
-    point = dict(zip(CLIENT_FIELDS, timeline.to_json()["client"]["points"][-1], strict=True))
+    point = dict(zip(CLIENT_FIELDS, timeline.to_dict()["client"]["points"][-1], strict=True))
     assert (point["rate_target"], point["rate_sent"]) == (8.0, 8.0)
     assert point["late_p99"] == pytest.approx(120.0, rel=0.01)
-    assert timeline.to_json()["levels"] == [[T0, "8/s"]]
+    assert timeline.to_dict()["levels"] == [[T0, "8/s"]]
 
 
 def test_spec_ab_gives_both_arms_the_same_rates_and_arrival_options():

@@ -38,7 +38,7 @@ def write(prefix: Path, rows, hist_values=None) -> Path:
         hists = LatencyHistograms()
         for users, values in hist_values.items():
             hists.record("itl", "json", users, values, warmup=False)
-        Path(f"{prefix}_latency.json").write_bytes(orjson.dumps(hists.to_json()))
+        Path(f"{prefix}_latency.json").write_bytes(orjson.dumps(hists.to_dict()))
     return prefix
 
 

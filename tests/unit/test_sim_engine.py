@@ -60,14 +60,14 @@ def test_spec_stats_after_speculation_have_the_keys_of_real_vllm_in_both_respons
     stats = RequestSpecRecord(4, accepted=[0, 1, 4], drafted=[3, 1, 4])
     for name, streamed in (("stream_ngram_per_request_metrics.sse", True),
                            ("nonstream_ngram_per_request_metrics.json", False)):
-        ours = stats.as_dict(streamed=streamed)
+        ours = stats.to_dict(streamed=streamed)
         assert list(ours) == list(real_spec_metrics(name))
         assert ours["per_step_accepted"] == [0, 1, 4] and ours["acceptance_histogram"] == [1, 1, 0, 0, 1]
 
 
 def test_spec_stats_without_speculation_omit_per_step_lists_streamed_and_null_them_otherwise():
     real_keys = list(real_spec_metrics("stream_ngram_per_request_metrics.sse"))
-    streamed, full = RequestSpecRecord(4).as_dict(streamed=True), RequestSpecRecord(4).as_dict(streamed=False)
+    streamed, full = RequestSpecRecord(4).to_dict(streamed=True), RequestSpecRecord(4).to_dict(streamed=False)
     assert list(streamed) == [k for k in real_keys if not k.startswith("per_step_")]
     assert list(full) == real_keys
     assert full["per_step_accepted"] is None and full["per_step_drafted"] is None

@@ -18,7 +18,7 @@ def row(cls: str, users: int = 4, start: float = 100.0, accepted: int = 30, draf
 
 
 def by_task(board: TaskBoard) -> dict[str, dict]:
-    table = board.to_json()
+    table = board.to_dict()
     return {r[0]: dict(zip(table["fields"], r, strict=True)) for r in table["rows"]}
 
 
@@ -61,7 +61,7 @@ def test_each_task_of_the_current_level_gets_its_row_and_warm_up_and_failures_co
     board.request(row("rag", error="http_500: boom", accepted=0))
     board.request(row("rag", error="interrupted: test stopped", accepted=0))
     tasks = by_task(board)
-    assert board.to_json()["level"] == 4
+    assert board.to_dict()["level"] == 4
     assert (tasks["rag"]["requests"], tasks["rag"]["errors"]) == (11, 1)
     assert tasks["rag"]["acceptance"] == 0.9 and tasks["translation"]["acceptance"] == 0.15
     assert tasks["rag"]["tpot_p50"] < tasks["translation"]["tpot_p50_lo"]
@@ -73,7 +73,7 @@ def test_a_new_level_takes_the_table_and_a_straggler_of_the_last_still_counts_th
     board.request(row("qa", users=1, start=10.0))
     board.request(row("qa", users=16, start=20.0))
     board.request(row("qa", users=1, start=19.0))  # started before the change, finished after it
-    assert board.to_json()["level"] == 16 and by_task(board)["qa"]["requests"] == 1
+    assert board.to_dict()["level"] == 16 and by_task(board)["qa"]["requests"] == 1
     assert sum(s.requests for s in board.levels[1].values()) == 2
     board.request(row("qa", users=64, start=30.0))
     board.request(row("qa", users=1, start=18.0))  # two levels back: no longer kept, not counted anywhere
@@ -92,7 +92,7 @@ def test_the_live_page_data_carries_the_table_and_a_new_test_starts_it_afresh():
     timeline = Timeline()
     timeline.start(100.0)
     timeline.tasks.request(row("summarization"))
-    assert timeline.to_json()["tasks"]["rows"][0][0] == "summarization"
+    assert timeline.to_dict()["tasks"]["rows"][0][0] == "summarization"
     timeline.start(200.0)
-    fresh = timeline.to_json()["tasks"]
+    fresh = timeline.to_dict()["tasks"]
     assert fresh["level"] is None and fresh["rows"] == []

@@ -31,7 +31,7 @@ def snap(t: float, name: str, url: str = URL) -> Snapshot:
 
 
 def column(tl: Timeline, series: str, key: str) -> list:
-    data = tl.to_json()[series]
+    data = tl.to_dict()[series]
     i = data["fields"].index(key)
     return [p[i] for p in data["points"]]
 
@@ -139,22 +139,22 @@ def test_levels_are_marked_when_they_change_and_nothing_is_recorded_before_start
     tl.request(1.0, 1.0, 1, True)
     tl.tick(1.0, users=1, lag_summaries={})
     tl.level(1.0, 1)
-    assert tl.to_json()["levels"] == [] and column(tl, "client", "t") == []
+    assert tl.to_dict()["levels"] == [] and column(tl, "client", "t") == []
     tl.start(10.0)
     for t, users in ((9.0, 0), (10.0, 1), (11.0, 1), (20.0, 8), (21.0, 8), (30.0, 1)):
         tl.level(t, users)
-    assert tl.to_json()["levels"] == [[10.0, 1], [20.0, 8], [30.0, 1]]
+    assert tl.to_dict()["levels"] == [[10.0, 1], [20.0, 8], [30.0, 1]]
     tl.request(5.0, 1.0, 10, True)
     tl.stop(32.0, users=1, lag_summaries={})
     tl.request(5.0, 1.0, 10, True)
     tl.tick(34.0, users=1, lag_summaries={})
     assert column(tl, "client", "t") == [32.0] and column(tl, "client", "requests") == [1]
-    data = tl.to_json()
+    data = tl.to_dict()
     assert (data["started"], data["stopped"]) == (10.0, 32.0)
     assert tuple(data["client"]["fields"]) == CLIENT_FIELDS
     assert tuple(data["server"]["fields"]) == SERVER_FIELDS
     tl.start(40.0)  # a new test starts from nothing
-    assert column(tl, "client", "t") == [] and tl.to_json()["levels"] == []
+    assert column(tl, "client", "t") == [] and tl.to_dict()["levels"] == []
 
 
 def test_lag_is_the_worst_generators_share_of_late_wake_ups_since_the_last_tick():
@@ -190,7 +190,7 @@ def test_memory_stays_bounded_over_a_long_run():
         spent = {"budget_by_level": {"4": {"wall_s": t, "cpu_share": 0.3}}}
         tl.tick(t, users=4, lag_summaries={"local": {"loop_lag_samples": i * 40, "loop_lag_late_samples": i,
                                                      **spent}})
-    data = tl.to_json()
+    data = tl.to_dict()
     assert len(data["client"]["points"]) <= 90 and len(data["levels"]) <= 256
     assert data["client"]["points"][-1][0] == 5999 * 2.0
     assert column(tl, "client", "lag_pct")[-1] == pytest.approx(2.5)
