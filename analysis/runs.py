@@ -43,7 +43,6 @@ LIMITS = {
     "level_rate": (1e-9, 1e7), "lateness_ms": (-1e3, 1e9),  # a send a clock step early, at most
 }
 REQUIRED_VALUES = ("start_unix_s",)
-SERVER_COLUMNS = ("timestamp_unix_s", "url", "metric", "labels", "value")
 
 
 class InputError(Exception):
@@ -260,7 +259,7 @@ def read_server_metrics(path: Path) -> list | None:
             reader = csv.DictReader(fh)
             if reader.fieldnames is None:
                 raise InputError(f"{path}: empty file")
-            missing = [c for c in SERVER_COLUMNS if c not in reader.fieldnames]
+            missing = [c for c in runfiles.SERVER_METRICS_COLUMNS if c not in reader.fieldnames]
             if missing:
                 raise InputError(f"{path}: not a server metrics CSV: missing {', '.join(missing)}")
             return counters.snapshots_from_rows(reader)

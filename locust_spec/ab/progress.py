@@ -27,8 +27,9 @@ from tqdm import tqdm
 
 from locust_spec.core.design import INTERLEAVED
 from locust_spec.core.ladder import Stage, stage_at
+from locust_spec.core.runfiles import SERVER_METRICS_COLUMNS
 from locust_spec.metrics import counters
-from locust_spec.metrics.exposition import CSV_COLUMNS, snapshots_from_rows
+from locust_spec.metrics.exposition import snapshots_from_rows
 from locust_spec.wiring.shape import LadderSettings
 
 PLAIN_INTERVAL_S = 4.0
@@ -201,9 +202,9 @@ class MetricsTail:
         return self.acceptance()
 
     def _add(self, row: list[str]) -> None:
-        if len(row) != len(CSV_COLUMNS) or row[0] == CSV_COLUMNS[0]:
+        if len(row) != len(SERVER_METRICS_COLUMNS) or row[0] == SERVER_METRICS_COLUMNS[0]:
             return
-        record = dict(zip(CSV_COLUMNS, row, strict=True))
+        record = dict(zip(SERVER_METRICS_COLUMNS, row, strict=True))
         key = (record["timestamp_unix_s"], record["url"])
         if key != self._key:
             self._complete()

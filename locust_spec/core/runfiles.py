@@ -122,6 +122,8 @@ ADDED_COLUMNS = ("warmup", "output_hash", "output_marks", "level_rate", "arrival
                  "lateness_ms")
 """Columns added after the first schema: readers fill them in when an older file lacks them."""
 REQUIRED_COLUMNS = tuple(c for c in COLUMNS if c not in ADDED_COLUMNS)
+SERVER_METRICS_COLUMNS = ("timestamp_unix_s", "url", "metric", "labels", "value")
+"""PREFIX_server_metrics.csv: one row per sample of a scrape (metrics/exposition.py writes and reads them)."""
 row_values: Callable[[RequestRow], tuple] = attrgetter(*COLUMNS)
 """A row's values in column order: what `dataclasses.astuple` gives, without deep-copying each value (36 us a
 row on a CI-class VM, against 0.5: a load generator writes a row per request)."""

@@ -20,7 +20,6 @@ from prometheus_client.parser import text_string_to_metric_families
 
 Labels = tuple[tuple[str, str], ...]
 
-CSV_COLUMNS = ("timestamp_unix_s", "url", "metric", "labels", "value")
 
 
 @dataclass(frozen=True)
@@ -145,7 +144,7 @@ def decode_labels(cell: str) -> Labels:
 
 
 def rows_from_snapshot(snapshot: Snapshot) -> Iterator[tuple[str, str, str, str, str]]:
-    """The CSV rows of one snapshot, in `CSV_COLUMNS` order."""
+    """The CSV rows of one snapshot, in `SERVER_METRICS_COLUMNS` order (core/runfiles.py)."""
     ts = f"{snapshot.timestamp_unix_s:.3f}"
     for s in snapshot.samples:
         yield ts, snapshot.url, s.metric, encode_labels(s.labels), repr(s.value)

@@ -16,9 +16,9 @@ from locust_spec.client.headers import credential
 from locust_spec.client.http_fetch import METRICS_URLS_ENV as URLS_ENV
 from locust_spec.client.http_fetch import FetchError, UrlError, check_urls, display_url
 from locust_spec.core.level import LevelKey
-from locust_spec.core.runfiles import RunFiles
+from locust_spec.core.runfiles import SERVER_METRICS_COLUMNS, RunFiles
 from locust_spec.metrics.counters import Snapshot, SpecWindow, WindowAccumulator, parse_exposition_checked
-from locust_spec.metrics.exposition import CSV_COLUMNS, rows_from_snapshot
+from locust_spec.metrics.exposition import rows_from_snapshot
 from locust_spec.metrics.level_window import LevelWindow
 from locust_spec.recording.writes import RecordFile, WriteFailed, csv_bytes
 
@@ -134,7 +134,7 @@ class Scraper:
         if self._csv_path is not None and self._records is None and self.write_failure is None:
             try:
                 self._records = RecordFile(self._csv_path)
-                self._records.append(csv_bytes([CSV_COLUMNS]))
+                self._records.append(csv_bytes([SERVER_METRICS_COLUMNS]))
             except WriteFailed as e:
                 self._records, self.write_failure = None, str(e)
             self._tell_write_failure()

@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from locust_spec.core.runfiles import SERVER_METRICS_COLUMNS
 from locust_spec.metrics.counters import (
     Sample,
     Snapshot,
@@ -17,7 +18,7 @@ from locust_spec.metrics.counters import (
     snapshots_from_rows,
     spec_window,
 )
-from locust_spec.metrics.exposition import CSV_COLUMNS, decode_labels, encode_labels, rows_from_snapshot
+from locust_spec.metrics.exposition import decode_labels, encode_labels, rows_from_snapshot
 from tests.support import REFERENCE
 
 CPU = REFERENCE / "vllm-0.32-cpu"
@@ -201,7 +202,7 @@ def test_csv_rows_round_trip_to_snapshots():
     weird = Snapshot(3.0, "http://b/metrics", (Sample("x_total", (("k", "a;b=c%d"), ("j", "")), 1.0),))
     buf = io.StringIO()
     w = csv.writer(buf)
-    w.writerow(CSV_COLUMNS)
+    w.writerow(SERVER_METRICS_COLUMNS)
     for s in (a, b, weird):
         w.writerows(rows_from_snapshot(s))
     back = snapshots_from_rows(csv.DictReader(io.StringIO(buf.getvalue())), keep_buckets=True)

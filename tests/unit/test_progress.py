@@ -12,7 +12,8 @@ from locust.stats import PERCENTILES_TO_REPORT, StatsCSV
 
 from locust_spec.ab import progress
 from locust_spec.core.design import INTERLEAVED, Design
-from locust_spec.metrics.exposition import CSV_COLUMNS, Sample, Snapshot, rows_from_snapshot
+from locust_spec.core.runfiles import SERVER_METRICS_COLUMNS
+from locust_spec.metrics.exposition import Sample, Snapshot, rows_from_snapshot
 from locust_spec.wiring.shape import LadderSettings
 
 SWEEP = progress.Sweep(1, 2, ("candidate",), 0, LadderSettings((1, 64), 20.0, 2.0))
@@ -108,7 +109,7 @@ def test_acceptance_is_read_from_the_last_two_complete_scrapes_as_the_csv_grows(
     path = tmp_path / "r0_server_metrics.csv"
     tail = progress.MetricsTail(path)
     assert tail.poll() is None, "no file yet"
-    _append(path, [list(CSV_COLUMNS), *_scrape(1.0, 0, 0, 0)])
+    _append(path, [list(SERVER_METRICS_COLUMNS), *_scrape(1.0, 0, 0, 0)])
     assert tail.poll() is None, "one scrape, and not known complete"
     rest = _append(path, _scrape(2.0, 10, 40, 20), cut=30)  # the writer is mid-row
     assert tail.poll() is None
@@ -118,14 +119,14 @@ def test_acceptance_is_read_from_the_last_two_complete_scrapes_as_the_csv_grows(
     assert tail.poll() == 0.5, "scrapes 1 and 2 complete: 20 of 40"
     _append(path, _scrape(4.0, 30, 120, 50))
     assert tail.poll() == 30 / 40, "scrapes 2 and 3: the latest pair only"
-    path.write_text(",".join(CSV_COLUMNS) + "\n")  # a new run rewrote the file
+    path.write_text(",".join(SERVER_METRICS_COLUMNS) + "\n")  # a new run rewrote the file
     assert tail.poll() is None
 
 
 def test_a_backlog_beyond_the_read_limit_is_skipped_to_the_latest_scrapes(tmp_path, monkeypatch):
     monkeypatch.setattr(progress, "MAX_READ_BYTES", 2000)
     path = tmp_path / "r0_server_metrics.csv"
-    _append(path, [list(CSV_COLUMNS)] + [row for t in range(50)
+    _append(path, [list(SERVER_METRICS_COLUMNS)] + [row for t in range(50)
                                           for row in _scrape(t, t, 2 * t * t + 100 * t, t * t)])
     assert path.stat().st_size > 5 * 2000
     tail = progress.MetricsTail(path)
