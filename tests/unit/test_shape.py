@@ -161,3 +161,15 @@ def test_restarting_the_test_starts_the_ladder_over():
     ladder.reset_time()
     assert ladder.tick()[0] == 1
     assert current(env).users == 1
+
+
+def test_the_plugins_test_stop_listener_has_the_next_test_publish_its_first_level_again():
+    from locust_spec import plugin
+
+    ladder, env = _ladder()
+    ladder.tick()
+    first = current(env)
+    plugin._on_test_stop(env)
+    ladder.reset_time()
+    assert ladder.tick() == (1, spawn_rate(0, 1))  # from no users
+    assert current(env) is not first and current(env).users == 1  # published for this test, with its warm-up
