@@ -180,3 +180,16 @@ def test_every_commands_help_opens_for_its_user_and_names_no_internal_function()
         assert entries[option].endswith(f"(default: {default})"), entries[option]
     assert "(default: None)" not in helps["spec-sim"]
     assert "2 bad input" in helps["spec-verdict"]
+
+
+def test_a_spec_sim_typo_is_answered_in_two_lines_naming_the_option_it_meant(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        build_parser().parse_args(["--speculative-confg", "{}"])
+    assert exit_.value.code == 2
+    assert capsys.readouterr().err.splitlines() == [
+        "spec-sim: unrecognized arguments: --speculative-confg {} (did you mean --speculative-config?)",
+        "Try 'spec-sim --help' for the options."]
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["--port", "abc"])
+    err = capsys.readouterr().err
+    assert err.startswith("spec-sim: argument --port: invalid int value: 'abc'\n") and "usage:" not in err
