@@ -30,7 +30,8 @@ def test_a_model_the_server_does_not_list_stops_before_any_request(hostile, tmp_
     assert server.requests_to("/v1/chat/completions") == []
     # the reason and its fix again as the last line, below Locust's empty tables
     last = [line for line in (result.stdout + result.stderr).splitlines() if line.strip()][-1]
-    assert last.startswith("locust-spec: the run stopped early (exit code 2): ") and "pass --model" in last, last
+    assert last.startswith("locust-spec: the run stopped early (exit code 2): "), last
+    assert "pass --model" in last, last
 
 
 def test_a_metrics_url_answering_404_stops_the_run_in_one_line(hostile, tmp_path):
