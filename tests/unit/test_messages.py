@@ -151,9 +151,24 @@ def test_a_spec_ab_folder_alone_is_read_as_its_two_arms(tmp_path, capsys):
     cand.parent.rename(tmp_path / "ab" / "candidate")
     assert run([str(tmp_path / "ab"), "--format", "json"]) == 0
     assert orjson.loads(capsys.readouterr().out)["verdict"] == "depends", "its levels disagree"
+    (tmp_path / "runs" / "notes.txt").write_text("a folder of something else")
     assert run([str(tmp_path / "runs")]) == 2
     assert capsys.readouterr().err == (f"spec-verdict: {tmp_path / 'runs'}: give BASELINE and CANDIDATE, or "
                                        "a spec-ab --out folder (one holding baseline/ and candidate/)\n")
+
+
+def test_each_kind_of_wrong_folder_gets_its_own_line(tmp_path, capsys):
+    def refusal(folder) -> str:
+        assert run([str(folder)]) == 2
+        return capsys.readouterr().err
+
+    assert "no such file or folder" in refusal(tmp_path / "nowhere")
+    (tmp_path / "empty").mkdir()
+    assert "the folder is empty" in refusal(tmp_path / "empty")
+    (tmp_path / "half" / "baseline").mkdir(parents=True)
+    half = refusal(tmp_path / "half")
+    assert "holds baseline/ but no candidate/" in half
+    assert f"spec-ab --out {tmp_path / 'half'} --resume" in half
 
 
 def _helps() -> dict[str, str]:
