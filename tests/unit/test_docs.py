@@ -209,3 +209,16 @@ def test_every_page_the_docs_link_exists():
             if not page.exists():
                 missing.append(f"{path.name}: {target}")
     assert not missing, "\n".join(missing)
+
+
+def test_every_page_is_in_the_sites_navigation_once():
+    # `make docs` (mkdocs build --strict, in CI) fails on a page left out; this says so within `make test`
+    def pages(entries) -> list[str]:
+        out = []
+        for entry in entries:
+            value = next(iter(entry.values())) if isinstance(entry, dict) else entry
+            out += pages(value) if isinstance(value, list) else [value]
+        return out
+
+    nav = pages(yaml.safe_load((dc.ROOT / "mkdocs.yml").read_text())["nav"])
+    assert sorted(nav) == sorted(p.name for p in (dc.ROOT / "docs").glob("*.md"))
