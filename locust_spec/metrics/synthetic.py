@@ -7,10 +7,9 @@ instead of by the target's agreement: benchmarkers use it to replay a published 
 of L-1 next, 0.0 after, cut to k positions (L 3.5 over 4: 1.0, 1.0, 0.5, 0.0; L 4.5 over 4: 1.0, 1.0,
 1.0, 0.5, no 0.0 left). The counters then show exactly that shape. No real drafter does: over many drafts
 its position 0 is not accepted every single time, nor a later position never while an earlier one often
-is. Two ends of the schedule look like a
-real draft and are left unnamed: L = k + 1 (every position 1.0, a draft that is a copy of the target) and
-L = 1 (every position 0.0, one that never agrees). (`synthetic_acceptance_rates`, an explicit curve, leaves
-no such signature.)
+is. Two ends of the schedule look like a real draft and are left unnamed: L = k + 1 (every position 1.0,
+a draft that is a copy of the target) and L = 1 (every position 0.0, one that never agrees).
+(`synthetic_acceptance_rates`, an explicit curve, leaves no such signature.)
 """
 
 from __future__ import annotations
