@@ -224,3 +224,13 @@ def test_a_schedule_short_of_prediction_but_like_its_own_k_alongside_is_noise_or
     assert "not the schedule" in confirm.summarize([drift], [])
     worse = {**now, "static": tokens(4, 200, seed=6)}
     assert confirm.check_level(low, worse, "throughput", same="static").status == "short of prediction"
+
+
+def test_an_arm_compared_without_usable_spread_cannot_detect_any_change_and_says_so():
+    """Three wild blocks each: before, the reason said "could show are k=2 +-8549%"."""
+    wild = [replace(tokens(k, 100, blocks=3, spread=0.9, seed=seed), requests=100)
+            for k, seed in ((0, 3), (2, 5))]
+    d = choose.choose(wild, "throughput")
+    assert d.arm(2).mde_pct > 900
+    assert d.reason.endswith("; under-powered: k=2 against k=0: cannot detect any change with this data: "
+                             "a tie may hide a real difference")
