@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -34,6 +35,19 @@ def level_label(level: float, *, concurrent: bool = False) -> str:
         return f"{float(level):g} req/s"
     users = f"{level:g}" if isinstance(level, float) else str(level)
     return f"{users} {'concurrent ' if concurrent else ''}user" + ("" if level == 1 else "s")
+
+
+MDE_LIMIT_PCT = 900.0
+"""A smallest detectable change past this, a tenfold change either way, is no number to read: no
+speculative config makes a latency or a throughput ten times better or worse, so a level that could see
+nothing smaller sees nothing a config does. Such a figure comes of intervals with no usable spread (after
+a 30 s server stall: +-2,386,748%)."""
+NO_DETECTION = "cannot detect any change with this data"
+
+
+def detectable(mde_pct: float) -> bool:
+    """Whether a smallest detectable change (stats.Interval.mde_pct) is one to print as a number."""
+    return math.isfinite(mde_pct) and mde_pct <= MDE_LIMIT_PCT
 
 
 def same_kind(level: float, value: float | None) -> float | None:

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from locust_spec.analysis.model import NO_DETECTION, detectable
 from locust_spec.tune import intervals
 from locust_spec.tune.intervals import Interval
 
@@ -191,10 +192,17 @@ def choose(samples: Sequence[Sample], objective: str) -> Decision:
                   f"statistically tied with it and smaller")
     weak = [(a.k, a.mde_pct) for a in arms if a.versus_best is not None
             and (a.mde_pct is None or a.mde_pct > MDE_TARGET_PCT)]
-    if weak:
-        shown = ", ".join(f"k={k} " + ("no interval" if m is None else f"+-{m:.0f}%") for k, m in weak)
+    shown = [f"k={k} " + ("no interval" if m is None else f"+-{m:.0f}%") for k, m in weak
+             if m is None or detectable(m)]
+    blind = [f"k={k}" for k, m in weak if m is not None and not detectable(m)]
+    if shown:
         reason += (f"; under-powered: the smallest differences from k={best.k} this level could show are "
-                   f"{shown} (above {MDE_TARGET_PCT:g}%): a tie may hide a real difference")
+                   f"{', '.join(shown)} (above {MDE_TARGET_PCT:g}%)")
+    if blind:
+        lead = "; " if shown else "; under-powered: "
+        reason += f"{lead}{', '.join(blind)} against k={best.k}: {NO_DETECTION}"
+    if weak:
+        reason += ": a tie may hide a real difference"
     chosen_sample = next(s for s, _ in usable if s.k == chosen)
     return Decision(users, chosen, best.k, tuple(sorted(tied)), chosen_sample.batch, reason, tuple(arms))
 

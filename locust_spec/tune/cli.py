@@ -286,8 +286,9 @@ def run_tune(out: Path, s: Settings, pool: servers.Servers, do_confirm: bool,
               help="Speculation lengths to measure (num_speculative_tokens; 0 = off).")
 @click.option("--server-cmd", metavar="TEMPLATE",
               help="Start each arm's server with this command: {port} and {speculative_config} (the JSON; "
-                   "with k=0 the word and the option before it are dropped) are filled in. spec-tune waits "
-                   "for /health, keeps the log in OUT/servers/, stops it by pid.")
+                   "with k=0 the placeholder and the long option before it are dropped, nothing else; inside "
+                   "a quoted shell command, sh -c \"...\", the JSON goes in shell-quoted) are filled in. "
+                   "spec-tune waits for /health, keeps the log in OUT/servers/, stops it by pid.")
 @click.option("--server", "server_urls", multiple=True, metavar="K=URL",
               help="A running server for k (repeatable); schedule=URL for the confirmation pass.")
 @click.option("--levels", help=f"Users per ladder level (default {ab.REAL_LADDER.levels}; "
