@@ -15,7 +15,9 @@ from locust_spec.analysis.model import Pricing
 from locust_spec.analysis.stats import Interval
 
 from locust_spec.metrics import power
-from locust_spec.metrics.exposition import Sample, Snapshot
+from locust_spec.metrics.exposition import Sample, Snapshot, parse_exposition
+from locust_spec.sim.power import GpuPower, PowerModel, power_model
+from locust_spec.sim.roofline import GPUS
 from tests.data.run_builder import ENERGY, POWER, ArmSpec, write_run
 
 ONE_LEVEL = {"levels": (1,), "requests_per_user": {1: 60}}
@@ -144,3 +146,24 @@ def test_bad_options_are_one_line_errors(runs, capsys):
     assert spec_verdict([str(runs[0]), str(runs[1]), "--gpu-cost-per-hour", "-1"]) == 2
     assert spec_verdict([str(runs[0]), str(runs[1]), "--power-gpus-baseline", "gpu"]) == 2
     assert "--power-gpus-baseline: 'gpu' is not LABEL=VALUE" in capsys.readouterr().err
+
+
+def test_spec_sims_modelled_exporter_reads_back_as_the_energy_it_modelled():
+    clock = iter([0.0, 0.0, 10.0])  # the model's start, then two scrapes
+    gpu = GpuPower(PowerModel(idle_w=60.0, busy_w=400.0), "A100", clock=lambda: next(clock))
+    texts = [gpu.exposition(lambda now: 0.0), gpu.exposition(lambda now: now / 2)]
+    snaps = [Snapshot(t, "http://sim/metrics/dcgm", tuple(parse_exposition(text.decode())))
+             for t, text in zip((0.0, 10.0), texts, strict=True)]
+    found = power.curves(snaps)
+    assert power.source_of(found) == power.COUNTER
+    # 10 s idle at 60 W, 5 of them stepping at 400 W: 600 + 340 x 5 J
+    assert power.window_joules(found, np.array([0.0]), np.array([10.0])) == pytest.approx([2300.0], abs=0.01)
+    gauge = next(s for s in snaps[1].samples if s.metric == power.POWER)
+    assert gauge.value == pytest.approx(230.0) and dict(gauge.labels)["gpu"] == "0"
+
+
+def test_spec_sims_power_is_the_boards_or_the_option_and_follows_the_time_scale():
+    assert power_model(GPUS["a100"]) == PowerModel(60.0, 400.0)
+    assert power_model(GPUS["a100"], "50,300", time_scale=2.0) == PowerModel(25.0, 150.0)
+    with pytest.raises(ValueError, match="IDLE,BUSY"):
+        power_model(GPUS["a100"], "300,50")
