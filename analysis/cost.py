@@ -64,6 +64,19 @@ def usd_per_mtok(usd_per_gpu_hour: float, gpus: float, tok_s: float | None) -> f
     return usd_per_gpu_hour * gpus / 3600.0 / tok_s * 1e6
 
 
+def cost_interval(usd_per_gpu_hour: float, gpus: float, throughput: Interval | None) -> Interval | None:
+    """Dollars per million output tokens of a throughput's interval (tok/s): the bounds swap (spec-tune's
+    arms)."""
+    if throughput is None or throughput.estimate is None:
+        return None
+
+    def usd(x: float | None) -> float | None:
+        return None if x is None else usd_per_mtok(usd_per_gpu_hour, gpus, x)
+
+    return Interval(usd(throughput.estimate), usd(throughput.hi), usd(throughput.lo), throughput.confidence,
+                    throughput.method, throughput.units, throughput.unit, throughput.df)
+
+
 def inverse_change(ci: Interval, factor: float = 1.0) -> Interval:
     """The % change of factor / X from X's % change (its interval's bounds swap: the map falls). A change
     of -100% or below (the candidate measured nothing) has no inverse."""
