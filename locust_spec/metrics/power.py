@@ -4,7 +4,8 @@ selected GPUs used inside windows of time (pure; docs/cost.md).
 Two series per GPU, told apart by their labels (`gpu`, `UUID`, `Hostname`, ...):
 `DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION`, a counter of millijoules since the driver loaded, preferred when
 present (it integrates every watt, however seldom it is scraped), and `DCGM_FI_DEV_POWER_USAGE`, a gauge of
-watts (a sample now and then: the energy between scrapes is the trapezoid under them). Either becomes one
+watts (a sample now and then: the energy between scrapes is the trapezoid under them). Values that are not
+finite or negative are left out. Either becomes one
 cumulative energy curve per GPU, read at each window's edges by linear interpolation.
 """
 
@@ -63,10 +64,11 @@ class Curve:
 
 
 def _counter_curve(times: np.ndarray, millijoules: np.ndarray) -> np.ndarray:
-    """The counter's increases summed; a fall is a restart of the exporter or the driver: count from zero."""
+    """The counter's increases summed. A fall (the driver reloaded, or an exporter that misreports) counts
+    nothing for its interval and the counter is read on from its new value: taking the new value as the
+    increase would add a whole lifetime's joules if the fall was no reset to zero."""
     steps = np.diff(millijoules)
-    steps = np.where(steps >= 0, steps, millijoules[1:])
-    return np.concatenate([[0.0], np.cumsum(steps)]) / 1000.0
+    return np.concatenate([[0.0], np.cumsum(np.where(steps >= 0, steps, 0.0))]) / 1000.0
 
 
 def _gauge_curve(times: np.ndarray, watts: np.ndarray) -> np.ndarray:
@@ -86,9 +88,10 @@ def curves(snapshots: Iterable[Snapshot], selection: GpuSelection | None = None)
     for (metric, url, labels), points in sorted(series.items()):
         if metric == POWER and (ENERGY, url, labels) in series:
             continue
-        points.sort()
-        t = np.array([p[0] for p in points])
-        v = np.array([p[1] for p in points])
+        # One value per scrape (a series exposed twice in one answer: the last), in time order.
+        by_time = dict(points)
+        t = np.array(sorted(by_time))
+        v = np.array([by_time[x] for x in t])
         if len(t) < 2:
             continue
         joules = _counter_curve(t, v) if metric == ENERGY else _gauge_curve(t, v)

@@ -124,11 +124,16 @@ def _snap(t, value, metric=ENERGY, labels=(("gpu", "0"),)):
     return Snapshot(t, "http://dcgm/metrics", (Sample(metric, labels, value),))
 
 
-def test_a_counter_that_falls_restarted_and_counts_from_zero():
-    # 1 W for 10 s (10,000 mJ), a restart to 500 mJ, then 1 W again: 10 + 0.5 + 10 J over 20 s
-    snaps = [_snap(0.0, 1e6), _snap(10.0, 1e6 + 1e4), _snap(11.0, 500.0), _snap(21.0, 500.0 + 1e4)]
+def test_a_counter_that_falls_counts_nothing_then_reads_on_from_its_new_value():
+    # 1 W for 10 s (10,000 mJ), a fall to 500 mJ (a reload, or a lie), then 1 W again: 10 + 10 J; a fall
+    # to a value that is no reset (a duplicate series, a bad exporter) must not add its lifetime's joules
+    snaps = [_snap(0.0, 1e9), _snap(10.0, 1e9 + 1e4), _snap(11.0, 500.0), _snap(21.0, 500.0 + 1e4),
+             _snap(22.0, 1e9 + 2e4), _snap(22.0, 500.0 + 1e4), _snap(23.0, 500.0 + 1e4)]
     found = power.curves(snaps)
-    assert power.window_joules(found, np.array([0.0]), np.array([21.0])) == pytest.approx([20.5])
+    assert power.window_joules(found, np.array([0.0]), np.array([21.0])) == pytest.approx([20.0])
+    assert power.window_joules(found, np.array([21.0]), np.array([23.0])) == pytest.approx([0.0])
+    nan = [_snap(0.0, 0.0), _snap(5.0, float("nan")), _snap(6.0, -3.0), _snap(10.0, 1e4)]
+    assert power.window_joules(power.curves(nan), np.array([0.0]), np.array([10.0])) == pytest.approx([10.0])
     # the gauge of the same GPU is not counted twice when the counter is there
     both = power.curves([*snaps, *(_snap(t, 1.0, POWER) for t in (0.0, 21.0))])
     assert len(both) == 1 and power.source_of(both) == power.COUNTER
