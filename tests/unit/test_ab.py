@@ -184,3 +184,19 @@ def test_processes_auto_leaves_a_core_to_servers_on_this_machine(tmp_path, monke
     assert f"1 of the {cores} cores this client may use left to them" in reason
     remote, why = ab.auto_processes("16,256", False, tmp_path, said.append)
     assert remote == min(3, cores) and "40.0 us" in why and "left to them" not in why
+
+
+def test_an_arms_gpu_power_exporter_is_scraped_beside_its_server_and_recorded_only_when_given():
+    assert ab.scraped_urls(None, None, "http://a:8000") is None  # the child's default: HOST/metrics
+    assert ab.scraped_urls(None, "http://a:9400/metrics", "http://a:8000") == \
+        "http://a:8000/metrics http://a:9400/metrics"
+    assert ab.scraped_urls("http://m/metrics", "http://a:9400/metrics", "http://a:8000") == \
+        "http://m/metrics http://a:9400/metrics"
+    metrics = {"baseline": None, "candidate": None}
+    before = ab.servers_record({"baseline": "b", "candidate": "c"}, metrics, False)
+    assert "power_metrics_urls" not in before  # a folder measured before the option still resumes
+    assert before == ab.servers_record({"baseline": "b", "candidate": "c"}, metrics, False,
+                                       {"baseline": None, "candidate": None})
+    given = ab.servers_record({"baseline": "b", "candidate": "c"}, metrics, False,
+                              {"baseline": "http://u:p@a:9400/metrics?t=1", "candidate": None})
+    assert given["power_metrics_urls"] == {"baseline": "http://a:9400/metrics", "candidate": None}
