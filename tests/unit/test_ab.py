@@ -200,3 +200,13 @@ def test_an_arms_gpu_power_exporter_is_scraped_beside_its_server_and_recorded_on
     given = ab.servers_record({"baseline": "b", "candidate": "c"}, metrics, False,
                               {"baseline": "http://u:p@a:9400/metrics?t=1", "candidate": None})
     assert given["power_metrics_urls"] == {"baseline": "http://a:9400/metrics", "candidate": None}
+
+
+def test_the_start_line_says_a_levels_length_and_why_it_is_twice_the_stage_time():
+    from locust_spec.core.design import Design
+
+    interleaved = Design.planned("interleaved", [1, 64], 60.0, 1.0, 2, target_block_s=5.0)
+    assert ab.level_length_text(interleaved) == "60s each: --stage-time 30s per arm, in turns"
+    simultaneous = Design.planned("simultaneous", [1, 64], 30.0, 1.0, 2, target_block_s=5.0)
+    assert ab.level_length_text(simultaneous) == "30s each"
+    assert ab.level_length_text(Design.planned("sequential", [1], 30.0, 1.0, 2)) == "30s each"
