@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .. import provenance
+from .. import cost, provenance
 from ..model import (
     NO_DETECTION,
     ArmMetrics,
@@ -66,6 +66,10 @@ def rows(lv: LevelVerdict) -> list[tuple[str, str, str, str]]:
         change = lv.changes.get(key)
         out.append((label, cell(lv.baseline, key, fmt), cell(lv.candidate, key, fmt),
                     "" if change is None or change.estimate is None else fmt_change(change)))
+    for value in lv.economy:
+        label, fmt = cost.LABELS[value.key]
+        out.append((label, *("-" if v is None else fmt.format(v) for v in (value.baseline, value.candidate)),
+                    "" if value.change.estimate is None else fmt_change(value.change)))
     return out
 
 
