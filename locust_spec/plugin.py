@@ -103,6 +103,11 @@ def _on_init(environment, web_ui=None, **_kw) -> None:
         # An unusable --metrics-url stops every process at start (a worker would otherwise wait for a
         # master that has gone), in one line that holds none of its secrets.
         scraper.check_url_options(environment.parsed_options, os.environ)
+        # Options that cannot run together (a level of too many arrivals) stop it at start too.
+        openloop.check_run(environment.parsed_options)
+        check_ladder = getattr(environment.shape_class, "check_options", None)
+        if check_ladder is not None:
+            check_ladder(environment.parsed_options)
     except ValueError as e:
         raise SystemExit(f"locust-spec: {e}") from None
     guard.guard_environment(environment, web_ui)

@@ -14,12 +14,12 @@ from locust.env import Environment
 
 from locust_spec.ab import cli as ab
 from locust_spec.client.client import hold_until
-from locust_spec.core.arrivals import ArrivalPlan, arrivals
+from locust_spec.core.arrivals import GAMMA, MAX_RATE, ArrivalPlan, arrivals, check_level_arrivals
 from locust_spec.core.level import Level, LevelBoard, runner_users
 from locust_spec.recording.ledger import MAX_LATENESS_P99_MS, ArrivalLedger
 from locust_spec.recording.records import make_row
 from locust_spec.recording.timeline import CLIENT_FIELDS, Timeline
-from locust_spec.wiring.openloop import LOCAL_SLOT, ArrivalQueue
+from locust_spec.wiring.openloop import LOCAL_SLOT, ArrivalQueue, check_run, parse_burstiness, parse_rate
 from locust_spec.wiring.run import SpecRun, attach
 from locust_spec.wiring.shape import ConcurrencyLadder, parse_rates
 
@@ -184,3 +184,34 @@ def test_an_arrival_is_never_sent_before_it_is_due():
     started = time.perf_counter()
     hold_until(time.time() + 60)  # a clock stepped back: held a few milliseconds, not a minute
     assert time.perf_counter() - started < 0.05
+
+
+def test_rates_burstiness_and_a_levels_arrivals_are_bounded_with_one_line_refusals():
+    # before: --rate 1e9 ran, and counting its arrivals held the loop for minutes, deaf to SIGTERM
+    with pytest.raises(ValueError, match="1e\\+09 requests per second is above the 10000 allowed"):
+        parse_rate("1e9")
+    assert parse_rate("10000") == MAX_RATE
+    # before: --burstiness 1e-9 drew 68.5 million arrivals for a 10 req/s, 5 s level
+    for bad in ("1e-9", "0.01", "1e6", "nan", "inf"):
+        with pytest.raises(ValueError, match="burstiness must be between 0.05 and 1000"):
+            parse_burstiness(bad)
+    with pytest.raises(ValueError, match="burstiness must be a number"):
+        parse_burstiness("lots")
+    assert parse_burstiness("0.05") == 0.05 and parse_burstiness("1000") == 1000.0
+    with pytest.raises(ValueError, match="burstiness"):
+        ArrivalPlan(10, GAMMA, 1e-9)
+    check_level_arrivals(1000, 5000)  # exactly the most a level may schedule
+    with pytest.raises(ValueError, match="is 5,000,010 arrivals in one level, above the 5,000,000 allowed"):
+        check_level_arrivals(1000, 5000.01)
+
+
+def test_a_plain_rate_and_a_rate_ladder_are_refused_at_start_when_a_level_is_too_long():
+    with pytest.raises(ValueError, match="10000 requests per second for 3600 s"):
+        check_run(Namespace(rate="10000", run_time=3600, rates=None))
+    check_run(Namespace(rate="10000", run_time=60, rates=None))
+    check_run(Namespace(rate="10000", run_time=None, rates=None))  # the web UI's endless test: counted on
+    ladder = {"levels": "1", "warmup": "0s", "max_concurrency": None, "arrival": "poisson", "burstiness": "1",
+              "seed": 0, "rate": None}
+    with pytest.raises(ValueError, match="5000 requests per second for 1200 s"):
+        ConcurrencyLadder.check_options(Namespace(**ladder, rates="1,5000", stage_time="20m"))
+    ConcurrencyLadder.check_options(Namespace(**ladder, rates="1,5000", stage_time="60s"))
