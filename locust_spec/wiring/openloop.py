@@ -65,11 +65,35 @@ def parse_rate(text: str) -> float:
     return check_rate(value)
 
 
+def users_refusal(users: int, processes: int) -> str | None:
+    """Why an open loop cannot run `users` on `processes` load generators, or None. Every process takes a
+    share of the arrivals, but Locust gives a process no user when there are fewer users than processes:
+    that process never sends its share, and never says it is ready (a run sent 0 requests, exit 0)."""
+    if processes <= 1 or users >= processes:
+        return None
+    return (f"--rate sends through Locust's users, and each of the {processes} processes sends a share of "
+            f"the arrivals: {users} user{'s' if users != 1 else ''} leave{'s' if users == 1 else ''} a "
+            f"process none; give -u {processes} or more")
+
+
 def check_run(options) -> None:
     """Refuse a plain `--rate` whose one level (the whole `-t`) would schedule too many arrivals."""
     rate, run_time = getattr(options, "rate", None), getattr(options, "run_time", None)
     if rate and run_time and not getattr(options, "rates", None):
         check_level_arrivals(parse_rate(str(rate)), float(run_time))
+
+
+def check_processes(options, master: bool) -> None:
+    """A headless plain `--rate` on several processes (`--processes N`: the master and each worker it forks
+    know N, so all stop at once; a master's `--expect-workers N`): refuse at start when its users cannot
+    reach every process (users_refusal)."""
+    if not getattr(options, "rate", None) or getattr(options, "rates", None) or not options.headless:
+        return
+    processes = getattr(options, "processes", None) or (
+        getattr(options, "expect_workers", 1) if master else 1)
+    why = users_refusal(int(getattr(options, "num_users", None) or 1), int(processes or 1))
+    if why is not None:
+        raise ValueError(why)
 
 
 def parse_burstiness(text: str) -> float:

@@ -19,7 +19,15 @@ from locust_spec.core.level import Level, LevelBoard, runner_users
 from locust_spec.recording.ledger import MAX_LATENESS_P99_MS, ArrivalLedger
 from locust_spec.recording.records import make_row
 from locust_spec.recording.timeline import CLIENT_FIELDS, Timeline
-from locust_spec.wiring.openloop import LOCAL_SLOT, ArrivalQueue, check_run, parse_burstiness, parse_rate
+from locust_spec.wiring.openloop import (
+    LOCAL_SLOT,
+    ArrivalQueue,
+    check_processes,
+    check_run,
+    parse_burstiness,
+    parse_rate,
+    users_refusal,
+)
 from locust_spec.wiring.run import SpecRun, attach
 from locust_spec.wiring.shape import ConcurrencyLadder, parse_rates
 
@@ -215,3 +223,26 @@ def test_a_plain_rate_and_a_rate_ladder_are_refused_at_start_when_a_level_is_too
     with pytest.raises(ValueError, match="5000 requests per second for 1200 s"):
         ConcurrencyLadder.check_options(Namespace(**ladder, rates="1,5000", stage_time="20m"))
     ConcurrencyLadder.check_options(Namespace(**ladder, rates="1,5000", stage_time="60s"))
+
+
+def test_an_open_loop_on_more_processes_than_users_is_refused_not_run_silent():
+    # before: --rate 20 --processes 2 without -u: one user on one worker, the other never ready; 30 s,
+    # 0 requests, exit 0
+    assert users_refusal(1, 2) == ("--rate sends through Locust's users, and each of the 2 processes sends a "
+                                   "share of the arrivals: 1 user leaves a process none; give -u 2 or more")
+    assert "3 users leave a process none; give -u 4" in users_refusal(3, 4)
+    assert users_refusal(2, 2) is None and users_refusal(1, 1) is None and users_refusal(0, 1) is None
+
+    def options(**kw):
+        return Namespace(**{"rate": "20", "rates": None, "headless": True, "num_users": None,
+                            "processes": None, "expect_workers": 1, **kw})
+
+    for forked in (False, True):  # the master of --processes and each worker it forks
+        with pytest.raises(ValueError, match="give -u 2 or more"):
+            check_processes(options(processes=2), master=not forked)
+    with pytest.raises(ValueError, match="give -u 3 or more"):
+        check_processes(options(expect_workers=3, num_users=2), master=True)
+    check_processes(options(processes=2, num_users=2), master=True)
+    check_processes(options(expect_workers=3), master=False)  # a worker of its own: it knows no count
+    check_processes(options(processes=2, headless=False), master=True)  # the web UI's form: at test start
+    check_processes(options(processes=2, rate=None), master=True)  # closed loop: Locust spreads users
