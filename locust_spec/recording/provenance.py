@@ -31,8 +31,8 @@ from pathlib import Path
 import orjson
 
 from locust_spec.client.http_fetch import display_url
-from locust_spec.client.settings import DEFAULT_MAX_TOKENS
 from locust_spec.core.formats import EVERYTHING, Selection
+from locust_spec.core.max_tokens import DEFAULT_MAX_TOKENS
 from locust_spec.core.prompts import PromptError, PromptFiles, describe_sets, prompt_specs
 from locust_spec.core.resources import installed_version
 from locust_spec.core.runfiles import RUN_SCHEMA
