@@ -33,7 +33,7 @@ from locust_spec.core.arrivals import ARRIVALS, POISSON
 from locust_spec.core.design import Design
 from locust_spec.core.formats import EVERYTHING, TURNS, Selection
 from locust_spec.core.hosts import on_this_machine
-from locust_spec.core.prompts import Prompt, PromptError, load_prompt_set, parse_weighted
+from locust_spec.core.prompts import Prompt, PromptError, PromptFiles, load_prompt_set, parse_weighted
 from locust_spec.core.resources import locustfile
 from locust_spec.core.runfiles import RunFiles
 from locust_spec.recording.scraper import TOKEN_ENV
@@ -218,12 +218,17 @@ class AbError(Exception):
     """A failure the user sees as one line."""
 
 
+PROMPT_FILES = PromptFiles()
+"""The prompt files this command has read: the preflight and every arm's priming ask for the prompts, and a
+700 MB ShareGPT dump is read once."""
+
+
 def load_prompts(load: Load) -> list[Prompt]:
     """Every prompt of the run's sets that its filters keep, once each."""
     try:
         specs = load.prompts or ("all",)
         found = {p.id: p for spec in specs
-                 for p in load_prompt_set(parse_weighted(spec)[0], load.selection)}
+                 for p in load_prompt_set(parse_weighted(spec)[0], load.selection, PROMPT_FILES)}
         if not found:
             raise PromptError(f"no prompt passes the filters ({load.selection.describe()})")
         return list(found.values())

@@ -8,6 +8,7 @@ import tracemalloc
 
 import pytest
 
+from locust_spec.ab import cli as ab
 from locust_spec.core import formats, prompts
 from locust_spec.core.formats import PromptError, Selection, read_prompts
 from locust_spec.core.prompts import PromptFiles, PromptSampler, describe_sets, load_prompt_set
@@ -262,3 +263,17 @@ def test_a_process_reads_each_prompt_file_once_whatever_reads_it(tmp_path, monke
     write_jsonl(path, [{"prompt": "changed"}])
     assert [p.messages[0]["content"] for p in files.read(path, limited)] == ["changed"]
     assert len(reads) == 2
+
+
+def test_spec_ab_reads_each_prompt_file_once_for_its_preflight_and_every_arms_priming(tmp_path, monkeypatch):
+    path = write_jsonl(tmp_path / "ab.jsonl", [{"prompt": f"p{i}"} for i in range(20)])
+    reads = []
+
+    def counted(*args):
+        reads.append(args[0])
+        return read_prompts(*args)
+
+    monkeypatch.setattr(prompts, "read_prompts", counted)
+    load = ab.Load((str(path),), None, False, 0, "m", 1)
+    assert [len(ab.load_prompts(load)) for _ in range(3)] == [20, 20, 20]
+    assert reads == [path]
