@@ -223,6 +223,8 @@ def test_a_plain_rate_and_a_rate_ladder_are_refused_at_start_when_a_level_is_too
     with pytest.raises(ValueError, match="5000 requests per second for 1200 s"):
         ConcurrencyLadder.check_options(Namespace(**ladder, rates="1,5000", stage_time="20m"))
     ConcurrencyLadder.check_options(Namespace(**ladder, rates="1,5000", stage_time="60s"))
+    with pytest.raises(ValueError, match="5000 requests per second for 1200 s"):  # spec-ab and spec-tune's
+        ab.Ladder("1", "20m", "0s", "1,5000").check()
 
 
 def test_an_open_loop_on_more_processes_than_users_is_refused_not_run_silent():
