@@ -244,15 +244,21 @@ def test_a_deeply_nested_or_endless_row_is_one_line_not_a_traceback(tmp_path, mo
         read_prompts(tmp_path / "cut.json")
 
 
-def test_a_process_reads_each_prompt_file_once_whatever_reads_it(tmp_path, monkeypatch):
-    path = write_jsonl(tmp_path / "mine.jsonl", [{"prompt": f"p{i}"} for i in range(50)])
-    reads = []
+@pytest.fixture
+def reads(monkeypatch) -> list:
+    """The prompt files parsed (read_prompts, the parser itself, run as it is), in order."""
+    parsed: list = []
 
     def counted(*args):
-        reads.append(args[0])
+        parsed.append(args[0])
         return read_prompts(*args)
 
     monkeypatch.setattr(prompts, "read_prompts", counted)
+    return parsed
+
+
+def test_a_process_reads_each_prompt_file_once_whatever_reads_it(tmp_path, reads):
+    path = write_jsonl(tmp_path / "mine.jsonl", [{"prompt": f"p{i}"} for i in range(50)])
     files, limited = PromptFiles(), Selection(limit=5)
     # the sampler at start, the one of each test, and PREFIX_run.json's description (before: three reads,
     # the last ignoring the limit)
@@ -265,15 +271,8 @@ def test_a_process_reads_each_prompt_file_once_whatever_reads_it(tmp_path, monke
     assert len(reads) == 2
 
 
-def test_spec_ab_reads_each_prompt_file_once_for_its_preflight_and_every_arms_priming(tmp_path, monkeypatch):
+def test_spec_ab_reads_each_prompt_file_once_for_its_preflight_and_every_arms_priming(tmp_path, reads):
     path = write_jsonl(tmp_path / "ab.jsonl", [{"prompt": f"p{i}"} for i in range(20)])
-    reads = []
-
-    def counted(*args):
-        reads.append(args[0])
-        return read_prompts(*args)
-
-    monkeypatch.setattr(prompts, "read_prompts", counted)
     load = ab.Load((str(path),), None, False, 0, "m", 1)
     assert [len(ab.load_prompts(load)) for _ in range(3)] == [20, 20, 20]
     assert reads == [path]
