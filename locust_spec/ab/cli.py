@@ -9,9 +9,9 @@ import os
 import shutil
 import signal
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,7 +35,7 @@ from locust_spec.core.design import Design
 from locust_spec.core.formats import EVERYTHING, TURNS, Selection
 from locust_spec.core.hosts import on_this_machine
 from locust_spec.core.ladder import parse_duration, parse_levels, parse_stage_time
-from locust_spec.core.prompts import Prompt, PromptError, load_prompt_set, parse_weighted
+from locust_spec.core.prompts import Prompt, PromptError, PromptFiles, load_prompt_set, parse_weighted
 from locust_spec.core.resources import locustfile
 from locust_spec.core.runfiles import RunFiles
 from locust_spec.metrics.power import GpuSelection
@@ -224,12 +224,17 @@ class AbError(Exception):
     """A failure the user sees as one line."""
 
 
+PROMPT_FILES = PromptFiles()
+"""The prompt files this command has read: the preflight and every arm's priming ask for the prompts, and a
+700 MB ShareGPT dump is read once."""
+
+
 def load_prompts(load: Load) -> list[Prompt]:
     """Every prompt of the run's sets that its filters keep, once each."""
     try:
         specs = load.prompts or ("all",)
         found = {p.id: p for spec in specs
-                 for p in load_prompt_set(parse_weighted(spec)[0], load.selection)}
+                 for p in load_prompt_set(parse_weighted(spec)[0], load.selection, PROMPT_FILES)}
         if not found:
             raise PromptError(f"no prompt passes the filters ({load.selection.describe()})")
         return list(found.values())
@@ -266,9 +271,11 @@ PRIME_CHUNK = 32
 """Prompts per priming call: the count shown while priming moves at least this often (8 at a time)."""
 
 
-def prime_arm(arm: str, host: str, load: Load, display: progress.Display) -> None:
+def prime_arm(arm: str, host: str, load: Load, display: progress.Display,
+              stop: threading.Event | None = None) -> None:
     """Send every prompt once before the arm's first sweep (see server_api.prime: a fair prefix cache),
-    saying how far it got every few seconds (against real vLLM it takes minutes)."""
+    saying how far it got every few seconds (against real vLLM it takes minutes); no more once `stop` is
+    set."""
     api_key = os.environ.get("OPENAI_API_KEY", "")
     prompts = load_prompts(load)
     try:
@@ -281,7 +288,9 @@ def prime_arm(arm: str, host: str, load: Load, display: progress.Display) -> Non
     with progress.phase(display, lambda s: f"{arm}: priming the prefix cache, {sent}/{len(prompts)} "
                                            f"prompts sent ({s:.0f}s)"):
         for i in range(0, len(prompts), PRIME_CHUNK):
-            result = server_api.prime(host, prompts[i:i + PRIME_CHUNK], model, api_key)
+            if stop is not None and stop.is_set():
+                return
+            result = server_api.prime(host, prompts[i:i + PRIME_CHUNK], model, api_key, stop=stop)
             sent, failed = sent + result.sent, failed + result.failed
             first_error = first_error or result.first_error
     if failed == sent:
@@ -295,9 +304,13 @@ def prime_arm(arm: str, host: str, load: Load, display: progress.Display) -> Non
 def prime_arms(hosts: dict[str, str], load: Load, display: progress.Display) -> None:
     """Prime every given arm's server ({arm: host}) at the same time: the arms of a session start together,
     and a server waiting for its turn to be primed is time lost."""
-    with ThreadPoolExecutor(max_workers=max(1, len(hosts))) as pool:
-        for done in [pool.submit(prime_arm, arm, host, load, display) for arm, host in hosts.items()]:
-            done.result()
+    stop = threading.Event()
+    try:
+        server_api.each_until(lambda pair: prime_arm(*pair, load, display, stop), list(hosts.items()),
+                              len(hosts))
+    except KeyboardInterrupt:  # Ctrl-C or SIGTERM: no prompt more, and no wait for those in flight
+        stop.set()
+        raise
 
 
 def clear_previous(out: Path) -> None:
