@@ -18,7 +18,7 @@ from pathlib import Path
 
 import click
 
-from locust_spec.ab import capacity, children, keep, preflight, progress, sessions
+from locust_spec.ab import capacity, children, keep, outdir, preflight, progress, sessions
 from locust_spec.ab.children import ARMS, CLIENT_CPU, ChildError
 from locust_spec.ab.sessions import Run, SessionError, schedule
 from locust_spec.analysis import aa, api
@@ -37,6 +37,7 @@ from locust_spec.core.prompts import Prompt, PromptError, load_prompt_set, parse
 from locust_spec.core.resources import locustfile
 from locust_spec.core.runfiles import RunFiles
 from locust_spec.recording.scraper import TOKEN_ENV
+from locust_spec.recording.writes import write_whole
 from locust_spec.sim import roofline
 from locust_spec.wiring.openloop import parse_burstiness
 from locust_spec.wiring.shape import (
@@ -294,21 +295,13 @@ def prime_arms(hosts: dict[str, str], load: Load, display: progress.Display) -> 
             done.result()
 
 
-def clear_previous(out: Path) -> None:
-    """Remove what an earlier spec-ab wrote into `out` (only its own files), so runs never mix: with
-    --overwrite, once the preflight has passed."""
-    for arm in ARMS:
-        shutil.rmtree(out / arm, ignore_errors=True)
-    for name in (*VERDICT_FILES, aa.FILE, keep.SETTINGS_FILE, *keep.LOGS):
-        (out / name).unlink(missing_ok=True)
+OWN_DIRS = (*ARMS, keep.CALIBRATION, keep.STAGING)
+OWN_FILES = (*VERDICT_FILES, aa.FILE, keep.SETTINGS_FILE, *sorted(keep.LOGS))
+"""What spec-ab keeps at the top of its folder: anything else of these names is refused (outdir.py)."""
 
 
 REFUSAL_OPTIONS = ("--overwrite replaces them (once the preflight has passed)",
                    "--resume keeps the repeats that finished with the same settings and measures the rest")
-
-
-def folder_entries(out: Path) -> list[str]:
-    return sorted(p.name for p in out.iterdir()) if out.is_dir() else []
 
 
 def servers_record(where: dict[str, str], metrics: dict[str, str | None], self_test: bool) -> dict:
@@ -571,13 +564,17 @@ def main(baseline: str | None, candidate: str | None, levels: str | None, stage_
         raise click.BadParameter(str(exc)) from None
     prompts = prompts or (DEMO_PROMPTS if simulated else ())
     # Before --processes auto, whose calibration would write into the folder.
-    held = keep.results(folder_entries(out))
-    refused = None if overwrite or resume else keep.refusal("spec-ab", out, held, REFUSAL_OPTIONS)
-    if refused:
-        click.echo(refused, err=True)
+    folder = outdir.Folder(out, "spec-ab")
+    try:
+        held = folder.enter(lambda: keep.admit(folder, REFUSAL_OPTIONS, overwrite, resume, OWN_DIRS,
+                                               OWN_FILES))
+    except outdir.FolderError as exc:
+        click.echo(str(exc), err=True)
         sys.exit(2)
     display = progress.Display(sys.stdout)
     if processes == "auto":
+        for prefix in capacity.PREFIXES:
+            folder.prefix(out / keep.CALIBRATION / prefix)
         streams = (max_concurrency or DEFAULT_MAX_CONCURRENCY) if ladder.rates else None
         at_once = len(ARMS) if design == designs.SIMULTANEOUS else 1
         processes, reason = auto_processes(ladder.levels, simulated, out,
@@ -618,14 +615,18 @@ def main(baseline: str | None, candidate: str | None, levels: str | None, stage_
                     f"{len(todo)} of {len(plans)} session(s) to measure")
         for note in resumed.notes:
             display.say(f"spec-ab: --resume: {note}")
+        own(folder, runs)  # what it kept is the settings' own spec-ab's: a later --overwrite replaces it
     replacing = overwrite and bool(held)
     logs = out / keep.STAGING if replacing else out
     previous = signal.signal(signal.SIGTERM, raise_interrupt)
-    out.mkdir(parents=True, exist_ok=True)
     done: list[Run] = [r for s in plans if s not in todo for r in s.runs]
     primed: set[str] = set()
     try:
         if todo:
+            if logs != out:
+                folder.dir(logs)
+            for name in sorted(keep.LOGS):
+                folder.file(logs / name)
             logs.mkdir(exist_ok=True)
             with _servers(simulated, logs, time_scale, sim_gpu, sim_config, baseline, candidate,
                           self_test, resume, display) as urls:
@@ -639,7 +640,7 @@ def main(baseline: str | None, candidate: str | None, levels: str | None, stage_
                             f"({steps}, {plan.stage_s:g}s each) on {where_text} -> {out}")
                 if not skip_preflight:
                     run_preflight(urls, metrics, load, display, ARMS[:1] if self_test else ARMS)
-                start_writing(out, logs, record, todo, display)
+                start_writing(folder, logs, record, runs, todo, display)
 
                 def command(run: Run, run_design: Design) -> tuple[list[str], dict[str, str]]:
                     cmd = locust_command(run, base_url(urls[run.arm]), ladder, load, run_design)
@@ -653,6 +654,8 @@ def main(baseline: str | None, candidate: str | None, levels: str | None, stage_
                         primed.update(fresh)
                     sessions.run(session, command, display)
                     done.extend(session.runs)
+        for name in (*VERDICT_FILES, aa.FILE):
+            folder.file(out / name)
         verdict = write_verdict(out, runs, display, serving_concurrency)
         if self_test:
             found = aa.self_test(verdict)
@@ -683,22 +686,32 @@ def main(baseline: str | None, candidate: str | None, levels: str | None, stage_
             shutil.rmtree(logs, ignore_errors=True)  # our own staging folder: the preflight failed
 
 
-def start_writing(out: Path, logs: Path, record: dict, todo: list[sessions.Session],
-                  display: progress.Display) -> None:
-    """Once the preflight has passed: under --overwrite clear the earlier results and move the running
-    simulators' logs in (they keep writing to them); the unfinished sessions' leftovers go (they are
-    measured again); spec-ab.json records the servers."""
+def start_writing(folder: outdir.Folder, logs: Path, record: dict, runs: list[Run],
+                  todo: list[sessions.Session], display: progress.Display) -> None:
+    """Once the preflight has passed: under --overwrite clear the earlier results (what spec-ab wrote, its
+    record says: outdir.py) and move the running simulators' logs in (they keep writing to them); the
+    unfinished sessions' leftovers go (they are measured again); spec-ab.json records the servers."""
+    out = folder.root
     if logs != out:
-        clear_previous(out)
+        folder.clear(spare=(keep.CALIBRATION, keep.STAGING))
         for log in logs.iterdir():
-            os.replace(log, out / log.name)
+            os.replace(log, folder.file(out / log.name))
         logs.rmdir()
         display.say(f"spec-ab: --overwrite: cleared the earlier results in {out}")
+    own(folder, runs)
     for session in todo:
         for run in session.runs:
             for path in sessions.run_files(run):
                 path.unlink(missing_ok=True)
-    (out / keep.SETTINGS_FILE).write_text(json.dumps(record, indent=2) + "\n")
+    write_whole(folder.file(out / keep.SETTINGS_FILE), (json.dumps(record, indent=2) + "\n").encode())
+
+
+def own(folder: outdir.Folder, runs: list[Run]) -> None:
+    """Record the runs' files (by prefix) and spec-ab's other files in the folder as its own."""
+    for run in runs:
+        folder.prefix(run.prefix)
+    for name in (keep.SETTINGS_FILE, *sorted(keep.LOGS)):
+        folder.file(folder.root / name)
 
 
 def design_text(plan: Design) -> str:

@@ -20,10 +20,11 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from locust_spec.ab import outdir
 from locust_spec.core.design import Design
 
 SETTINGS_FILE = "spec-ab.json"
@@ -44,21 +45,43 @@ END_SLACK_S = 0.5
 """A run whose record ended this much before its ladder's end was stopped early (a hard kill of spec-ab)."""
 
 
-def results(entries: Sequence[str]) -> list[str]:
-    """The folder's entries that may be a user's results: all but spec-ab's own logs and its record of the
-    servers (alone, they are what a run whose preflight failed, or that stopped in its first session,
-    leaves)."""
-    return sorted(e for e in entries if e not in LOGS and e not in (STAGING, SETTINGS_FILE, CALIBRATION))
+def results(entries: Sequence[str], mine: Collection[str] = ()) -> list[str]:
+    """The folder's entries that may be a user's results: all but the record of what the tool wrote and its
+    lock (ab/outdir.py), and, where that record lists them (`mine`: its top-level names), spec-ab's own
+    logs, its record of the servers and its calibration (alone, they are what a run whose preflight failed,
+    or that stopped in its first session, leaves; a user's file of one of those names is a result)."""
+    own = (LOGS | {STAGING, SETTINGS_FILE, CALIBRATION}) & set(mine)
+    return sorted(e for e in entries if e not in own and e not in (outdir.RECORD, outdir.LOCK))
 
 
-def refusal(command: str, out: Path, entries: Sequence[str], options: Sequence[str]) -> str | None:
-    """The one line that refuses a folder holding results (None: go ahead). `options` are the ways on that
-    the command offers (--overwrite, --resume), as `--x: what it does` texts."""
-    found = results(entries)
+def refusal(command: str, out: Path, found: Sequence[str], options: Sequence[str]) -> str | None:
+    """The one line that refuses a folder holding results (`found`, from `results`; None: go ahead).
+    `options` are the ways on that the command offers (--overwrite, --resume), as `--x: what it does`
+    texts."""
     if not found:
         return None
     shown = ", ".join(found[:3]) + (f" and {len(found) - 3} more" if len(found) > 3 else "")
     return f"{command}: {out} already holds results ({shown}), left untouched; {'; '.join(options)}"
+
+
+def admit(folder: outdir.Folder, options: Sequence[str], overwrite: bool, resume: bool,
+          dirs: Sequence[str], files: Sequence[str]) -> list[str]:
+    """The results the folder holds, once it may be used as asked (outdir.FolderError, one line, when
+    not): no link or wrong-type entry in it (`dirs`, `files`: the tool's own names); with --overwrite
+    nothing the tool did not write; without --overwrite or --resume no result."""
+    entries = folder.entries()
+    folder.check(entries, dirs, files)
+    owned = folder.owned()
+    held = results([e.rel for e in entries if "/" not in e.rel], owned.top())
+    if overwrite:
+        folder.check_overwrite(entries, owned)
+    elif held and not resume:
+        raise outdir.FolderError(refusal(folder.tool, folder.root, held, options))
+    elif held and not any(e.rel == SETTINGS_FILE and e.kind == "file" for e in entries):
+        raise outdir.FolderError(f"{folder.tool}: --resume refused, {folder.root} left untouched: it has "
+                                 f"no readable {SETTINGS_FILE} (not written by this spec-ab); give another "
+                                 "--out")
+    return held
 
 
 @dataclass(frozen=True)

@@ -119,15 +119,6 @@ def test_bad_ladder_options_are_refused_before_anything_starts(tmp_path):
         assert not (tmp_path / "run").exists()
 
 
-def test_a_previous_run_in_the_folder_is_replaced_but_other_files_are_kept(tmp_path):
-    ours = ("baseline/r0_requests.csv", "candidate/r1.log", "verdict.json", "report.md", "sim-baseline.log")
-    for name in (*ours, "notes.txt"):
-        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
-        (tmp_path / name).write_text("old")
-    ab.clear_previous(tmp_path)
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"]
-
-
 def test_a_failed_process_is_explained_by_its_first_error_line():
     log = ("[2026-01-01 00:00:00,000] vm/INFO/locust.main: Starting Locust\n"
            "[2026-01-01 00:00:01,000] vm/ERROR/locust_spec.plugin: locust-spec: cannot read the "

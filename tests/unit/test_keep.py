@@ -57,11 +57,15 @@ def test_a_folder_with_results_is_refused_in_one_line_naming_both_ways_on():
 
 
 def test_an_empty_folder_or_one_holding_only_spec_abs_own_logs_is_no_result():
-    assert keep.refusal("spec-ab", OUT, [], ab.REFUSAL_OPTIONS) is None
-    # what a run whose preflight failed, or that stopped in its first session, leaves
-    assert keep.refusal("spec-ab", OUT, ["sim-baseline.log", "sim-candidate.log", "spec-ab.json"],
-                        ab.REFUSAL_OPTIONS) is None
-    assert keep.results(["notes.txt", "sim-baseline.log"]) == ["notes.txt"], "anyone's file counts"
+    assert keep.refusal("spec-ab", OUT, keep.results([]), ab.REFUSAL_OPTIONS) is None
+    # what a run whose preflight failed, or that stopped in its first session, leaves: its record lists them
+    left = ["sim-baseline.log", "sim-candidate.log", "spec-ab.json", ".locust-spec-files",
+            ".locust-spec.lock"]
+    assert keep.results(left, mine={"sim-baseline.log", "sim-candidate.log", "spec-ab.json"}) == []
+    assert keep.results(["notes.txt", "sim-baseline.log"], mine={"sim-baseline.log"}) == ["notes.txt"], \
+        "anyone's file counts"
+    assert keep.results(["sim-baseline.log", "spec-ab.json"]) == ["sim-baseline.log", "spec-ab.json"], \
+        "a file of spec-ab's names that its record does not list is someone's: truncating it loses it"
 
 
 def test_locust_options_leave_out_what_differs_between_any_two_runs():
