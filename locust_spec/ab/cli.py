@@ -625,7 +625,7 @@ def main(baseline: str | None, candidate: str | None, levels: str | None, stage_
         if todo:
             if logs != out:
                 folder.dir(logs)
-            for name in sorted(keep.LOGS):
+            for name in sorted(keep.LOGS) if simulated else ():
                 folder.file(logs / name)
             logs.mkdir(exist_ok=True)
             with _servers(simulated, logs, time_scale, sim_gpu, sim_config, baseline, candidate,
@@ -707,11 +707,12 @@ def start_writing(folder: outdir.Folder, logs: Path, record: dict, runs: list[Ru
 
 
 def own(folder: outdir.Folder, runs: list[Run]) -> None:
-    """Record the runs' files (by prefix) and spec-ab's other files in the folder as its own."""
+    """Record the runs' files (by prefix), spec-ab.json and the simulators' logs there as spec-ab's own."""
     for run in runs:
         folder.prefix(run.prefix)
     for name in (keep.SETTINGS_FILE, *sorted(keep.LOGS)):
-        folder.file(folder.root / name)
+        if name == keep.SETTINGS_FILE or (folder.root / name).is_file():
+            folder.file(folder.root / name)
 
 
 def design_text(plan: Design) -> str:

@@ -107,7 +107,8 @@ Command = Callable[[Run, Design], tuple[list[str], dict[str, str]]]
 
 def run(session: Session, command: Command, display: progress.Display) -> None:
     """Start every run of the session, show progress until all end; on any failure or interrupt stop
-    them all and discard the session's files (finished sessions are kept)."""
+    them all and discard the session's files but its logs (finished sessions are kept; a failure's line
+    names the log that says more)."""
     plan = session.design
     # under a blocked design the clock's zero is provisional until every process has said it is up
     provisional = time.time() + READY_WAIT_S if plan.blocked else None
@@ -134,7 +135,8 @@ def run(session: Session, command: Command, display: progress.Display) -> None:
             children.stop(proc)
         for r in session.runs:
             for path in run_files(r):
-                path.unlink(missing_ok=True)
+                if path != r.prefix.with_suffix(".log"):
+                    path.unlink(missing_ok=True)
         raise
     finally:
         if meeting is not None:
@@ -205,4 +207,9 @@ def _ok(r: Run, proc: subprocess.Popen) -> bool:
 
 def _failure(r: Run, proc: subprocess.Popen) -> str:
     log = r.prefix.with_suffix(".log")
-    return f"locust ({r.arm} r{r.repeat}) failed, exit {proc.returncode}: {children.reason(log)} (log: {log})"
+    if proc.returncode < 0:  # a signal from outside (spec-ab stops its children only after a failure)
+        how = f"killed by {children.signal_name(-proc.returncode)} mid-run (not by spec-ab: the kernel's " \
+              "out-of-memory killer, or someone on this machine)"
+    else:
+        how = f"failed, exit {proc.returncode}: {children.reason(log)}"
+    return f"locust ({r.arm} r{r.repeat}) {how} (log: {log})"

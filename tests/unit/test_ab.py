@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import io
 import json
+import sys
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 from locust.util.load_locustfile import load_locustfile
 from locust_spec.analysis.model import ArmMetrics, LevelVerdict, Verdict
 
-from locust_spec.ab import capacity, children
+from locust_spec.ab import capacity, children, progress, sessions
 from locust_spec.ab import cli as ab
 from locust_spec.client.http_fetch import METRICS_URLS_ENV
+from locust_spec.core.design import SEQUENTIAL
 from locust_spec.wiring.shape import ConcurrencyLadder
 
 OUT = Path("runs/x")
@@ -117,6 +121,21 @@ def test_bad_ladder_options_are_refused_before_anything_starts(tmp_path):
         assert result.exit_code == 2, (args, result.output)
         assert "Error: Invalid value" in result.output
         assert not (tmp_path / "run").exists()
+
+
+def test_a_locust_killed_mid_level_is_said_so_and_its_log_is_kept(tmp_path):
+    # A child that prints a stats line (the last words of a killed Locust's log) and is then killed.
+    script = "import os, signal; print(' Name | # reqs', flush=True); os.kill(os.getpid(), signal.SIGKILL)"
+    runs = ab.schedule(1, tmp_path, ("baseline",))
+    (session,) = sessions.sessions(runs, ab.Ladder("1", "2s", "0s").design(SEQUENTIAL, 1, "1s"))
+    display = progress.Display(io.StringIO(), tty=False)
+    with pytest.raises(sessions.SessionError) as failed:
+        sessions.run(session, lambda run, design: ([sys.executable, "-c", script], {}), display)
+    log = tmp_path / "baseline" / "r0.log"
+    assert str(failed.value) == (f"locust (baseline r0) killed by SIGKILL mid-run (not by spec-ab: the "
+                                 f"kernel's out-of-memory killer, or someone on this machine) (log: {log})")
+    assert "Name | # reqs" in log.read_text(), "the log it names is kept"
+    assert not (tmp_path / "baseline" / "r0_design.json").exists(), "the unfinished run's data is not"
 
 
 def test_a_failed_process_is_explained_by_its_first_error_line():
