@@ -23,7 +23,7 @@ from locust_spec.ab.children import ARMS, CLIENT_CPU, ChildError
 from locust_spec.ab.sessions import Run, SessionError, schedule
 from locust_spec.analysis import aa, api
 from locust_spec.analysis.model import Verdict, level_label
-from locust_spec.analysis.runs import InputError
+from locust_spec.analysis.runs import InputError, read_run
 from locust_spec.analysis.verdict import CLIENT_BEHIND
 from locust_spec.client import server_api
 from locust_spec.client.headers import HeaderValueError, credential
@@ -320,7 +320,13 @@ def read_recorded(run: Run) -> keep.Recorded:
             return None
         return data if isinstance(data, dict) else None
 
-    return keep.Recorded(files.requests.is_file(), json_of(files.run), json_of(files.design))
+    unreadable = None
+    if files.requests.is_file():
+        try:  # as the verdict will read it: a run it cannot read is measured again, not kept
+            read_run(run.prefix)
+        except InputError as exc:
+            unreadable = str(exc)
+    return keep.Recorded(files.requests.is_file(), json_of(files.run), json_of(files.design), unreadable)
 
 
 def resume_plan(out: Path, plans: list[sessions.Session], record: dict,
@@ -616,6 +622,11 @@ def main(baseline: str | None, candidate: str | None, levels: str | None, stage_
         for note in resumed.notes:
             display.say(f"spec-ab: --resume: {note}")
         own(folder, runs)  # what it kept is the settings' own spec-ab's: a later --overwrite replaces it
+        for position, slot, rebuilt in resumed.restored:
+            run = plans[position].runs[slot]
+            display.say(f"spec-ab: --resume: {run.arm} r{run.repeat} had no design file: rebuilt "
+                        f"{sessions.design_path(run)}")
+            sessions.write_design(run, rebuilt)
     replacing = overwrite and bool(held)
     logs = out / keep.STAGING if replacing else out
     previous = signal.signal(signal.SIGTERM, raise_interrupt)

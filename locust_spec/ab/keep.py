@@ -94,6 +94,8 @@ class Recorded:
     """PREFIX_run.json."""
     design: dict | None
     """PREFIX_design.json."""
+    unreadable: str | None = None
+    """Why spec-verdict cannot read the run's files (a truncated or corrupt CSV), said by its reader."""
 
 
 def options_of(argv: Sequence[str]) -> dict[str, tuple[str, ...]]:
@@ -156,6 +158,8 @@ def unfinished(found: Recorded, design: Design | None) -> str | None:
     zero = design.clock_unix_s if design.clock_unix_s is not None else started
     if not isinstance(zero, (int, float)) or ended < zero + design.seconds - END_SLACK_S:
         return "it stopped before its ladder's end"
+    if found.unreadable is not None:
+        return f"its files do not read ({found.unreadable})"
     return None
 
 
@@ -184,6 +188,8 @@ class Plan:
     todo: tuple[int, ...]
     notes: tuple[str, ...]
     conflict: str | None = None
+    restored: tuple[tuple[int, int, Design], ...] = ()
+    """(session, slot, design): the design files that kept runs lack, rebuilt, for the command to write."""
 
 
 @dataclass(frozen=True)
@@ -197,14 +203,42 @@ class Expected:
     design: Design
 
 
+def rebuilt_design(run: Expected, session: Sequence[Expected]) -> Design | None:
+    """The design file a run lacks, rebuilt: sequential, the design as planned (it has no clock); blocked,
+    its slot's with the shared clock another run of its session holds; None when none does."""
+    if not run.design.blocked:
+        return run.design
+    for other in session:
+        try:
+            design = Design.from_dict(other.found.design) if other.found.design is not None else None
+        except ValueError:
+            continue
+        if design is not None and design.clock_unix_s is not None:
+            return replace(run.design, clock_unix_s=design.clock_unix_s)
+    return None
+
+
 def plan(sessions: Sequence[Sequence[Expected]]) -> Plan:
     """Keep every session whose runs all finished as expected; measure the others. A finished run whose
-    settings differ is a conflict: resuming would judge two settings as one."""
-    kept, todo, notes = [], [], []
+    settings differ is a conflict: resuming would judge two settings as one. A finished run without its
+    design file keeps it rebuilt (`rebuilt_design`); where it cannot be, the resume is refused too:
+    measuring that session again would delete a finished run."""
+    kept, todo, notes, restored = [], [], [], []
     for position, runs in enumerate(sessions):
-        reasons = []
-        for run in runs:
-            why, differs = judge_run(run.found, run.command, run.design)
+        reasons, lost, rebuilt = [], [], []
+        for slot, run in enumerate(runs):
+            found = run.found
+            if found.design is None and found.requests:
+                design = rebuilt_design(run, runs)
+                if design is None:  # judged from its start (the clock's zero was a few seconds later)
+                    lost.append(run.name)
+                    started = (found.run or {}).get("started_unix_s")
+                    if isinstance(started, (int, float)):
+                        found = replace(found, design=replace(run.design, clock_unix_s=started).to_dict())
+                else:
+                    found = replace(found, design=design.to_dict())
+                    rebuilt.append((position, slot, design))
+            why, differs = judge_run(found, run.command, run.design)
             if differs is not None:
                 return Plan((), (), (), f"{run.name} was measured with other settings (its Locust command "
                                         f"and design, in its _run.json and _design.json): {differs}")
@@ -214,9 +248,15 @@ def plan(sessions: Sequence[Sequence[Expected]]) -> Plan:
             todo.append(position)
             if any(r.found.requests or r.found.run is not None for r in runs):
                 notes.append(f"measuring {' + '.join(r.name for r in runs)} again ({'; '.join(reasons)})")
+        elif lost:
+            return Plan((), (), (), f"{lost[0]} finished, but its _design.json (the shared clock's zero) is "
+                                    "missing and no other run of its session holds it: measuring the session "
+                                    "again would delete a finished run; restore the file, or give another "
+                                    "--out")
         else:
             kept.append(position)
-    return Plan(tuple(kept), tuple(todo), tuple(notes))
+            restored += rebuilt
+    return Plan(tuple(kept), tuple(todo), tuple(notes), None, tuple(restored))
 
 
 def settings_difference(recorded: object, now: dict) -> str | None:

@@ -121,7 +121,7 @@ def run(session: Session, command: Command, display: progress.Display) -> None:
             design = plan.for_slot(slot, provisional) if plan.blocked else plan
             r.prefix.parent.mkdir(parents=True, exist_ok=True)
             if not plan.blocked:  # a blocked run's design is written once its clock's zero is known
-                _write_design(r, design)
+                write_design(r, design)
             cmd, env = command(r, design)
             if meeting is not None:
                 env = {**(os.environ if env is None else env), CLOCK_DIR_ENV: str(meeting)}
@@ -160,14 +160,14 @@ def _start_clock(session: Session, procs: list[subprocess.Popen], meeting: Path,
         time.sleep(0.02)
     zero = min(time.time() + READY_MARGIN_S, provisional)
     for slot, r in enumerate(session.runs):
-        _write_design(r, session.design.for_slot(slot, zero))
+        write_design(r, session.design.for_slot(slot, zero))
     written = meeting / f"{CLOCK_FILE}.new"
     written.write_text(repr(zero))
     os.replace(written, meeting / CLOCK_FILE)  # whole, for processes reading it meanwhile
     return zero
 
 
-def _write_design(run: Run, design: Design) -> None:
+def write_design(run: Run, design: Design) -> None:
     design_path(run).write_text(json.dumps(design.to_dict()) + "\n")
 
 
