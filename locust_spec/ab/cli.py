@@ -508,8 +508,9 @@ def auto_processes(levels: str, simulated: bool, out: Path, say: Callable[[str],
               help="Run folder: both arms' files, verdict.json, report.html, report.md (aa.json with --aa). "
                    "A folder that holds results is refused unless --overwrite or --resume.")
 @click.option("--overwrite", is_flag=True,
-              help="Replace the results in --out, once the preflight has passed (a failing preflight leaves "
-                   "every file as it was).")
+              help="Replace the results spec-ab wrote in --out (its record there lists them), once the "
+                   "preflight has passed (a failing preflight leaves every file as it was); a folder holding "
+                   "anything else is refused.")
 @click.option("--resume", is_flag=True,
               help="Keep the repeats in --out that finished with the same settings (interleaved: a repeat is "
                    "both arms' session; sequential: one arm's sweep), measure the rest, then judge them all. "
@@ -536,7 +537,8 @@ def main(baseline: str | None, candidate: str | None, levels: str | None, stage_
     at the concurrency you serve.
 
     Exit codes: 0 a verdict; 1 no verdict (a preflight check failed, an arm could not be primed or its
-    Locust failed; one line says why); 2 a bad option, or --out holds results (nothing is touched);
+    Locust failed; one line says why); 2 a bad option, or --out holds results, a file spec-ab did not write
+    (--overwrite), a link, or is in use by another run (nothing is touched);
     3 a verdict, but an arm failed most requests at some level; 130 interrupted (--resume finishes it).
     """
     if overwrite and resume:
@@ -665,7 +667,7 @@ def main(baseline: str | None, candidate: str | None, levels: str | None, stage_
                         primed.update(fresh)
                     sessions.run(session, command, display)
                     done.extend(session.runs)
-        for name in (*VERDICT_FILES, aa.FILE):
+        for name in (*VERDICT_FILES, *((aa.FILE,) if self_test else ())):
             folder.file(out / name)
         verdict = write_verdict(out, runs, display, serving_concurrency)
         if self_test:

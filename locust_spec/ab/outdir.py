@@ -34,7 +34,6 @@ from locust_spec.recording.writes import WriteFailed, link_cause, write_whole
 
 RECORD = ".locust-spec-files"
 LOCK = ".locust-spec.lock"
-SCHEMA = "locust-spec/owned/1"
 KINDS = ("file", "dir", "prefix")
 MAX_ENTRIES = 100_000
 """A walk of the folder stops here: a results folder holds hundreds of files, `--out ~` millions."""

@@ -338,7 +338,9 @@ def run_tune(owner: outdir.Folder, s: Settings, pool: servers.Servers, do_confir
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), required=True,
               help="Run folder: schedule.json, tune.json, report.md, report.html, schedule.png, the runs. A "
                    "folder that holds results is refused unless --overwrite.")
-@click.option("--overwrite", is_flag=True, help="Replace the results an earlier spec-tune wrote into --out.")
+@click.option("--overwrite", is_flag=True,
+              help="Replace the results an earlier spec-tune wrote into --out (its record there lists them); "
+                   "a folder holding anything else is refused.")
 def main(ks: str, server_cmd: str | None, server_urls: tuple[str, ...], levels: str | None,
          rates: str | None, stage_time: str | None, warmup: str | None, repeats: int, design: str,
          block_time: str | None, max_servers: int | None, objective: str | None, slo: str | None,
