@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -111,13 +111,13 @@ def cap_note(arms: Sequence[str], groups: Sequence[tuple[str, ...]], cap: int | 
 
 def run_arms(arms: dict[str, tuple[str, dict | None]], folder: Path, ladder: Ladder, s: Settings,
             pool: servers.Servers, primed: set[str], display: progress.Display, kind: str,
-            owner: outdir.Folder) -> list[Run]:
+            owner: outdir.Folder, ready: Callable[[], None] = lambda: None) -> list[Run]:
     """Every arm ({name: (server key, speculative config)}) on the ladder, at most --max-servers servers
     at a time: each batch's servers started (the others stopped first), its runs interleaved by `kind`
-    (recorded in `owner`, the run folder, as they start)."""
+    (recorded in `owner`, the run folder, as they start); `ready` once the first batch's servers answer."""
     runs: list[Run] = []
     groups = batches(list(arms), s.max_servers if pool.starts_servers else None)
-    for group in groups:
+    for number, group in enumerate(groups):
         keys = {arms[a][0] for a in group}
         if len(groups) > 1:
             for started in list(pool.urls):
@@ -127,6 +127,8 @@ def run_arms(arms: dict[str, tuple[str, dict | None]], folder: Path, ladder: Lad
         for arm in group:
             key, config = arms[arm]
             urls[arm] = pool.start(key, config)
+        if number == 0:
+            ready()
         group_runs = ab.schedule(s.repeats, folder, group)
         for run in group_runs:
             owner.prefix(run.prefix)
@@ -247,7 +249,10 @@ def run_tune(owner: outdir.Folder, s: Settings, pool: servers.Servers, do_confir
     display.say(f"spec-tune: k {','.join(map(str, s.ks))} on {steps}, {s.ladder.stage_time} each, {s.design} "
                 f"({s.repeats} repeat(s)) -> {out}")
     primed: set[str] = set()
-    runs = run_arms(arms, out / "tune", s.ladder, s, pool, primed, display, s.design, owner)
+    # An earlier run's results go once the first servers answer (a server that fails to start leaves them);
+    # the servers' logs, just written, are spared (each new one replaced the old one of its k).
+    runs = run_arms(arms, out / "tune", s.ladder, s, pool, primed, display, s.design, owner,
+                    lambda: owner.clear(spare=(keep.CALIBRATION, "servers")))
     with progress.phase(display, lambda t: f"spec-tune: choosing k at each level ({t:.0f}s)"):
         decisions, per_task, notes = decide(runs, s)
     capped = cap_note(list(arms), batches(list(arms), s.max_servers if pool.starts_servers else None),
@@ -424,7 +429,6 @@ def main(ks: str, server_cmd: str | None, server_urls: tuple[str, ...], levels: 
            if simulated else None)
     if removed:  # a real server of vLLM 0.32 or older may still have it
         click.echo(f"spec-tune: note: {removed}; this config starts only on vLLM 0.32 or older")
-    owner.clear(spare=(keep.CALIBRATION,))
     pool = servers.Servers(out, sim, template, given, display, owner.file)
     previous = signal.signal(signal.SIGTERM, ab.raise_interrupt)
     try:

@@ -185,3 +185,17 @@ def test_run_files_are_never_written_through_a_link(tmp_path):
     (tmp_path / "r0_latency.json").symlink_to(target)
     write_whole(tmp_path / "r0_latency.json", b"{}")  # the link itself replaced, its target untouched
     assert target.read_text() == "mine" and not (tmp_path / "r0_latency.json").is_symlink()
+
+
+def test_spec_tune_overwrite_keeps_the_earlier_results_when_its_first_server_fails(tmp_path):
+    folder = outdir.Folder(tmp_path, "spec-tune")
+    for name in ("tune.json", "report.md", "servers/k0.log"):
+        folder.file(tmp_path / name)
+    folder.prefix(tmp_path / "tune" / "k0" / "r0")
+    _write(tmp_path, "tune.json", "report.md", "servers/k0.log", "tune/k0/r0_requests.csv")
+    result = CliRunner().invoke(spec_tune, ["--out", str(tmp_path), "--overwrite", "--k", "0,2",
+                                            "--processes", "1",
+                                            "--server-cmd", "false --port {port} {speculative_config}"])
+    assert result.exit_code == 1 and "spec-tune: server k0 (false) exited with 1 at start" in result.output
+    assert (tmp_path / "tune.json").read_text() == "the user's tune.json"
+    assert (tmp_path / "tune" / "k0" / "r0_requests.csv").is_file() and (tmp_path / "report.md").is_file()
