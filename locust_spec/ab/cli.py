@@ -650,7 +650,7 @@ def main(baseline: str | None, candidate: str | None, levels: str | None, stage_
                 steps = f"rates {ladder.rates} req/s" if ladder.rates else f"levels {ladder.levels}"
                 display.say(f"spec-ab: {'A/A self-test, ' if self_test else ''}{design_text(plan)}; "
                             f"{len(todo)} session(s) of {plan.seconds:g}s "
-                            f"({steps}, {plan.stage_s:g}s each) on {where_text} -> {out}")
+                            f"({steps}, {level_length_text(plan)}) on {where_text} -> {out}")
                 if not skip_preflight:
                     run_preflight(urls, metrics, load, display, ARMS[:1] if self_test else ARMS)
                 start_writing(folder, logs, record, runs, todo, display)
@@ -726,6 +726,15 @@ def own(folder: outdir.Folder, runs: list[Run]) -> None:
     for name in (keep.SETTINGS_FILE, *sorted(keep.LOGS)):
         if name == keep.SETTINGS_FILE or (folder.root / name).is_file():
             folder.file(folder.root / name)
+
+
+def level_length_text(plan: Design) -> str:
+    """'60s each: 30s per arm in turns' under the interleaved design, whose level holds every arm's
+    --stage-time one after another (a user who asked for 30s read "60s each" unexplained); '60s each'
+    where a level lasts one stage time."""
+    if plan.kind == designs.INTERLEAVED and plan.arms > 1:
+        return f"{plan.stage_s:g}s each: --stage-time {plan.stage_s / plan.arms:g}s per arm, in turns"
+    return f"{plan.stage_s:g}s each"
 
 
 def design_text(plan: Design) -> str:
