@@ -69,18 +69,18 @@ def admit(folder: outdir.Folder, options: Sequence[str], overwrite: bool, resume
     """The results the folder holds, once it may be used as asked (outdir.FolderError, one line, when
     not): no link or wrong-type entry in it (`dirs`, `files`: the tool's own names); with --overwrite
     nothing the tool did not write; without --overwrite or --resume no result."""
-    entries = folder.entries()
-    folder.check(entries, dirs, files)
+    top = folder.top()
     owned = folder.owned()
-    held = results([e.rel for e in entries if "/" not in e.rel], owned.top())
+    held = results([e.rel for e in top], owned.top())
     if overwrite:
-        folder.check_overwrite(entries, owned)
+        folder.check_overwrite(owned)
     elif held and not resume:
         raise outdir.FolderError(refusal(folder.tool, folder.root, held, options))
-    elif held and not any(e.rel == SETTINGS_FILE and e.kind == "file" for e in entries):
+    elif held and not any(e.rel == SETTINGS_FILE and e.kind == "file" for e in top):
         raise outdir.FolderError(f"{folder.tool}: --resume refused, {folder.root} left untouched: it has "
                                  f"no readable {SETTINGS_FILE} (not written by this spec-ab); give another "
                                  "--out")
+    folder.check(dirs, files)  # the whole folder walked (bounded) only once it is the tool's to use
     return held
 
 

@@ -217,7 +217,19 @@ class Folder:
         self._lock = fd
 
     def entries(self) -> list[Entry]:
-        return list(walk(self.root)) if self.root.is_dir() else []
+        return list(self.walk())
+
+    def walk(self) -> Iterator[Entry]:
+        return walk(self.root) if self.root.is_dir() else iter(())
+
+    def top(self) -> list[Entry]:
+        """The folder's own entries (not what is in its folders)."""
+        found = []
+        for entry in self.walk():
+            if "/" in entry.rel:
+                break
+            found.append(entry)
+        return found
 
     def owned(self) -> Owned:
         """What this tool's record lists (nothing when there is no record)."""
@@ -231,21 +243,27 @@ class Folder:
         with os.fdopen(fd, "rb") as fh:
             return parse(fh.read().decode(errors="replace"), self.tool)
 
-    def check(self, entries: list[Entry], dirs: Iterable[str] = (), files: Iterable[str] = ()) -> None:
-        """FolderError (one line) when the folder's `entries` hold a link or special file anywhere, or a
-        wrong-type entry where the tool keeps a folder or a file."""
+    def check(self, dirs: Iterable[str] = (), files: Iterable[str] = ()) -> None:
+        """FolderError (one line) when the folder holds a link or special file anywhere, or a wrong-type
+        entry where the tool keeps a folder or a file."""
+        entries = self.entries()
         link = first_link(entries)
         if link is not None:
-            raise FolderError(f"{self.tool}: {self.root / link.rel} is {describe(link)}: a results folder "
-                              "holds only files and folders (nothing is written through a link); nothing "
-                              "was touched")
+            raise self._link(link)
         wrong = wrong_type(entries, dirs, files)
         if wrong is not None:
             raise FolderError(f"{self.tool}: {self.root}/{wrong}; nothing was touched")
 
-    def check_overwrite(self, entries: list[Entry], owned: Owned) -> None:
-        """FolderError naming the first entry this tool did not write: --overwrite removes only its own."""
-        entry = foreign(entries, owned)
+    def _link(self, link: Entry) -> FolderError:
+        return FolderError(f"{self.tool}: {self.root / link.rel} is {describe(link)}: a results folder holds "
+                           "only files and folders (nothing is written through a link); nothing was touched")
+
+    def check_overwrite(self, owned: Owned) -> None:
+        """FolderError naming the first entry this tool did not write: --overwrite removes only its own.
+        The walk stops there (`--out ~` is refused at its first entry)."""
+        entry = foreign(self.walk(), owned)
+        if entry is not None and entry.kind not in ("file", "dir"):
+            raise self._link(entry)
         if entry is not None:
             raise FolderError(f"{self.tool}: --overwrite refused: {self.root / entry.rel} "
                               f"({describe(entry)}) was not written by {self.tool} (its record, {RECORD}, "

@@ -108,9 +108,9 @@ def test_clear_removes_exactly_the_tools_entries_and_keeps_the_record_of_what_is
            "tune.json", "calibration/r1_summary.json", "report.md")
     folder.lock()
     with pytest.raises(outdir.FolderError, match="report.md"):  # all is its own but spec-ab's report.md
-        folder.check_overwrite(folder.entries(), folder.owned())
+        folder.check_overwrite(folder.owned())
     (tmp_path / "report.md").unlink()
-    folder.check_overwrite(folder.entries(), folder.owned())
+    folder.check_overwrite(folder.owned())
     folder.clear(spare=("calibration",))
     assert sorted(_tree(tmp_path)) == [".locust-spec-files", ".locust-spec.lock", "calibration",
                                        "calibration/r1_summary.json"]
@@ -199,3 +199,12 @@ def test_spec_tune_overwrite_keeps_the_earlier_results_when_its_first_server_fai
     assert result.exit_code == 1 and "spec-tune: server k0 (false) exited with 1 at start" in result.output
     assert (tmp_path / "tune.json").read_text() == "the user's tune.json"
     assert (tmp_path / "tune" / "k0" / "r0_requests.csv").is_file() and (tmp_path / "report.md").is_file()
+
+
+def test_a_walk_is_bounded_and_overwrite_stops_at_the_first_foreign_entry(tmp_path):
+    _write(tmp_path, "a/1", "a/2", "b", "c")
+    with pytest.raises(outdir.FolderError, match="holds over 3 entries: not a results folder"):
+        list(outdir.walk(tmp_path, limit=3))
+    walked = []
+    entries = (walked.append(e) or e for e in outdir.walk(tmp_path))
+    assert outdir.foreign(entries, Owned()) == Entry("a", "dir") and len(walked) == 1, "--out ~ at its first"
