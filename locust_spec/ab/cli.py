@@ -682,12 +682,10 @@ def main(baseline: str | None, candidate: str | None, levels: str | None, stage_
         if failed:
             display.say(f"spec-ab: the run is bad: {'; '.join(failed)} (see each arm's log in {out})")
             sys.exit(3)
-    except KeyboardInterrupt:
-        kept = ", ".join(f"{r.arm} r{r.repeat}" for r in done) or "nothing"
-        stopped = "Locust and the simulators" if simulated else "Locust"
+    except KeyboardInterrupt as exc:
         display.finish()
-        display.say(f"spec-ab: interrupted; {stopped} stopped, kept {kept} in {out}"
-                    + ("; the same command with --resume measures the rest" if done else ""))
+        display.say(sessions.interrupted_line("spec-ab", out, done, exc,
+                                              "Locust and the simulators" if simulated else "Locust"))
         sys.exit(130)
     except (AbError, ChildError, SessionError) as exc:
         display.finish()
