@@ -13,6 +13,7 @@ import json
 import math
 import os
 import shutil
+import signal
 import subprocess
 import tempfile
 import time
@@ -171,7 +172,10 @@ def run(session: Session, command: Command, display: progress.Display) -> None:
         ended = finished_levels(plan, clock, time.time()) if isinstance(exc, KeyboardInterrupt) else 0
         display.finish()
         for proc in procs:
-            children.stop(proc)
+            # SIGINT: Locust ends its run and writes its files (its SIGTERM handler never takes hold in
+            # these children: SIGTERM kills them at once, rows still buffered, no summary); SIGTERM where
+            # nothing is kept
+            children.stop(proc, signal.SIGINT if ended else signal.SIGTERM)
         if ended:
             raise Interrupted(session, ended) from None
         for r in session.runs:

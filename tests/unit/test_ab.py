@@ -140,11 +140,12 @@ def test_a_locust_killed_mid_level_is_said_so_and_its_log_is_kept(tmp_path):
 
 
 # A stand-in for one arm's Locust under a blocked design: it says it is up (the shared clock's meeting
-# folder), writes a row file, and runs until stopped.
+# folder), writes a row file, and runs until stopped; as Locust, it writes its summary on SIGINT only.
 _ARM = ("import os, sys, time, pathlib; prefix, slot = sys.argv[1], sys.argv[2]; "
         "pathlib.Path(prefix + '_requests.csv').write_text('rows'); "
-        "pathlib.Path(os.environ['" + CLOCK_DIR_ENV + "'], '" + READY_FILE + "'.format(slot=slot)).touch(); "
-        "time.sleep(60)")
+        "pathlib.Path(os.environ['" + CLOCK_DIR_ENV + "'], '" + READY_FILE + "'.format(slot=slot)).touch()\n"
+        "try:\n    time.sleep(60)\n"
+        "except KeyboardInterrupt:\n    pathlib.Path(prefix + '_summary.json').write_text('{}')")
 
 
 def _interrupted_after(tmp_path: Path, seconds: float) -> sessions.Interrupted | KeyboardInterrupt:
@@ -176,6 +177,7 @@ def test_an_interrupt_keeps_the_levels_a_blocked_session_finished(tmp_path):
     for arm in ("baseline", "candidate"):
         assert (tmp_path / arm / "r0_requests.csv").read_text() == "rows"
         assert (tmp_path / arm / "r0_design.json").is_file()
+        assert (tmp_path / arm / "r0_summary.json").is_file(), "stopped so that it writes its files"
     line = sessions.interrupted_line("spec-ab", tmp_path, [], exc, "Locust")
     assert line == (f"spec-ab: interrupted; Locust stopped, kept the 1 level(s) of baseline+candidate r0 "
                     f"that had ended (1) in {tmp_path} (spec-verdict {tmp_path} judges what was measured); "
