@@ -51,7 +51,7 @@ def results(entries: Sequence[str], mine: Collection[str] = ()) -> list[str]:
     logs, its record of the servers and its calibration (alone, they are what a run whose preflight failed,
     or that stopped in its first session, leaves; a user's file of one of those names is a result)."""
     own = (LOGS | {STAGING, SETTINGS_FILE, CALIBRATION}) & set(mine)
-    return sorted(e for e in entries if e not in own and e not in (outdir.RECORD, outdir.LOCK))
+    return sorted(e for e in entries if e not in own and e not in outdir.OWN)
 
 
 def refusal(command: str, out: Path, found: Sequence[str], options: Sequence[str]) -> str | None:

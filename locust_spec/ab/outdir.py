@@ -34,6 +34,8 @@ from locust_spec.recording.writes import WriteFailed, link_cause, write_whole
 
 RECORD = ".locust-spec-files"
 LOCK = ".locust-spec.lock"
+OWN = (RECORD, LOCK, RECORD + ".tmp")
+"""The folder's own bookkeeping (the record is rewritten whole through a temporary after a clear)."""
 KINDS = ("file", "dir", "prefix")
 MAX_ENTRIES = 100_000
 """A walk of the folder stops here: a results folder holds hundreds of files, `--out ~` millions."""
@@ -117,7 +119,7 @@ def describe(entry: Entry) -> str:
 def foreign(entries: Iterable[Entry], owned: Owned) -> Entry | None:
     """The first entry the tool did not write (its own record and lock aside); None when all are its own."""
     for entry in entries:
-        if entry.rel in (RECORD, LOCK) and entry.kind == "file":
+        if entry.rel in OWN and entry.kind == "file":
             continue
         if not owned.owns(entry):
             return entry
