@@ -9,7 +9,7 @@ from pathlib import Path
 from locust_spec.core.design import SEQUENTIAL
 from locust_spec.metrics.crosscheck import CANDIDATE_METRICS_OPTIONS
 
-from . import answers, provenance, tasks
+from . import answers, comparable, provenance, tasks
 from . import levels as lv
 from .model import DesignInfo, LevelInput, PlotData, Slo, Verdict, worst_arrivals, worst_lag
 from .runs import InputError, RunData, discover, read_run
@@ -51,6 +51,9 @@ def verdict_for(
     records = (tuple(r.provenance for r in base_runs), tuple(r.provenance for r in cand_runs))
     try:
         provenance_notes = provenance.check_arms(*records, force)
+        runs = comparable.runs_of([(r.provenance, r.design) for r in base_runs],
+                                  [(r.provenance, r.design) for r in cand_runs])
+        differences = comparable.check(runs, force)
     except provenance.ProvenanceError as exc:
         raise InputError(str(exc)) from None
     base_levels = [lv.run_levels(r, slo) for r in base_runs]
@@ -118,7 +121,8 @@ def verdict_for(
                             class_stats=lv.class_stats(base_runs, cand_runs),
                             run_warnings=warnings, crosscheck=disagreements, notes=notes,
                             plots=PlotData(itl_cdf=cdf), slo=slo, design=design_info(base_runs, cand_runs))
-    verdict = replace(verdict, provenance=records)
+    verdict = replace(verdict, provenance=records, differences=tuple(differences),
+                      configurations=base_drafted > 0)
     by_task = tasks.task_verdicts(base_runs, cand_runs, inputs, th, slo)
     if not by_task:
         return verdict

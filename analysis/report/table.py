@@ -179,6 +179,33 @@ def evidence_line(lv: LevelVerdict) -> str | None:
     return "; ".join(parts) or None
 
 
+def title(verdict: Verdict) -> str:
+    """What the verdict decides: speculation against none, or (the baseline speculated too) one
+    configuration against another."""
+    return "Candidate vs baseline configuration" if verdict.configurations else "Speculative decoding"
+
+
+def forced_lines(verdict: Verdict) -> list[str]:
+    """What differs between the compared runs (--force), for the first screen."""
+    return [f"NOT COMPARABLE, compared anyway (--force): {d}" for d in verdict.differences]
+
+
+LEVELS_HEADER = ("level", "verdict", "TPOT p50 change", "TPOT p90 change", "throughput change", "answers")
+
+
+def levels_rows(verdict: Verdict) -> list[tuple[str, ...]]:
+    """One row per level: its verdict and the deciding changes with their 95% intervals, and the answer
+    check's status: the answer, before any detail."""
+    tput = "goodput_tok_s" if verdict.slo is not None else "output_tok_s"
+    out = []
+    for lv in verdict.levels:
+        changes = [lv.changes.get(key) for key in ("tpot_p50_ms", "tpot_p90_ms", tput)]
+        out.append((users_label(lv.users), lv.verdict,
+                    *("-" if c is None or c.estimate is None else fmt_change(c) for c in changes),
+                    lv.answers.status if lv.answers is not None else "not checked"))
+    return out
+
+
 def design_line(design: DesignInfo) -> str:
     """How the arms shared time, for the top of a report."""
     repeats = f", {design.repeats} repeats" if design.repeats > 1 else ""
