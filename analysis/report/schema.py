@@ -1,4 +1,4 @@
-"""verdict.json: the Verdict as the documented JSON document (schema 4, docs/contracts.md)."""
+"""verdict.json: the Verdict as the documented JSON document (schema 5, docs/contracts.md)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from ..model import LevelVerdict, Rate, Verdict
 from ..stats import POINT, Interval
 from ..verdict import CHANGE_KEYS
 
-SCHEMA = 4
+SCHEMA = 5
 
 
 def units_dict(ci: Interval | None) -> dict | None:
@@ -61,6 +61,8 @@ def to_dict(verdict: Verdict) -> dict:
         "axis": verdict.axis,
         "verdict": verdict.verdict,
         "summary": verdict.summary,
+        "comparison": "configurations" if verdict.configurations else "speculation",
+        "differences": list(verdict.differences),
         "slo": verdict.slo.as_dict() if verdict.slo else None,
         "design": verdict.design.as_dict(),
         "levels": [level_dict(lv) for lv in verdict.levels],

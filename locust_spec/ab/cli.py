@@ -18,7 +18,7 @@ from pathlib import Path
 
 import click
 
-from locust_spec.ab import capacity, children, keep, preflight, progress, sessions
+from locust_spec.ab import capacity, children, keep, preflight, progress, resume_check, sessions
 from locust_spec.ab.children import ARMS, CLIENT_CPU, ChildError
 from locust_spec.ab.sessions import Run, SessionError, schedule
 from locust_spec.analysis import aa, api
@@ -33,7 +33,14 @@ from locust_spec.core.arrivals import ARRIVALS, POISSON
 from locust_spec.core.design import Design
 from locust_spec.core.formats import EVERYTHING, TURNS, Selection
 from locust_spec.core.hosts import on_this_machine
-from locust_spec.core.prompts import Prompt, PromptError, load_prompt_set, parse_weighted
+from locust_spec.core.prompts import (
+    Prompt,
+    PromptError,
+    describe_sets,
+    load_prompt_set,
+    parse_weighted,
+    prompt_specs,
+)
 from locust_spec.core.resources import locustfile
 from locust_spec.core.runfiles import RunFiles
 from locust_spec.recording.scraper import TOKEN_ENV
@@ -330,9 +337,32 @@ def read_recorded(run: Run) -> keep.Recorded:
     return keep.Recorded(files.requests.is_file(), json_of(files.run), json_of(files.design))
 
 
+def facts_now(load: Load, urls: dict[str, str | None]) -> dict[str, resume_check.Now]:
+    """Each arm's prompts and server as they are now, for --resume (ab/resume_check.py); `urls`: the
+    arms' servers where they already run (None: simulators, started later)."""
+    try:
+        prompts = resume_check.prompt_files(describe_sets(prompt_specs(list(load.prompts)), load.selection))
+    except (PromptError, OSError):
+        prompts = None  # the run itself says why it cannot load them
+    api_key = os.environ.get("OPENAI_API_KEY", "")
+    out = {}
+    for arm, url in urls.items():
+        models = version = None
+        if url:
+            try:
+                models = resume_check.model_names(server_api.served_models(base_url(url), api_key, 10))
+                version = server_api.server_version(base_url(url), api_key, 10)
+            except (server_api.CallError, OSError):
+                pass  # unknown now: the preflight says why the server does not answer
+        out[arm] = resume_check.Now(prompts, models, version)
+    return out
+
+
 def resume_plan(out: Path, plans: list[sessions.Session], record: dict,
-                command: Callable[[Run, Design], list[str]]) -> keep.Plan:
-    """What --resume keeps of the folder's sessions (keep.plan), given this command's servers (`record`)."""
+                command: Callable[[Run, Design], list[str]],
+                now: dict[str, resume_check.Now] | None = None) -> keep.Plan:
+    """What --resume keeps of the folder's sessions (keep.plan), given this command's servers (`record`)
+    and what its prompts and servers are `now`."""
     try:
         recorded = json.loads((out / keep.SETTINGS_FILE).read_text())
     except (OSError, ValueError):
@@ -342,11 +372,12 @@ def resume_plan(out: Path, plans: list[sessions.Session], record: dict,
     differs = keep.settings_difference(recorded, record)
     if differs is not None:
         return keep.Plan((), (), (), f"it was measured on other servers: {differs}")
-    return keep.plan(expected_sessions(plans, command, read_recorded))
+    return keep.plan(expected_sessions(plans, command, read_recorded, now or {}))
 
 
 def expected_sessions(plans: list[sessions.Session], command: Callable[[Run, Design], list[str]],
-                      read: Callable[[Run], keep.Recorded]) -> list[list[keep.Expected]]:
+                      read: Callable[[Run], keep.Recorded],
+                      now: dict[str, resume_check.Now] | None = None) -> list[list[keep.Expected]]:
     """Each session's runs as this command would measure them (their design without a clock), with what
     the folder holds of them (`read`)."""
     expected = []
@@ -355,7 +386,7 @@ def expected_sessions(plans: list[sessions.Session], command: Callable[[Run, Des
         for slot, run in enumerate(session.runs):
             design = session.design.for_slot(slot, None) if session.design.blocked else session.design
             runs.append(keep.Expected(f"{run.arm} r{run.repeat}", read(run), tuple(command(run, design)),
-                                      design))
+                                      design, (now or {}).get(run.arm)))
         expected.append(runs)
     return expected
 
@@ -606,8 +637,10 @@ def main(baseline: str | None, candidate: str | None, levels: str | None, stage_
     record = servers_record(where, metrics, self_test)
     todo = list(plans)
     if resume and held:
+        servers = {"baseline": baseline, "candidate": baseline if self_test else candidate}
         resumed = resume_plan(out, plans, record,
-                              lambda r, d: locust_command(r, "http://resumed", ladder, load, d))
+                              lambda r, d: locust_command(r, "http://resumed", ladder, load, d),
+                              facts_now(load, servers))
         if resumed.conflict:
             click.echo(f"spec-ab: --resume refused, {out} left untouched: {resumed.conflict}; give the "
                        "options it was measured with, or --overwrite", err=True)

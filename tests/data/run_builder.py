@@ -61,20 +61,24 @@ class ArmSpec:
     changed_answers: float = 0.0
     # PREFIX_run.json: the model served (its /v1/models root); None writes none, as runs before it.
     model_root: str | None = "/models/tiny-llama"
+    # PREFIX_run.json's load settings replaced (e.g. {"temperature": 0.7}) and its server's version.
+    load: dict = field(default_factory=dict)
+    server_version: str = "0.32.0"
+    locust_args: tuple[str, ...] = ()
 
 
 def record(prefix: Path, arm: ArmSpec) -> dict:
     """The run's PREFIX_run.json as the plugin writes it (recording/provenance.py)."""
     return {"schema": 1, "run_id": hashlib.sha256(str(prefix).encode()).hexdigest()[:32],
             "started_unix_s": T0, "ended_unix_s": T0 + 60.0, "tests": 1,
-            "command": ["locust", "-f", "chat.py", "--headless", "--csv", str(prefix)],
+            "command": ["locust", "-f", "chat.py", "--headless", "--csv", str(prefix), *arm.locust_args],
             "host": "http://127.0.0.1:8000", "model": "tiny-llama",
             "server": {"models": [{"id": "tiny-llama", "root": arm.model_root, "max_model_len": 2048}],
-                       "version": "0.32.0", "errors": []},
+                       "version": arm.server_version, "errors": []},
             "load": {"prompts": [{"set": c, "file": c, "builtin": True, "weight": 1.0, "prompts": 60,
                                   "sha256": hashlib.sha256(c.encode()).hexdigest()} for c in arm.classes],
                      "seed": 0, "max_tokens": None, "default_max_tokens": 256, "ignore_eos": False,
-                     "temperature": 0.0, "response_format": None, "client": "fast"},
+                     "temperature": 0.0, "response_format": None, "client": "fast", **arm.load},
             "tools": {"locust_spec": "0.1.0", "locust": "2.47.0", "python": "3.11.7"},
             "machine": {"cores": 2, "runner": "local", "workers": 0}}
 
