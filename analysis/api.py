@@ -11,7 +11,18 @@ from locust_spec.metrics.crosscheck import CANDIDATE_METRICS_OPTIONS
 
 from . import answers, comparable, provenance, tasks
 from . import levels as lv
-from .model import DesignInfo, LevelInput, PlotData, Slo, Verdict, worst_arrivals, worst_lag
+from .model import (
+    DesignInfo,
+    Level,
+    LevelInput,
+    LevelVerdict,
+    PlotData,
+    Slo,
+    Verdict,
+    level_label,
+    worst_arrivals,
+    worst_lag,
+)
 from .runs import InputError, RunData, discover, read_run
 from .verdict import Thresholds, build_verdict
 
@@ -65,6 +76,8 @@ def verdict_for(
         raise InputError(f"baseline and candidate share no concurrency level (baseline: "
                          f"{_levels_text(base_users)}; candidate: {_levels_text(cand_users)})")
     inputs, notes, cdf = [], list(provenance_notes), {}
+    floor = answers.self_agreement([r.answers for r in base_runs], "all levels")
+    temperature = run_temperature(base_runs + cand_runs)
     base_drafted = 0.0
     for users in common:
         base_pairs = [(run, levels[users]) for run, levels in zip(base_runs, base_levels, strict=True)
@@ -92,8 +105,7 @@ def verdict_for(
                            if spec is not None and spec.acceptance is not None else None),
             baseline_batch=lv.arm_batch(base_pairs),
             candidate_batch=lv.arm_batch(cand_pairs),
-            answers=answers.check_level(answers.level_answers([r.answers for r in base_runs], users),
-                                        answers.level_answers([r.answers for r in cand_runs], users)),
+            answers=answer_check(base_runs, cand_runs, users, floor, temperature),
             baseline_arrivals=worst_arrivals([level.arrivals for level in base_at if level.arrivals]),
             candidate_arrivals=worst_arrivals([level.arrivals for level in cand_at if level.arrivals]),
             baseline_spec=lv.combine_spec([s for run, level in base_pairs
@@ -122,11 +134,45 @@ def verdict_for(
                             run_warnings=warnings, crosscheck=disagreements, notes=notes,
                             plots=PlotData(itl_cdf=cdf), slo=slo, design=design_info(base_runs, cand_runs))
     verdict = replace(verdict, provenance=records, differences=tuple(differences),
-                      configurations=base_drafted > 0)
+                      configurations=base_drafted > 0,
+                      summary=leading_summary(verdict.summary, verdict.levels, base_drafted > 0))
     by_task = tasks.task_verdicts(base_runs, cand_runs, inputs, th, slo)
     if not by_task:
         return verdict
     return replace(verdict, tasks=by_task, summary=f"{verdict.summary} {tasks.summary(by_task)}")
+
+
+def answer_check(base_runs: Sequence[RunData], cand_runs: Sequence[RunData], users: Level,
+                 floor: answers.Floor | None, temperature: float | None) -> answers.AnswerCheck | None:
+    """One level's answer gate; 'not checked' (said, never silent) when an arm recorded no answers."""
+    for arm, runs in (("baseline", base_runs), ("candidate", cand_runs)):
+        if all(r.answers is None for r in runs):
+            return answers.not_checked(f"the {arm}'s PREFIX_requests.csv holds no answers: no output_hash "
+                                       "column (written before it) or no successful request")
+    base = answers.level_answers([r.answers for r in base_runs], users)
+    check = answers.check_level(base, answers.level_answers([r.answers for r in cand_runs], users), floor,
+                                temperature)
+    return check or answers.not_checked("the arms answered no prompt in common at this level")
+
+
+def run_temperature(runs: Sequence[RunData]) -> float | None:
+    """The temperature the runs' requests were sent with (PREFIX_run.json; the gate refuses runs that
+    differ in it); None when no run recorded one."""
+    for run in runs:
+        value = run.provenance._get("load", "temperature") if run.provenance is not None else None
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+    return None
+
+
+def leading_summary(summary: str, levels: Sequence[LevelVerdict], configurations: bool) -> str:
+    """The summary as the headline: what it compares (speculation, or two configurations when the baseline
+    speculated too), led by the answers when they hold the candidate back."""
+    if configurations:
+        summary = summary.replace("Speculative decoding:", "Candidate vs baseline configuration (both "
+                                  "speculate):", 1)
+    lead = answers.headline([(level_label(lv.users), lv.answers) for lv in levels])
+    return f"{lead} {summary}" if lead else summary
 
 
 def check_one_axis(runs: Sequence[RunData]) -> None:

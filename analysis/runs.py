@@ -32,7 +32,7 @@ NUMERIC = {
 # prompt_id stays with the requests: acceptance's interval resamples prompts (levels.acceptance_ci).
 TEXT = {"prompt_class": "category", "prompt_id": "category", "error": "category"}
 # The answer's fingerprint (added columns: runs without them have no answers to compare).
-ANSWER_TEXT = {"output_hash": "category", "output_marks": "category"}
+ANSWER_TEXT = {"output_hash": "category", "output_marks": "category", "output_hash_ws": "category"}
 # What a value can be in a run; outside, it is no measurement (a corrupted or hand-edited file) and would
 # move the verdict silently: an `inf` start time empties a level, a negative token count turns a rate.
 _MS = (0.0, 1e9)  # 11.6 days
@@ -64,7 +64,8 @@ class RunData:
     models: tuple[str, ...] | None = None
     """The models under test, whose server counters are counted (None: the run does not say)."""
     answers: pd.DataFrame | None = None
-    """Measured ok requests' answers: level_users, prompt, output_hash, output_marks (answers.py)."""
+    """Measured ok requests' answers: level_users, prompt, answer (the whitespace-normalised hash where
+    recorded, else output_hash), output_hash, output_marks (answers.py)."""
     provenance: provenance.Provenance | None = None
     """What the run measured (PREFIX_run.json); unknown for runs written before it."""
     arrivals: dict[Rate, dict] = field(default_factory=dict)
@@ -447,9 +448,13 @@ def split_answers(frame: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame | Non
     if kept.any():
         rows = frame[kept]
         prompt = rows["prompt_class"].astype(str) + "\x1f" + rows["prompt_id"].astype(str)
+        exact = rows["output_hash"].astype(str)
+        normalised = (rows["output_hash_ws"].astype(object).where(rows["output_hash_ws"].notna(), exact)
+                      if "output_hash_ws" in rows else exact)
         answers = pd.DataFrame({"level_users": rows["level_users"].to_numpy(),
                                 "prompt": prompt.astype("category").to_numpy(),
-                                "output_hash": rows["output_hash"].astype(str).to_numpy(),
+                                "answer": normalised.astype(str).to_numpy(),
+                                "output_hash": exact.to_numpy(),
                                 "output_marks": rows["output_marks"].astype(object).fillna("").to_numpy()})
     return frame.drop(columns=[c for c in ANSWER_TEXT if c in frame]), answers
 
