@@ -186,10 +186,9 @@ def locust_command(run: Run, host: str, ladder: Ladder, load: Load,
         ladder.metrics_interval_s
     cmd = [sys.executable, "-m", "locust", "-f", str(SWEEP_LOCUSTFILE), "--headless",
            "--host", host, "--csv", str(run.prefix), "--metrics-interval", f"{interval:g}",
-           "--levels", ladder.levels, "--stage-time", stage_time, "--warmup", ladder.warmup,
-           "--seed", str(load.seed)]
-    if ladder.rates:
-        cmd += ["--rates", ladder.rates, *load.arrivals]
+           "--stage-time", stage_time, "--warmup", ladder.warmup, "--seed", str(load.seed)]
+    # An open-loop run climbs its rates: its recorded command names them, not a ladder of users it never ran.
+    cmd += ["--rates", ladder.rates, *load.arrivals] if ladder.rates else ["--levels", ladder.levels]
     if blocked:
         cmd += ["--blocks", json.dumps(design.to_dict(), separators=(",", ":"))]
     if load.max_tokens:
