@@ -9,7 +9,7 @@ from pathlib import Path
 from locust_spec.core.design import SEQUENTIAL
 from locust_spec.metrics.crosscheck import CANDIDATE_METRICS_OPTIONS
 
-from . import answers, comparable, provenance, tasks
+from . import answers, comparable, provenance, tasks, what_ran
 from . import levels as lv
 from .model import (
     DesignInfo,
@@ -133,7 +133,11 @@ def verdict_for(
                             class_stats=lv.class_stats(base_runs, cand_runs),
                             run_warnings=warnings, crosscheck=disagreements, notes=notes,
                             plots=PlotData(itl_cdf=cdf), slo=slo, design=design_info(base_runs, cand_runs))
-    verdict = replace(verdict, provenance=records, differences=tuple(differences),
+    ran = (what_ran.infer("baseline", records[0], [i.baseline_spec for i in inputs if i.baseline_spec],
+                          any(r.snapshots for r in base_runs)),
+           what_ran.infer("candidate", records[1], [i.spec for i in inputs if i.spec],
+                          any(r.snapshots for r in cand_runs)))
+    verdict = replace(verdict, provenance=records, differences=tuple(differences), what_ran=ran,
                       configurations=base_drafted > 0,
                       summary=leading_summary(verdict.summary, verdict.levels, base_drafted > 0))
     by_task = tasks.task_verdicts(base_runs, cand_runs, inputs, th, slo)

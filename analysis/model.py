@@ -368,6 +368,8 @@ class Verdict:
     configurations: bool = False
     """The baseline speculated too: the verdict compares the candidate's configuration with the baseline's,
     not speculation with none."""
+    what_ran: tuple = ()
+    """Each arm's speculation as given and as its counters show it (analysis/what_ran.WhatRan)."""
 
     @property
     def axis(self) -> str:

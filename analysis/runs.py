@@ -238,7 +238,7 @@ def read_provenance(path: Path, prefix: Path) -> provenance.Provenance:
         return provenance.Provenance(str(prefix), {})
     if path.stat().st_size > RUN_MAX_BYTES:
         raise InputError(f"{path}: {path.stat().st_size} bytes, not a run record (at most {RUN_MAX_BYTES})")
-    return provenance.Provenance(str(prefix), _read_json(path, (runfiles.RUN_SCHEMA,)))
+    return provenance.Provenance(str(prefix), _read_json(path, runfiles.RUN_SCHEMAS))
 
 
 def read_latency(path: Path) -> dict | None:

@@ -63,6 +63,7 @@ def to_dict(verdict: Verdict) -> dict:
         "summary": verdict.summary,
         "comparison": "configurations" if verdict.configurations else "speculation",
         "differences": list(verdict.differences),
+        "speculation": {r.arm: r.as_dict() for r in verdict.what_ran},
         "slo": verdict.slo.as_dict() if verdict.slo else None,
         "design": verdict.design.as_dict(),
         "levels": [level_dict(lv) for lv in verdict.levels],

@@ -131,7 +131,14 @@ def measured(verdict: Verdict) -> tuple[list[str], list[list[str]]] | None:
     """What each run measured (its PREFIX_run.json): header and rows, one column per run; None when the
     verdict names no run (built by hand)."""
     base, cand = verdict.provenance
-    return provenance.table(base, cand) if base or cand else None
+    if not base and not cand:
+        return None
+    header, rows = provenance.table(base, cand)
+    ran = {r.arm: r.line() for r in verdict.what_ran}
+    if ran:
+        arms = ["baseline"] * len(base) + ["candidate"] * len(cand)
+        rows.insert(1, ["speculation", *(ran.get(arm, "-") for arm in arms)])
+    return header, rows
 
 
 def answers_line(lv: LevelVerdict) -> str | None:

@@ -152,6 +152,8 @@ class Load:
     same `--seed`, both arms' arrivals are the same schedule)."""
     selection: Selection = EVERYTHING
     """The prompt filters (--category, --prompt-limit, ...), passed on to every run as Locust options."""
+    configs: tuple[tuple[str, str], ...] = ()
+    """(arm, its server's --speculative-config as given): recorded by each run (Locust's option)."""
 
 
 def selection_options(command):
@@ -196,6 +198,9 @@ def locust_command(run: Run, host: str, ladder: Ladder, load: Load,
     for prompts in load.prompts:
         cmd += ["--prompts", prompts]
     cmd += load.selection.args()
+    config = dict(load.configs).get(run.arm)
+    if config:
+        cmd += ["--speculative-config", config]
     if load.ignore_eos:
         cmd.append("--ignore-eos")
     if load.model:
@@ -525,6 +530,11 @@ def auto_processes(levels: str, simulated: bool, out: Path, say: Callable[[str],
               help="Simulators only: spec-sim's --gpu.")
 @click.option("--speculative-config", default=json.dumps(SIM_SPECULATIVE_CONFIG), show_default=True,
               help="Simulators only: the candidate spec-sim's --speculative-config.")
+@click.option("--speculative-config-baseline", metavar="JSON",
+              help="What the baseline server runs (its vLLM --speculative-config, or none), recorded in its "
+                   "runs' _run.json and the reports: vLLM does not say it over HTTP (simulators: none).")
+@click.option("--speculative-config-candidate", metavar="JSON",
+              help="The same for the candidate (simulators: --speculative-config).")
 @click.option("--prime/--no-prime", default=True, show_default=True,
               help="Before each arm's first sweep, send every prompt once (max_tokens 1) so both servers' "
                    "prefix caches start equally warm.")
@@ -552,7 +562,8 @@ def main(baseline: str | None, candidate: str | None, levels: str | None, stage_
          max_prompt_chars: int | None, turns: str, max_tokens: int | None, ignore_eos: bool, seed: int,
          model: str, processes: int | str, metrics_url_baseline: str | None,
          metrics_url_candidate: str | None, time_scale: float, sim_gpu: str, speculative_config: str,
-         prime: bool, skip_preflight: bool, serving_concurrency: int | None, out: Path, overwrite: bool,
+         speculative_config_baseline: str | None, speculative_config_candidate: str | None, prime: bool,
+         skip_preflight: bool, serving_concurrency: int | None, out: Path, overwrite: bool,
          resume: bool) -> None:
     """Run the concurrency ladder (or with --rates the open-loop rate ladder) against a baseline and a
     candidate server, then print the verdict.
@@ -621,7 +632,13 @@ def main(baseline: str | None, candidate: str | None, levels: str | None, stage_
         raise click.BadParameter(str(exc)) from None
     arrivals = (("--arrival", arrival, "--burstiness", burstiness)
                 + (("--max-concurrency", str(max_concurrency)) if max_concurrency else ()))
-    load = Load(prompts, max_tokens, ignore_eos, seed, model, processes, arrivals, selection)
+    given = {"baseline": speculative_config_baseline or ("none" if simulated else None),
+             "candidate": speculative_config_candidate or (json.dumps(sim_config, sort_keys=True) if simulated
+                                                           else None)}
+    if self_test:
+        given["candidate"] = given["baseline"]
+    load = Load(prompts, max_tokens, ignore_eos, seed, model, processes, arrivals, selection,
+                tuple((arm, config) for arm, config in given.items() if config))
     runs = schedule(repeats, out)
     plans = sessions.sessions(runs, plan)
     metrics = {"baseline": metrics_url_baseline,

@@ -27,8 +27,9 @@ SUMMARY_SCHEMA = 2
 SUMMARY_SCHEMAS = (1, 2)
 """What readers of PREFIX_summary.json accept (2 added the models under test, lost workers, counter
 anomalies)."""
-RUN_SCHEMA = 1
-"""Of PREFIX_run.json, what was measured (recording/provenance.py)."""
+RUN_SCHEMA = 2
+"""Of PREFIX_run.json, what was measured (recording/provenance.py); 2 added `speculative_config`."""
+RUN_SCHEMAS = (1, 2)
 BATCH_VERSION = 4
 """Of the worker -> master row batches (distributed.py); 2 added the answer's columns to the row, 3 the
 open-loop columns, 4 the answer's whitespace-normalised hash."""

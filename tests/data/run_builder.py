@@ -74,6 +74,8 @@ class ArmSpec:
     load: dict = field(default_factory=dict)
     server_version: str = "0.32.0"
     locust_args: tuple[str, ...] = ()
+    # PREFIX_run.json's speculative_config (schema 2) as given to Locust's --speculative-config.
+    speculative_config: object | None = None
 
 
 def record(prefix: Path, arm: ArmSpec) -> dict:
@@ -89,7 +91,9 @@ def record(prefix: Path, arm: ArmSpec) -> dict:
                      "seed": 0, "max_tokens": None, "default_max_tokens": 256, "ignore_eos": False,
                      "temperature": 0.0, "response_format": None, "client": "fast", **arm.load},
             "tools": {"locust_spec": "0.1.0", "locust": "2.47.0", "python": "3.11.7"},
-            "machine": {"cores": 2, "runner": "local", "workers": 0}}
+            "machine": {"cores": 2, "runner": "local", "workers": 0},
+            **({"schema": 2, "speculative_config": {"config": arm.speculative_config, "source": "given"}}
+               if arm.speculative_config is not None else {})}
 
 
 def _share(prompt_id: str, salt: str) -> float:
