@@ -23,7 +23,7 @@ from .model import (
     worst_arrivals,
     worst_lag,
 )
-from .runs import InputError, RunData, discover, read_run
+from .runs import InputError, RunData, discover, read_run, read_self_check
 from .verdict import Thresholds, build_verdict
 
 
@@ -76,7 +76,10 @@ def verdict_for(
         raise InputError(f"baseline and candidate share no concurrency level (baseline: "
                          f"{_levels_text(base_users)}; candidate: {_levels_text(cand_users)})")
     inputs, notes, cdf = [], list(provenance_notes), {}
-    floor = answers.self_agreement([r.answers for r in base_runs], "all levels")
+    checks = [read_self_check(folder) for folder in dict.fromkeys(Path(r.prefix).parent for r in base_runs)]
+    checks = [c for c in checks if c is not None]
+    floor = answers.self_agreement([r.answers for r in base_runs] + checks,
+                                   "all levels and the self-check" if checks else "all levels")
     temperature = run_temperature(base_runs + cand_runs)
     base_drafted = 0.0
     for users in common:

@@ -459,6 +459,32 @@ def split_answers(frame: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame | Non
     return frame.drop(columns=[c for c in ANSWER_TEXT if c in frame]), answers
 
 
+SELF_CHECK = "self_check.json"
+"""spec-ab's baseline self-check (locust_spec/ab/self_check.py), beside the baseline's runs."""
+SELF_CHECK_MAX_BYTES = 8 * 1024 * 1024
+_HASH_KEYS = ("prompt_class", "prompt_id", "output_hash", "output_marks", "output_hash_ws")
+
+
+def read_self_check(folder: Path) -> pd.DataFrame | None:
+    """The baseline's answers given twice on purpose (prompt, answer, output_hash, output_marks); None
+    when the folder holds no self-check (runs not made by spec-ab, or with --self-check 0)."""
+    path = folder / SELF_CHECK
+    if not path.is_file():
+        return None
+    if path.stat().st_size > SELF_CHECK_MAX_BYTES:
+        raise InputError(f"{path}: larger than {SELF_CHECK_MAX_BYTES // 2**20} MiB: not a self-check")
+    answers = _read_json(path).get("answers")
+    if not isinstance(answers, list) or not all(
+            isinstance(a, dict) and all(isinstance(a.get(k), str) for k in _HASH_KEYS) for a in answers):
+        raise InputError(f"{path}: answers must be a list of objects with {', '.join(_HASH_KEYS)} (text)")
+    if not answers:
+        return None
+    return pd.DataFrame({"prompt": [f"{a['prompt_class']}\x1f{a['prompt_id']}" for a in answers],
+                         "answer": [a["output_hash_ws"] for a in answers],
+                         "output_hash": [a["output_hash"] for a in answers],
+                         "output_marks": [a["output_marks"] for a in answers]})
+
+
 def read_design(path: Path) -> Design | None:
     """PREFIX_design.json (spec-ab writes it); None when absent: the run is read as sequential."""
     if not path.is_file():

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import click
 
-from locust_spec.ab import capacity, children, keep, preflight, progress, resume_check, sessions
+from locust_spec.ab import capacity, children, keep, preflight, progress, resume_check, self_check, sessions
 from locust_spec.ab.children import ARMS, CLIENT_CPU, ChildError
 from locust_spec.ab.sessions import Run, SessionError, schedule
 from locust_spec.analysis import aa, api
@@ -305,6 +305,23 @@ def prime_arms(hosts: dict[str, str], load: Load, display: progress.Display) -> 
             done.result()
 
 
+def baseline_self_check(folder: Path, host: str, load: Load, n: int, display: progress.Display) -> None:
+    """Answer `n` of the prompts twice on the baseline (ab/self_check.py): its noise floor for the answer
+    gate, written to `folder`/self_check.json."""
+    prompts = self_check.sample(load_prompts(load), n, load.seed)
+    try:
+        model = load.model or server_api.first_model(host, os.environ.get("OPENAI_API_KEY", ""), timeout=30)
+    except RuntimeError as exc:
+        raise AbError(str(exc)) from None
+    with progress.phase(display, lambda s: f"baseline: self-check, {len(prompts)} prompts answered twice "
+                                           f"({s:.0f}s)"):
+        answers, failed = self_check.measure(host, prompts, model, load.max_tokens, load.ignore_eos)
+    self_check.write(folder, answers, 0.0)
+    same, twice = self_check.agreeing(answers)
+    display.say(f"baseline: self-check: {same} of {twice} prompts answered the same twice"
+                + (f" ({len(failed)} answers failed, first: {failed[0]})" if failed else ""))
+
+
 def clear_previous(out: Path) -> None:
     """Remove what an earlier spec-ab wrote into `out` (only its own files), so runs never mix: with
     --overwrite, once the preflight has passed."""
@@ -538,6 +555,10 @@ def auto_processes(levels: str, simulated: bool, out: Path, say: Callable[[str],
 @click.option("--prime/--no-prime", default=True, show_default=True,
               help="Before each arm's first sweep, send every prompt once (max_tokens 1) so both servers' "
                    "prefix caches start equally warm.")
+@click.option("--self-check", "self_check_prompts", type=click.IntRange(min=0),
+              default=self_check.DEFAULT_PROMPTS, show_default=True, metavar="N",
+              help="Before the first sweep, answer N prompts twice on the baseline: its own noise floor for "
+                   "the answer gate at every level (0: none; the levels' own repeats only).")
 @click.option("--skip-preflight", is_flag=True,
               help="Start sweeping without first checking both arms (reachable, model served, a token "
                    "streamed, the right /metrics, prompts within the context).")
@@ -563,8 +584,8 @@ def main(baseline: str | None, candidate: str | None, levels: str | None, stage_
          model: str, processes: int | str, metrics_url_baseline: str | None,
          metrics_url_candidate: str | None, time_scale: float, sim_gpu: str, speculative_config: str,
          speculative_config_baseline: str | None, speculative_config_candidate: str | None, prime: bool,
-         skip_preflight: bool, serving_concurrency: int | None, out: Path, overwrite: bool,
-         resume: bool) -> None:
+         self_check_prompts: int, skip_preflight: bool, serving_concurrency: int | None, out: Path,
+         overwrite: bool, resume: bool) -> None:
     """Run the concurrency ladder (or with --rates the open-loop rate ladder) against a baseline and a
     candidate server, then print the verdict.
 
@@ -696,10 +717,13 @@ def main(baseline: str | None, candidate: str | None, levels: str | None, stage_
                     return (children.pinned(cmd, CLIENT_CPU) if simulated else cmd), env
 
                 for session in todo:
+                    fresh = {urls[arm]: arm for arm in session.arms if urls[arm] not in primed}
                     if prime:
-                        fresh = {urls[arm]: arm for arm in session.arms if urls[arm] not in primed}
                         prime_arms({arm: base_url(url) for url, arm in fresh.items()}, load, display)
-                        primed.update(fresh)
+                    if "baseline" in fresh.values() and self_check_prompts:
+                        baseline_self_check(out / "baseline", base_url(urls["baseline"]), load,
+                                            self_check_prompts, display)
+                    primed.update(fresh)
                     sessions.run(session, command, display)
                     done.extend(session.runs)
         verdict = write_verdict(out, runs, display, serving_concurrency)

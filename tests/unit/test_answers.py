@@ -17,9 +17,11 @@ from locust_spec.analysis.answers import (
     check_level,
 )
 
+from locust_spec.ab import self_check
 from locust_spec.client.sse import EventSplitter, parse_payload
 from locust_spec.client.timing import request_timing
 from locust_spec.core.answers import BLOCK_CHARS, fingerprint, first_difference, whitespace_hash
+from locust_spec.core.formats import Prompt
 from tests.data.run_builder import ArmSpec, write_run
 from tests.replay import load_capture
 
@@ -180,3 +182,21 @@ def test_every_answer_gate_case_on_built_runs(tmp_path):
     assert bare.levels[0].answers.status == NOT_CHECKED
     text = api.render(bare, "text")
     assert "answers: not checked (the candidate's PREFIX_requests.csv holds no answers" in text
+
+
+def test_the_baseline_self_check_gives_a_level_without_repeats_its_measured_noise_floor(tmp_path):
+    """spec-ab's self-check (ab/self_check.py) answered prompts twice on purpose: a level whose requests
+    never asked a prompt twice is judged against it, not 'noise unknown'."""
+    def arm(name: str, speculative: bool, **spec) -> str:
+        return write_run(tmp_path / name / "run", ArmSpec(speculative=speculative, seed=1 + speculative,
+                                                          prompt_per_request=True, **SHAPE, **spec))
+
+    base = arm("baseline", False)
+    texts = {f"json-{i}": f"json-{i}: " + "the same greedy answer " * 12 for i in range(6)}
+    twice = [self_check.record(Prompt(pid, "json", (), None), text) for pid, text in texts.items()] * 2
+    self_check.write(tmp_path / "baseline", twice, 0.0)
+    same = api.verdict_for([base], [arm("same", True)]).levels[0]
+    assert (same.answers.status, same.answers.baseline_self_share) == (SAME, 1.0)
+    assert same.answers.floor_source == "all levels and the self-check" and same.verdict == "ship"
+    lossy = api.verdict_for([base], [arm("lossy", True, changed_answers=0.9)]).levels[0]
+    assert (lossy.answers.status, lossy.verdict) == (DIFFER, "off")
