@@ -61,6 +61,8 @@ def test_forced_the_report_says_what_differs_on_its_first_screen(baseline, tmp_p
     assert out.splitlines()[2] == line
     page = html.read_text()
     assert page.index(escape(line)) < page.index("<table class='levels'>") < page.index("What was measured")
+    # the measured table's labels stay whole ("starte d", "prom pts" before): its first column never wraps
+    assert "word-break:break-all" not in page and "table.measured td:first-child" in page
     assert md.read_text().index("NOT COMPARABLE") < md.read_text().index("### 1 user")
     code, out, _ = verdict(capsys, baseline, cand, "--force", "--format", "json")
     assert json.loads(out)["differences"] == [line.split(": ", 1)[1]]
