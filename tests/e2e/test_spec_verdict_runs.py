@@ -51,8 +51,12 @@ def test_ships_at_1_user_and_not_at_64(pair, tmp_path):
 def test_json_follows_the_documented_schema(pair):
     doc = json.loads(spec_verdict(*pair, "--format", "json").stdout)
     assert doc["schema"] == 5 and doc["verdict"] in {"ship", "off", "tradeoff", "depends", "inconclusive"}
-    assert set(doc) == {"schema", "axis", "verdict", "summary", "slo", "design", "levels", "crossover",
-                        "diagnoses", "warnings", "tasks", "provenance"}
+    assert set(doc) == {"schema", "axis", "verdict", "summary", "comparison", "differences", "speculation",
+                        "slo", "design", "levels", "crossover", "diagnoses", "warnings", "tasks",
+                        "provenance"}
+    assert (doc["comparison"], doc["differences"]) == ("speculation", [])
+    assert doc["speculation"]["baseline"]["inferred"]["drafted"] is False
+    assert doc["speculation"]["candidate"]["inferred"]["k"] >= 1  # spec-sim serves per-position counters
     assert doc["design"] == {"kind": "sequential", "block_s": None, "blocks_per_level": None, "arms": None,
                              "repeats": 1, "warmup_s": None}
     level = doc["levels"][0]
