@@ -139,7 +139,7 @@ def verdict_for(
     ran = (what_ran.infer("baseline", records[0], [i.baseline_spec for i in inputs if i.baseline_spec],
                           any(r.snapshots for r in base_runs)),
            what_ran.infer("candidate", records[1], [i.spec for i in inputs if i.spec],
-                          any(r.snapshots for r in cand_runs)))
+                          any(r.snapshots for r in cand_runs), what_ran.candidate_signs(verdict.levels)))
     verdict = replace(verdict, provenance=records, differences=tuple(differences), what_ran=ran,
                       configurations=base_drafted > 0,
                       summary=leading_summary(verdict.summary, verdict.levels, base_drafted > 0))

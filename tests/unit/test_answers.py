@@ -164,6 +164,7 @@ def test_every_answer_gate_case_on_built_runs(tmp_path):
     once = {"prompt_per_request": True}  # the same 39 measured prompts in both arms, none answered twice
     held = api.verdict_for([arm("once", False, **once)], [arm("lossy", True, changed_answers=0.9, **once)])
     assert held.levels[0].answers.status == UNMEASURED_DIFFER and held.levels[0].verdict == "off"
+    assert held.what_ran[1].signs == ("answers changed",)
     assert held.summary.startswith("The candidate's answers changed beyond the baseline's own noise at "
                                    "1 user")
 

@@ -46,8 +46,9 @@ def test_the_config_given_is_recorded_and_shown_in_verdict_json_and_the_reports(
     html = tmp_path / "report.html"
     assert run([str(base), str(cand), "--format", "json", "-o", str(html)]) == 0
     doc = json.loads(capsys.readouterr().out)
-    assert doc["speculation"] == {"baseline": {"given": "none", "inferred": {"drafted": False, "k": None}},
-                                  "candidate": {"given": config, "inferred": {"drafted": True, "k": 4}}}
+    assert doc["speculation"] == {
+        "baseline": {"given": "none", "inferred": {"drafted": False, "k": None, "signs": []}},
+        "candidate": {"given": config, "inferred": {"drafted": True, "k": 4, "signs": []}}}
     assert "given: {&#x27;method&#x27;: &#x27;ngram&#x27;" in Path(html).read_text()
 
 
