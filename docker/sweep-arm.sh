@@ -12,7 +12,7 @@ status=0
 # The baseline also answers a few prompts twice: its noise floor for the answer gate (spec-ab's self-check).
 check=""
 if [ "$ARM" = baseline ]; then
-    check="--self-check ${SELF_CHECK:-8} --self-check-out $out --max-tokens $MAX_TOKENS --seed $SEED"
+    check="--self-check 8 --self-check-out $out --max-tokens $MAX_TOKENS --seed $SEED"
 fi
 # shellcheck disable=SC2086  # $check is words
 spec-prime --host "$TARGET" --prompts "$PROMPTS" --name "$ARM" $check || status=$?
