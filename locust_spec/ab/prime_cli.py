@@ -46,7 +46,7 @@ def wait_ready(host: str, api_key: str, wait_s: float) -> None:
               metavar="N", help="Then answer N prompts twice (the baseline's noise floor for the answer "
                                 "gate, as spec-ab's --self-check) into --self-check-out.")
 @click.option("--self-check-out", type=click.Path(file_okay=False, path_type=Path), metavar="FOLDER",
-              help="The baseline's run folder: where self_check.json goes (spec-verdict reads it there).")
+              help="The baseline's run folder: the self-check goes there, where spec-verdict reads it.")
 @click.option("--max-tokens", type=click.IntRange(min=1), help="The self-check's max_tokens: the run's.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Which prompts the self-check takes.")
 def main(host: str, prompts: tuple[str, ...], category: tuple[str, ...], prompt_limit: int | None,
