@@ -19,8 +19,8 @@ from pathlib import Path
 import orjson
 
 from locust_spec.client import server_api
-from locust_spec.client.settings import DEFAULT_MAX_TOKENS
 from locust_spec.core.answers import fingerprint, whitespace_hash
+from locust_spec.core.max_tokens import effective_max_tokens
 from locust_spec.core.prompts import Prompt
 
 FILE = "self_check.json"
@@ -49,7 +49,7 @@ def measure(host: str, prompts: Sequence[Prompt], model: str, max_tokens: int | 
     api_key = os.environ.get("OPENAI_API_KEY", "")
 
     def one(prompt: Prompt) -> dict | str:
-        body = server_api.answer_body(prompt, model, max_tokens or prompt.max_tokens or DEFAULT_MAX_TOKENS,
+        body = server_api.answer_body(prompt, model, effective_max_tokens(prompt.max_tokens, max_tokens),
                                       ignore_eos, temperature)
         try:
             return record(prompt, send(host, body, api_key, TIMEOUT_S))
