@@ -235,7 +235,8 @@ def test_rows_split_across_reads_parse_as_json_does(tmp_path, monkeypatch):
     got = read_prompts(path)
     assert [p.messages[0]["content"] for p in got] == [json.loads(json.dumps(r)).get("prompt") or "]}],\n[{"
                                                       for r in rows]
-    assert [p.id for p in got] == ["x", "tricky-4", "7"]  # the second row starts on line 4
+    # the second row starts on line 4 (and has no id: keyed by its line and content, formats.content_id)
+    assert [p.id for p in got] == ["x", f"tricky-4-{content_id(rows[1])}", "7"]
 
 
 def test_a_deeply_nested_or_endless_row_is_one_line_not_a_traceback(tmp_path, monkeypatch):
