@@ -11,7 +11,7 @@ from pathlib import Path
 import click
 
 from locust_spec.ab import cli as ab
-from locust_spec.ab import progress
+from locust_spec.ab import progress, self_check
 from locust_spec.client import server_api
 from locust_spec.core.formats import Selection
 from locust_spec.core.prompts import prompt_specs
@@ -70,6 +70,6 @@ def main(host: str, prompts: tuple[str, ...], category: tuple[str, ...], prompt_
         display = progress.Display(sys.stdout)
         ab.prime_arm(name, host, load, display)
         if self_check_prompts and self_check_out is not None:
-            ab.baseline_self_check(self_check_out, host, load, self_check_prompts, display)
+            ab.baseline_self_check(self_check_out / self_check.FILE, host, load, self_check_prompts, display)
     except (RuntimeError, ab.AbError) as e:
         raise click.ClickException(str(e)) from None

@@ -22,6 +22,7 @@ from locust_spec.client import server_api
 from locust_spec.core.answers import fingerprint, whitespace_hash
 from locust_spec.core.max_tokens import effective_max_tokens
 from locust_spec.core.prompts import Prompt
+from locust_spec.recording.writes import write_whole
 
 FILE = "self_check.json"
 SCHEMA = 1
@@ -70,11 +71,9 @@ def agreeing(answers: Sequence[dict]) -> tuple[int, int]:
     return sum(len(set(hashes)) == 1 for hashes in twice), len(twice)
 
 
-def write(folder: Path, answers: list[dict], temperature: float) -> Path:
-    path = folder / FILE
-    folder.mkdir(parents=True, exist_ok=True)
+def write(path: Path, answers: list[dict], temperature: float) -> Path:
+    """`path` (FILE in the baseline's folder) replaced whole: a reader never sees half of it."""
+    path.parent.mkdir(parents=True, exist_ok=True)
     doc = {"schema": SCHEMA, "temperature": temperature, "answers": answers}
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_bytes(orjson.dumps(doc, option=orjson.OPT_INDENT_2))
-    os.replace(tmp, path)
+    write_whole(path, orjson.dumps(doc, option=orjson.OPT_INDENT_2))
     return path

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from locust_spec.ab import outdir
 from locust_spec.ab.cli import main as spec_ab_main
 from tests.support import BIN, REPO, free_port
 
@@ -78,15 +79,21 @@ def test_a_wrong_model_name_names_the_served_one(tmp_path, arms):
 
     # The same typo with --overwrite over an earlier A/B: nothing is cleared before the preflight passes.
     earlier = tmp_path / "earlier"
-    for name in ("baseline/r0_requests.csv", "candidate/r0_run.json", "verdict.json", "report.html",
-                 "spec-ab.json", "sim-candidate.log"):
+    names = ("baseline/r0_requests.csv", "candidate/r0_run.json", "verdict.json", "report.html",
+             "spec-ab.json", "sim-candidate.log")
+    record = outdir.Folder(earlier, "spec-ab")  # as the earlier spec-ab recorded them, writing them
+    for name in names:
         (earlier / name).parent.mkdir(parents=True, exist_ok=True)
+        if "/" in name:
+            record.prefix(earlier / name.split("_")[0])
+        else:
+            record.file(earlier / name)
         (earlier / name).write_text(f"earlier {name}")
     before = sorted(str(p.relative_to(earlier)) for p in earlier.rglob("*"))
     again = _spec_ab(earlier, baseline.url, candidate.url, "--model", "no-such-model", "--overwrite")
     assert again.returncode == 1 and "'no-such-model' is not served" in again.stdout, again.stdout
-    assert sorted(str(p.relative_to(earlier)) for p in earlier.rglob("*")) == before
-    assert all((earlier / name).read_text() == f"earlier {name}" for name in before if "." in name)
+    assert sorted(str(p.relative_to(earlier)) for p in earlier.rglob("*") if p.name != outdir.LOCK) == before
+    assert all((earlier / name).read_text() == f"earlier {name}" for name in names)
 
 
 @pytest.mark.parametrize(("arm", "other", "says"), [

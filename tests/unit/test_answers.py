@@ -195,7 +195,7 @@ def test_the_baseline_self_check_gives_a_level_without_repeats_its_measured_nois
     base = arm("baseline", False)
     texts = {f"json-{i}": f"json-{i}: " + "the same greedy answer " * 12 for i in range(6)}
     twice = [self_check.record(Prompt(pid, "json", (), None), text) for pid, text in texts.items()] * 2
-    self_check.write(tmp_path / "baseline", twice, 0.0)
+    self_check.write(tmp_path / "baseline" / self_check.FILE, twice, 0.0)
     same = api.verdict_for([base], [arm("same", True)]).levels[0]
     assert (same.answers.status, same.answers.baseline_self_share) == (SAME, 1.0)
     assert same.answers.floor_source == "all levels and the self-check" and same.verdict == "ship"
