@@ -260,11 +260,11 @@ def read_trace(path: str | Path, fmt: str | None = None, window: Window = Window
         previous = raw.time
         origin = raw.time if origin is None else origin
         integers = integers and integer
+        if index >= max_rows:  # skipped rows count too: reading is what this bounds
+            raise TraceError(f"{path}: more than {max_rows} rows, the most one replay reads")
         if raw.output_tokens == 0:
             skipped += 1
             continue
-        if len(kept) >= max_rows:
-            raise TraceError(f"{path}: more than {max_rows} rows, the most one replay reads")
         kept.append((index, raw.time - origin, raw))
     scale = 1e-3 if fmt == MOONCAKE and integers else 1.0
     rows = tuple(TraceRow(index, (time * scale - window.start_s) / speedup, raw.input_tokens,

@@ -106,12 +106,13 @@ def test_a_huge_line_or_too_many_rows_is_refused_without_reading_on(tmp_path, mo
     with pytest.raises(TraceError, match=r"line 1: longer than"):
         read_trace(path)
     many = tmp_path / "many.jsonl"
-    many.write_text("".join(json.dumps({"timestamp": i, "input_length": 5, "output_length": 2}) + "\n"
-                            for i in range(5)))
+    many.write_text("".join(json.dumps({"timestamp": i, "input_length": 5, "output_length": i % 2}) + "\n"
+                            for i in range(5)))  # rows without output, skipped, count as read
     with pytest.raises(TraceError, match=r"more than 3 rows"):
         read_trace(many, max_rows=3)
     with pytest.raises(TraceError, match=r"no row to replay in the window"):
         read_trace(many, window=Window(10.0))
+    assert read_trace(many, max_rows=5).skipped == 3
 
 
 @pytest.mark.parametrize("text", ["", "5", "3:1", "-1:4", "a:b", "1:1"])
