@@ -5,14 +5,16 @@ prompt is cut from real text, a corpus (the built-in prompt sets' text by defaul
 `block_tokens`. Block i of a row with `hash_ids` is the text its id i names, so rows sharing a prefix of ids
 share that prefix of text, and the server's prefix cache sees what the trace recorded; blocks past a row's
 ids, and every block of a row without ids (Azure, BurstGPT), are the row's own. Where a block starts in the
-corpus is a hash of the seed and its id (blake2b, not Python's salted `hash`), so every process, on every
-machine, builds the same bytes from the same seed. Lengths are counted as the project estimates tokens with
-no tokenizer at hand: 4 bytes of UTF-8 a token (ab/preflight.py's `estimated_tokens`).
+corpus follows from the seed and its id (blake2b, not Python's salted `hash`), so every process, on every
+machine, builds the same bytes from the same seed; distinct ids start at distinct places (a permutation of
+the corpus's bytes), so text is shared only where the trace says. Lengths are counted as the project
+estimates tokens with no tokenizer at hand: 4 bytes of UTF-8 a token (ab/preflight.py's `estimated_tokens`).
 """
 
 from __future__ import annotations
 
 import hashlib
+import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -24,9 +26,6 @@ BYTES_PER_TOKEN = 4
 DEFAULT_BLOCK_TOKENS = 512
 """Mooncake's and Bailian's hash_ids name blocks of 512 tokens."""
 TRACE_CLASS = "trace"
-_WORD_SEARCH = 64
-"""A block starts after the first space within this many bytes of its drawn start (at a word, not inside
-one), else at the drawn start."""
 
 
 @dataclass(frozen=True)
@@ -47,12 +46,23 @@ class Corpus:
         parts += [turn for p in prompts for turn in p.followups]
         return cls("\n\n".join(part for part in parts if part).encode())
 
-    def cut(self, key: str, size: int) -> bytes:
-        """`size` bytes of the corpus from the place `key` names, running on from its start past its end."""
-        digest = hashlib.blake2b(key.encode(), digest_size=8).digest()
-        start = int.from_bytes(digest, "big") % len(self.text)
-        space = self.text.find(b" ", start, start + _WORD_SEARCH)
-        start = start if space < 0 else space + 1
+    def place(self, seed: int, number: int) -> int:
+        """Where block `number` starts: (a * number + b) mod the corpus's length, a and b drawn from the
+        seed and a prime to the length, so numbers less than the length apart never start at one place (no
+        two of a trace's ids share text by chance)."""
+        size = len(self.text)
+        digest = hashlib.blake2b(f"{seed}".encode(), digest_size=16).digest()
+        a, b = 1 + int.from_bytes(digest[:8], "big") % (size - 1), int.from_bytes(digest[8:], "big")
+        while math.gcd(a, size) != 1:
+            a += 1
+        return (a * number + b) % size
+
+    def scattered(self, key: str) -> int:
+        """A place drawn from `key` alone (a row's own block after its first)."""
+        return int.from_bytes(hashlib.blake2b(key.encode(), digest_size=8).digest(), "big") % len(self.text)
+
+    def cut(self, start: int, size: int) -> bytes:
+        """`size` bytes of the corpus from `start`, running on from its start past its end."""
         out = self.text[start:start + size]
         while len(out) < size:
             out += self.text[:size - len(out)]
@@ -64,11 +74,18 @@ def builtin_corpus() -> Corpus:
     return Corpus.of(load_prompt_set("all"))
 
 
-def block_keys(row: TraceRow, seed: int, blocks: int) -> list[str]:
-    """Where each of a row's blocks is cut from: its hash id's place (shared by every row naming the id),
-    else the row's own."""
-    return [f"{seed}:id:{row.hash_ids[i]}" if i < len(row.hash_ids) else f"{seed}:row:{row.index}:{i}"
-            for i in range(blocks)]
+def block_starts(row: TraceRow, corpus: Corpus, seed: int, blocks: int) -> list[int]:
+    """Where each of a row's blocks is cut from. Block i < len(hash_ids) is its id's place, shared by every
+    row naming the id; a row's first block without an id is numbered -(1 + its index), its own; its later
+    own blocks follow a first block no other row has, so a place drawn from the row and block will do."""
+    def start(i: int) -> int:
+        if i < len(row.hash_ids):
+            return corpus.place(seed, row.hash_ids[i])
+        if i == 0:
+            return corpus.place(seed, -1 - row.index)
+        return corpus.scattered(f"{seed}:row:{row.index}:{i}")
+
+    return [start(i) for i in range(blocks)]
 
 
 def trace_prompt(row: TraceRow, corpus: Corpus, seed: int = 0,
@@ -79,8 +96,8 @@ def trace_prompt(row: TraceRow, corpus: Corpus, seed: int = 0,
         raise ValueError(f"a trace block is at least one token, not {block_tokens}")
     total = max(row.input_tokens, 1) * BYTES_PER_TOKEN
     block = block_tokens * BYTES_PER_TOKEN
-    keys = block_keys(row, seed, -(-total // block))
-    text = b"".join(corpus.cut(key, min(block, total - i * block)) for i, key in enumerate(keys))
+    starts = block_starts(row, corpus, seed, -(-total // block))
+    text = b"".join(corpus.cut(start, min(block, total - i * block)) for i, start in enumerate(starts))
     # a block may start or end inside a character: its partial bytes go, the same in every row that shares it
     content = text.decode("utf-8", errors="ignore")
     return Prompt(f"{TRACE_CLASS}-{row.index}", TRACE_CLASS, ({"role": "user", "content": content},),

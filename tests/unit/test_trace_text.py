@@ -12,7 +12,7 @@ import pytest
 
 from locust_spec.ab.preflight import estimated_tokens
 from locust_spec.core.prompts import load_prompt_set
-from locust_spec.core.trace_text import BYTES_PER_TOKEN, Corpus, builtin_corpus, trace_prompt
+from locust_spec.core.trace_text import BYTES_PER_TOKEN, Corpus, block_starts, builtin_corpus, trace_prompt
 from locust_spec.core.traces import TraceRow, read_trace
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "traces"
@@ -46,6 +46,13 @@ def test_rows_sharing_hash_ids_share_those_blocks_of_text_and_no_more():
     assert first[2 * block + 8:2 * block + 200] != second[2 * block + 8:2 * block + 200]
     assert longer[:len(first) - 8] == first[:-8]  # its third block is the whole of first's partial one
     assert other[:200] != first[:200]
+
+
+def test_distinct_ids_and_rows_without_ids_never_start_at_one_place():
+    # drawn places would collide (the birthday bound: about 16 pairs among 5,000 in a 776 kB corpus)
+    with_ids = {block_starts(TraceRow(0, 0.0, 10, 1, (i,)), CORPUS, 9, 1)[0] for i in range(5000)}
+    without = {block_starts(TraceRow(i, 0.0, 10, 1), CORPUS, 9, 1)[0] for i in range(5000)}
+    assert len(with_ids) == 5000 and len(without) == 5000
 
 
 def test_rows_without_hash_ids_share_nothing():
