@@ -22,6 +22,16 @@ TRACE = "trace"
 """A plan whose arrivals are a trace's times (`times`), not drawn (docs/traces.md)."""
 BLOCK = 4096
 """Arrival gaps are drawn this many at a time: a long run's schedule is never held whole."""
+MAX_RATE = 10_000.0
+"""Requests per second, the most a rate may ask: a load generator process sends a few hundred to a few
+thousand a second, so more is a typo; and counting a level's arrivals holds the event loop for as long
+as they take to draw (`--rate 1e9`: minutes, the run deaf to SIGTERM)."""
+MIN_BURSTINESS, MAX_BURSTINESS = 0.05, 1000.0
+"""Gamma's shape: 0.05 is gaps with a coefficient of variation of 4.5, far burstier than any traffic
+measured; below, the gaps underflow to zero and a level's count has no useful bound (1e-9 drew 68.5
+million arrivals for a 10 req/s, 5 s level). 1000 is already constant gaps within 3%."""
+MAX_LEVEL_ARRIVALS = 5_000_000
+"""Arrivals one level may schedule (rate x the level's seconds): counting them takes about a second."""
 
 
 @dataclass(frozen=True)
@@ -56,8 +66,7 @@ class ArrivalPlan:
         if any(b < a for a, b in zip(self.times, self.times[1:], strict=False)) or \
                 (self.times and not (self.times[0] >= 0 and math.isfinite(self.times[-1]))):
             raise ValueError("a trace's times are finite seconds of 0 or more, in order")
-        if not (self.burstiness > 0 and math.isfinite(self.burstiness)):
-            raise ValueError(f"burstiness must be a positive number, not {self.burstiness!r}")
+        check_burstiness(self.burstiness)
         if not self.slots:
             raise ValueError("an arrival plan needs at least one slot")
         pairs = zip(self.windows, self.windows[1:], strict=False)
@@ -99,7 +108,24 @@ class ArrivalPlan:
 def check_rate(rate: float) -> float:
     if not (isinstance(rate, (int, float)) and rate > 0 and math.isfinite(rate)):
         raise ValueError(f"a rate must be a positive number of requests per second, not {rate!r}")
+    if rate > MAX_RATE:
+        raise ValueError(f"a rate of {rate:g} requests per second is above the {MAX_RATE:g} allowed")
     return float(rate)
+
+
+def check_burstiness(value: float) -> float:
+    if not (isinstance(value, (int, float)) and MIN_BURSTINESS <= value <= MAX_BURSTINESS):
+        raise ValueError(f"burstiness must be between {MIN_BURSTINESS:g} and {MAX_BURSTINESS:g} "
+                         f"(1: Poisson), not {value!r}")
+    return float(value)
+
+
+def check_level_arrivals(rate: float, seconds: float) -> None:
+    """Refuse a level that would schedule more than MAX_LEVEL_ARRIVALS (one line: what to lower)."""
+    if rate * seconds > MAX_LEVEL_ARRIVALS:
+        raise ValueError(f"{rate:g} requests per second for {seconds:g} s is {rate * seconds:,.0f} arrivals "
+                         f"in one level, above the {MAX_LEVEL_ARRIVALS:,} allowed: lower the rate or shorten "
+                         "the level")
 
 
 def level_seed(seed: int, level_index: int) -> int:
