@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from locust_spec.core.arrivals import TRACE, ArrivalPlan
+from locust_spec.core.arrivals import MAX_RATE, TRACE, ArrivalPlan
 from locust_spec.core.formats import Prompt
 from locust_spec.core.level import Level
 from locust_spec.core.trace_text import DEFAULT_BLOCK_TOKENS, Corpus, builtin_corpus, trace_prompt
@@ -62,9 +62,10 @@ class TraceSettings:
 
 def trace_rate(trace: Trace) -> float:
     """A trace level's rate, its name in every per-level table: the rows over the replay's seconds (4
-    significant digits; a trace whose rows all come at once: their count)."""
+    significant digits; a trace whose rows all come at once: their count), at most the most a rate may
+    ask (a burst of rows a microsecond apart is named for that, its times kept)."""
     rate = len(trace.rows) / trace.duration_s if trace.duration_s > 0 else float(len(trace.rows))
-    return float(f"{rate:.4g}")
+    return min(float(f"{rate:.4g}"), MAX_RATE)
 
 
 def trace_level(runner, trace: Trace, seed: int, users: int, lead_s: float = 0.0) -> Level:

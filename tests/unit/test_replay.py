@@ -8,9 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from locust_spec.core.arrivals import TRACE, arrivals
+from locust_spec.core.arrivals import MAX_RATE, TRACE, arrivals
 from locust_spec.core.trace_text import builtin_corpus, trace_prompt
-from locust_spec.core.traces import Window
+from locust_spec.core.traces import MOONCAKE as MOONCAKE_FORMAT
+from locust_spec.core.traces import Trace, TraceRow, Window
 from locust_spec.wiring.openloop import LOCAL_SLOT, ArrivalQueue, open_loop
 from locust_spec.wiring.replay import TracePrompts, TraceSettings, trace_level, trace_rate
 
@@ -57,3 +58,13 @@ def test_a_trace_plans_one_level_of_its_times_and_each_arrival_is_its_rows_promp
     corpus = builtin_corpus()
     assert prompts.prompt(3) == trace_prompt(trace.rows[3], corpus, 7, 512)
     assert prompts.prompt(3).max_tokens == 64
+
+
+def test_a_traces_rate_is_its_rows_over_its_seconds_within_the_bound_on_rates():
+    def trace(*offsets: float) -> Trace:
+        return Trace(MOONCAKE_FORMAT, tuple(TraceRow(i, t, 10, 1) for i, t in enumerate(offsets)))
+
+    assert trace_rate(trace(0.0, 0.0, 0.0)) == 3.0  # all at once: their count
+    assert trace_rate(trace(0.0, 1e-6)) == MAX_RATE
+    level = trace_level(None, trace(0.0, 1e-6), seed=0, users=2)
+    assert level.plan.times == (0.0, 1e-6)
