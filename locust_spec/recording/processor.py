@@ -19,7 +19,7 @@ from locust_spec.client.timing import RequestTiming
 from locust_spec.core.runfiles import ErrorKind, error_kind
 from locust_spec.recording.budget import ClientBudget
 from locust_spec.recording.records import RecordSink, RequestRow, make_row
-from locust_spec.recording.trace import Trace
+from locust_spec.recording.trace import ChunkTrace
 
 log = logging.getLogger(__name__)
 
@@ -51,7 +51,7 @@ class Processor:
     the run's current sink, None when rows go nowhere), and trace lines."""
 
     def __init__(self, fire: Callable[..., None], sink: Callable[[], RecordSink | None],
-                 trace: Trace | None = None, budget: ClientBudget | None = None) -> None:
+                 trace: ChunkTrace | None = None, budget: ClientBudget | None = None) -> None:
         self._fire = fire
         self._sink = sink
         self.trace = trace

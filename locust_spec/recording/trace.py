@@ -28,7 +28,7 @@ def trace_rows(rid: str, start_unix: float, start: float, timing: RequestTiming)
     return rows
 
 
-class Trace:
+class ChunkTrace:
     """Appends trace rows to a file; buffered, flushed at stop."""
 
     def __init__(self, path: str) -> None:
@@ -36,7 +36,7 @@ class Trace:
         self._fh.write(HEADER)
 
     @classmethod
-    def from_env(cls) -> Trace | None:
+    def from_env(cls) -> ChunkTrace | None:
         path = os.environ.get(ENV)
         return cls(path) if path else None
 
