@@ -49,8 +49,9 @@ POINT = "point"
 
 __all__ = [
     "BETTER", "CONFIDENCE", "INCONCLUSIVE", "POINT", "POWER", "RESAMPLES", "SAME", "UNKNOWN",
-    "UNKNOWN_DIRECTION", "WORSE", "Crossing", "Interval", "Units", "change_pct", "classify", "crossing",
-    "quantile", "quantile_changes", "quantile_interval", "ratio_change", "ratio_interval", "t_quantile",
+    "UNKNOWN_DIRECTION", "WORSE", "Crossing", "Interval", "Units", "around", "change_pct", "classify",
+    "crossing", "quantile", "quantile_changes", "quantile_interval", "ratio_change", "ratio_interval",
+    "t_quantile",
 ]
 
 
@@ -281,6 +282,14 @@ def _capped(base: Units, cand: Units, paired: bool) -> tuple[Units, np.ndarray, 
     return base_c, remap_b, cand_c, remap_c
 
 
+def around(estimate: float | None, lo: float, hi: float) -> tuple[float, float]:
+    """Bounds that hold their estimate: moved onto and off the log scale, a bound the width of the
+    estimate's float error away can land on its wrong side (2e-14 past it), which an error bar refuses."""
+    if estimate is None or not math.isfinite(estimate):
+        return lo, hi
+    return min(lo, estimate), max(hi, estimate)
+
+
 def _change_interval(pb: float, pc: float, rb: np.ndarray, rc: np.ndarray, point_change: float | None,
                      units: int, df: int, name: str, method: str, confidence: float) -> Interval:
     own = math.log(pc / pb) if pb > 0 and pc > 0 else None
@@ -296,7 +305,8 @@ def _change_interval(pb: float, pc: float, rb: np.ndarray, rc: np.ndarray, point
     if bounds is None:
         return Interval(estimate, None, None, confidence, "unstable", units, name, df)
     lo, hi = _widened(point, bounds, point - own, df, confidence)
-    return Interval(estimate, math.expm1(lo) * 100, math.expm1(hi) * 100, confidence, method, units, name, df)
+    return Interval(estimate, *around(estimate, math.expm1(lo) * 100, math.expm1(hi) * 100), confidence,
+                    method, units, name, df)
 
 
 def _draws(base: Units, cand: Units, paired: bool, seed: int, b: int):
@@ -372,6 +382,7 @@ def _one_arm(point: float, own: float, reps: np.ndarray, units: Units, confidenc
     lo, hi = _widened(point, bounds, point - own, df, confidence)
     if clip is not None:
         lo, hi = max(lo, clip[0]), min(hi, clip[1])
+    lo, hi = around(point, lo, hi)
     return Interval(point, lo, hi, confidence, _method(units, False), units.count, units.name, df)
 
 

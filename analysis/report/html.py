@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import base64
+from collections.abc import Callable
 from html import escape
 
 from ..model import Verdict
-from ..report.plots import FIGURES, Omitted, class_acceptance
+from ..report.plots import FIGURES, Omitted, class_acceptance, plt
 from ..report.table import (
     HEADER,
     TASK_HEADER,
@@ -79,6 +80,16 @@ def _measured(verdict: Verdict) -> str:
     return f"<h2>What was measured</h2><table class='measured'><tr>{head}</tr>{body}</table>"
 
 
+def drawn(draw: Callable[[Verdict], bytes | Omitted], verdict: Verdict) -> bytes | Omitted:
+    """A figure, or the one line saying why it is not there: a plot that fails (matplotlib refuses some
+    numbers) costs that figure, never the report or the verdict line printed after it."""
+    try:
+        return draw(verdict)
+    except Exception as exc:  # noqa: BLE001 (any plotting failure: the rest of the report stands)
+        plt.close("all")
+        return Omitted(f"the plot failed ({type(exc).__name__}: {str(exc)[:200]})")
+
+
 def render(verdict: Verdict) -> str:
     v = escape(verdict.verdict)
     parts = [f"<h1>Speculative decoding: <span class='v {v}'>{v}</span></h1>",
@@ -103,7 +114,7 @@ def render(verdict: Verdict) -> str:
         parts += ["<h2>Warnings</h2>", _list([escape(w) for w in verdict.warnings])]
     parts.append("<h2>Plots</h2>")
     for title, draw in FIGURES:
-        figure = draw(verdict)
+        figure = drawn(draw, verdict)
         if isinstance(figure, Omitted):
             parts.append(f"<p class='omitted'>{escape(title)}: not drawn, {escape(figure.reason)}.</p>")
             continue
