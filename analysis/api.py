@@ -9,7 +9,7 @@ from pathlib import Path
 from locust_spec.core.design import SEQUENTIAL
 from locust_spec.metrics.crosscheck import CANDIDATE_METRICS_OPTIONS
 
-from . import answers, provenance, tasks
+from . import answers, provenance, rule, tasks
 from . import levels as lv
 from .model import DesignInfo, LevelInput, PlotData, Slo, Verdict, worst_arrivals, worst_lag
 from .runs import InputError, RunData, discover, read_run
@@ -44,6 +44,10 @@ def verdict_for(
     same run twice, swapped) unless `force`.
     """
     th = Thresholds(**{k: v for k, v in thresholds.items() if v is not None})
+    if th.objective == rule.GOODPUT and slo is None:
+        raise InputError("--objective goodput needs --slo (goodput is the tokens of requests within it)")
+    if th.objective not in rule.OBJECTIVES:
+        raise InputError(f"objective {th.objective!r}: one of {', '.join(rule.OBJECTIVES)}")
     base_runs, cand_runs = load_arm(baseline, "baseline"), load_arm(candidate, "candidate")
     check_one_axis(base_runs + cand_runs)
     if serving_concurrency is not None and base_runs[0].rate_run:

@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from .model import Slo
+from .rule import OBJECTIVES
 from .runs import InputError
 from .verdict import DEPENDS, INCONCLUSIVE, OFF, TRADEOFF, Thresholds
 
@@ -61,9 +62,12 @@ def cli() -> None:
     PREFIX_server_metrics.csv, PREFIX_summary.json) or a folder of runs (several runs = repeats).
     See `spec-verdict compare --help` for the options.
 
-    The verdict per level is ship, off, tradeoff (per-token latency and throughput moved apart) or
-    inconclusive. Overall: the levels' word when they agree, else depends, with the level up to which
-    speculation pays; --serving-concurrency N gives the verdict at the concurrency you serve instead
+    Each level answers one declared question (--objective, default latency: TPOT p50 better beyond the
+    noise band) with every guard within --margin; its verdict is ship, off (a measured loss), tradeoff
+    (the question improved while a guard got worse) or inconclusive, the levels' questions under Holm's
+    correction, the per-task breakdown exploratory (false discovery rate). Overall: the levels' word
+    when they agree, else depends, with the level up to which speculation pays; --serving-concurrency N
+    gives the verdict at the concurrency you serve instead
     (the nearest measured level), e.g. `spec-verdict runs/ab --serving-concurrency 16`.
 
     \b
@@ -127,6 +131,13 @@ def ab_arms(folder: Path) -> tuple[Path, Path]:
 @click.option("--mde-target-pct", type=float, default=DEFAULTS.mde_target_pct, show_default=True,
               help="A level that could not have detected a change this large (%) on a deciding metric is "
                    "under-powered (docs/verdict-method.md).")
+@click.option("--objective", type=click.Choice(OBJECTIVES), default=DEFAULTS.objective, show_default=True,
+              help="Each level's one primary question: latency (TPOT p50 better, output tok/s a guard), "
+                   "throughput (output tok/s better, latency a guard) or goodput (needs --slo).")
+@click.option("--margin", "margin_pct", type=click.FloatRange(min=0), default=DEFAULTS.margin_pct,
+              show_default=True, metavar="PCT",
+              help="Non-inferiority margin (%): to ship, every guard (TPOT p90, TTFT p50, the other of "
+                   "latency and throughput) must stay within it by its whole interval.")
 @click.option("--slo", "slo_text", metavar="ttft_ms=X,tpot_ms=Y",
               help="A latency objective: per arm and level, the share of requests meeting it and the goodput "
                    "(their tokens per second), which becomes the throughput the verdict judges.")

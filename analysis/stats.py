@@ -51,7 +51,7 @@ __all__ = [
     "BETTER", "CONFIDENCE", "INCONCLUSIVE", "POINT", "POWER", "RESAMPLES", "SAME", "UNKNOWN",
     "UNKNOWN_DIRECTION", "WORSE", "Crossing", "Interval", "Units", "around", "change_pct", "classify",
     "crossing", "quantile", "quantile_changes", "quantile_interval", "ratio_change", "ratio_interval",
-    "t_quantile",
+    "p_beyond", "t_cdf", "t_quantile",
 ]
 
 
@@ -62,21 +62,35 @@ def change_pct(base: float | None, cand: float | None) -> float | None:
     return (cand - base) / base * 100.0
 
 
+def t_cdf(x: float, df: int) -> float:
+    """Student's t CDF (numpy has none; scipy is not a dependency): the density's integral by Simpson's
+    rule; the normal's beyond 1000 degrees of freedom."""
+    if df < 1:
+        raise ValueError("t needs at least one degree of freedom")
+    if df > 1000:
+        return statistics.NormalDist().cdf(x)
+    if not math.isfinite(x):
+        return 1.0 if x > 0 else 0.0
+    norm = math.exp(math.lgamma((df + 1) / 2) - math.lgamma(df / 2)) / math.sqrt(math.pi)
+    # x = sqrt(df) tan(theta) turns the density into norm cos^(df - 1) theta on a finite range, so the far
+    # tail (a p-value of a change many standard errors out) integrates as accurately as the middle
+    end = math.atan(abs(x) / math.sqrt(df))
+    grid = np.linspace(0.0, end, 4001)
+    dens = norm * np.cos(grid) ** (df - 1)
+    simpson = (dens[0] + dens[-1] + 4 * dens[1:-1:2].sum() + 2 * dens[2:-1:2].sum()) * (end / 4000) / 3
+    return 0.5 + simpson if x >= 0 else 0.5 - simpson
+
+
 @functools.lru_cache(maxsize=512)
 def t_quantile(p: float, df: int) -> float:
-    """Student's t quantile (numpy has none; scipy is not a dependency): the CDF's integral of the density
-    by Simpson's rule, inverted by bisection; the normal's beyond 1000 degrees of freedom."""
+    """Student's t quantile: t_cdf inverted by bisection; the normal's beyond 1000 degrees of freedom."""
     if df > 1000:
         return statistics.NormalDist().inv_cdf(p)
     if df < 1:
         raise ValueError("t needs at least one degree of freedom")
-    norm = math.exp(math.lgamma((df + 1) / 2) - math.lgamma(df / 2)) / math.sqrt(df * math.pi)
 
     def cdf(x: float) -> float:
-        grid = np.linspace(0.0, x, 4001)
-        dens = norm * (1 + grid ** 2 / df) ** (-(df + 1) / 2)
-        simpson = (dens[0] + dens[-1] + 4 * dens[1:-1:2].sum() + 2 * dens[2:-1:2].sum()) * (x / 4000) / 3
-        return 0.5 + simpson
+        return t_cdf(x, df)
 
     target = max(p, 1 - p)
     lo, hi = 0.0, 1.0
@@ -145,6 +159,26 @@ class Interval:
 
 
 UNKNOWN = Interval(None, None, None, method="not measured")
+
+
+def p_beyond(ci: Interval, bound_pct: float, *, above: bool) -> float | None:
+    """The p-value of the claim that the true change lies beyond `bound_pct` (above it, or below), by
+    inverting the interval: its estimate and the half-width on the bound's side, in log ratio, read as
+    Student's t with the interval's degrees of freedom. Two-sided scale: the claim's p is at or below
+    1 - confidence exactly when that end of the interval clears the bound, so a p-value and the
+    interval never disagree. A point (no spread): 0 beyond the bound, else 1; None without an estimate."""
+    if ci.estimate is None or not ci.measured or ci.estimate <= -100 or bound_pct <= -100:
+        return None
+    center, bound = math.log1p(ci.estimate / 100), math.log1p(bound_pct / 100)
+    beyond = center > bound if above else center < bound
+    end = ci.lo if above else ci.hi
+    if ci.method == POINT or ci.df is None or end <= -100:
+        return 0.0 if beyond else 1.0
+    half = abs(center - math.log1p(end / 100))
+    if half == 0:
+        return 0.0 if beyond else 1.0
+    t = (center - bound if above else bound - center) / (half / t_quantile((1 + ci.confidence) / 2, ci.df))
+    return float(min(1.0, 2 * (1 - t_cdf(t, ci.df))))
 
 
 @dataclass(frozen=True, eq=False)

@@ -18,6 +18,7 @@ from ..report.table import (
     evidence_line,
     measured,
     rows,
+    rule_line,
     task_rows,
     users_label,
 )
@@ -64,8 +65,10 @@ def _task_table(verdict: Verdict) -> str:
     body = "".join("<tr>" + "".join(f"<td class='v {escape(c)}'>{escape(c)}</td>" if i == 2 else
                                      f"<td>{escape(c)}</td>" for i, c in enumerate(r)) + "</tr>"
                    for r in task_rows(verdict))
-    return (f"<h2>Per task</h2><p>Each task's own requests at each level: acceptance from the candidate's "
-            f"per-request stats, throughput per stream (the task's tokens over its requests' time).</p>"
+    return (f"<h2>Per task</h2><p>Exploratory: the false discovery rate is controlled over every task and "
+            f"level (Benjamini-Hochberg). Each task's own requests at each level: acceptance from the "
+            f"candidate's per-request stats, throughput per stream (the task's tokens over its requests' "
+            f"time).</p>"
             f"<table><tr>{head}</tr>{body}</table>")
 
 
@@ -94,6 +97,7 @@ def render(verdict: Verdict) -> str:
     v = escape(verdict.verdict)
     parts = [f"<h1>Speculative decoding: <span class='v {v}'>{v}</span></h1>",
              f"<p>{escape(verdict.summary)}</p>", f"<p>{escape(design_line(verdict.design))}</p>",
+             f"<p>{escape(rule_line(verdict))}</p>",
              _measured(verdict), _task_table(verdict) if verdict.tasks else _class_table(verdict)]
     for lv in verdict.levels:
         lvv = escape(lv.verdict)

@@ -15,6 +15,7 @@ from ..report.table import (
     evidence_line,
     measured,
     rows,
+    rule_line,
     task_rows,
     users_label,
 )
@@ -39,7 +40,7 @@ def _escape(text: str) -> str:
 
 def render(verdict: Verdict) -> str:
     out = [f"## Speculative decoding verdict: **{verdict.verdict}**", "", _escape(verdict.summary), "",
-           _escape(design_line(verdict.design)), ""]
+           _escape(design_line(verdict.design)), "", _escape(rule_line(verdict)), ""]
     found = measured(verdict)
     if found is not None:
         header, facts = found
@@ -59,7 +60,8 @@ def render(verdict: Verdict) -> str:
         out += [f"- *{d.kind}*: {_escape(d.message)}" for d in lv.diagnoses]
         out.append("")
     if verdict.tasks:
-        out += ["### Per task", "", "| " + " | ".join(TASK_HEADER) + " |",
+        out += ["### Per task (exploratory: false discovery rate controlled)", "",
+                "| " + " | ".join(TASK_HEADER) + " |",
                 "|---|---:|---|---:|---:|---:|---:|"]
         out += ["| " + " | ".join(_inline(c) for c in r) + " |" for r in task_rows(verdict)]
         out.append("")

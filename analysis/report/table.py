@@ -179,6 +179,12 @@ def evidence_line(lv: LevelVerdict) -> str | None:
     return "; ".join(parts) or None
 
 
+def rule_line(verdict: Verdict) -> str:
+    """The decision rule every level was judged by, declared beside the design ("" for a hand-built
+    verdict without one)."""
+    return verdict.rule.describe() if verdict.rule is not None else ""
+
+
 def design_line(design: DesignInfo) -> str:
     """How the arms shared time, for the top of a report."""
     repeats = f", {design.repeats} repeats" if design.repeats > 1 else ""

@@ -15,6 +15,7 @@ from ..report.table import (
     evidence_line,
     measured,
     rows,
+    rule_line,
     task_rows,
     users_label,
 )
@@ -36,7 +37,8 @@ def _plain(text: str) -> str:
 
 
 def render(verdict: Verdict) -> str:
-    out = [f"VERDICT: {verdict.verdict.upper()}", _plain(verdict.summary), design_line(verdict.design), ""]
+    out = [f"VERDICT: {verdict.verdict.upper()}", _plain(verdict.summary), design_line(verdict.design),
+           rule_line(verdict), ""]
     found = measured(verdict)
     if found is not None:
         header, facts = found
@@ -53,7 +55,8 @@ def render(verdict: Verdict) -> str:
         out.extend(f"  * {d.kind}: {_plain(d.message)}" for d in lv.diagnoses)
         out.append("")
     if verdict.tasks:
-        out.append("Per task (acceptance from per-request stats; throughput per stream):")
+        out.append("Per task (exploratory, false discovery rate controlled; acceptance from per-request "
+                   "stats; throughput per stream):")
         out.extend(_table([TASK_HEADER, *[tuple(_plain(c) for c in r) for r in task_rows(verdict)]]))
     if verdict.crossover:
         out.append("Crossover:")

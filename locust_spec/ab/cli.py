@@ -22,9 +22,11 @@ from locust_spec.ab import capacity, children, keep, preflight, progress, sessio
 from locust_spec.ab.children import ARMS, CLIENT_CPU, ChildError
 from locust_spec.ab.sessions import Run, SessionError, schedule
 from locust_spec.analysis import aa, api
-from locust_spec.analysis.model import Verdict, level_label
+from locust_spec.analysis import rule as rules
+from locust_spec.analysis.cli import parse_slo
+from locust_spec.analysis.model import Slo, Verdict, level_label
 from locust_spec.analysis.runs import InputError
-from locust_spec.analysis.verdict import CLIENT_BEHIND
+from locust_spec.analysis.verdict import CLIENT_BEHIND, Thresholds
 from locust_spec.client import server_api
 from locust_spec.client.headers import HeaderValueError, credential
 from locust_spec.client.http_fetch import METRICS_URLS_ENV, UrlError, check_urls, display_url
@@ -366,18 +368,34 @@ def raise_interrupt(_signum, _frame) -> None:
 
 
 def write_verdict(out: Path, runs: list[Run], display: progress.Display,
-                  serving: int | None = None) -> Verdict:
+                  serving: int | None = None, question: Question | None = None) -> Verdict:
     """Judge both arms' runs and write the verdict files into `out` (`serving`: the overall verdict is that
-    level's, as spec-verdict's --serving-concurrency)."""
+    level's, as spec-verdict's --serving-concurrency; `question`: the declared rule's options)."""
+    asked = question or Question()
     try:
         with progress.phase(display, lambda s: f"spec-ab: computing the verdict ({s:.0f}s)"):
             verdict = api.verdict_for([r.prefix for r in runs if r.arm == "baseline"],
                                       [r.prefix for r in runs if r.arm == "candidate"],
-                                      serving_concurrency=serving)
+                                      serving_concurrency=serving, slo=asked.slo, objective=asked.objective,
+                                      margin_pct=asked.margin_pct)
             api.write_outputs(verdict, [out / name for name in VERDICT_FILES])
     except InputError as exc:
         raise AbError(f"no verdict: {exc}") from None
     return verdict
+
+
+@dataclass(frozen=True)
+class Question:
+    """The decision rule's options as spec-verdict takes them (analysis/rule.py), declared at the start."""
+
+    objective: str = rules.LATENCY
+    margin_pct: float = rules.MARGIN_PCT
+    slo: Slo | None = None
+
+    def rule(self, rates: bool) -> rules.DecisionRule:
+        return rules.rule_for(self.objective, "goodput_tok_s" if self.slo else "output_tok_s",
+                              offered=rates and self.slo is None, margin_pct=self.margin_pct,
+                              noise_pct=Thresholds().noise_pct)
 
 
 MOST = 0.5
@@ -505,6 +523,15 @@ def auto_processes(levels: str, simulated: bool, out: Path, say: Callable[[str],
               help="The concurrency you serve at: the overall verdict is that level's (nearest measured); "
                    "without it, levels that disagree make it 'depends', said with the level up to which "
                    "speculation pays (as spec-verdict's option of that name).")
+@click.option("--objective", type=click.Choice(rules.OBJECTIVES), default=rules.LATENCY, show_default=True,
+              help="Each level's one primary question, as spec-verdict's: latency (TPOT p50), throughput "
+                   "(output tok/s) or goodput (needs --slo); the others are guards.")
+@click.option("--margin", "margin_pct", type=click.FloatRange(min=0), default=rules.MARGIN_PCT,
+              show_default=True, metavar="PCT",
+              help="Non-inferiority margin (%) every guard must stay within to ship (as spec-verdict's).")
+@click.option("--slo", "slo_text", metavar="ttft_ms=X,tpot_ms=Y",
+              help="A latency objective for the verdict (as spec-verdict's): goodput, the tokens of requests "
+                   "within it per second, becomes the throughput judged.")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), required=True,
               help="Run folder: both arms' files, verdict.json, report.html, report.md (aa.json with --aa). "
                    "A folder that holds results is refused unless --overwrite or --resume.")
@@ -522,8 +549,8 @@ def main(baseline: str | None, candidate: str | None, levels: str | None, stage_
          max_prompt_chars: int | None, turns: str, max_tokens: int | None, ignore_eos: bool, seed: int,
          model: str, processes: int | str, metrics_url_baseline: str | None,
          metrics_url_candidate: str | None, time_scale: float, sim_gpu: str, speculative_config: str,
-         prime: bool, skip_preflight: bool, serving_concurrency: int | None, out: Path, overwrite: bool,
-         resume: bool) -> None:
+         prime: bool, skip_preflight: bool, serving_concurrency: int | None, objective: str,
+         margin_pct: float, slo_text: str | None, out: Path, overwrite: bool, resume: bool) -> None:
     """Run the concurrency ladder (or with --rates the open-loop rate ladder) against a baseline and a
     candidate server, then print the verdict.
 
@@ -550,6 +577,12 @@ def main(baseline: str | None, candidate: str | None, levels: str | None, stage_
         raise click.UsageError("--aa sends both arms to one server, so they cannot run at once: use "
                                "--design interleaved, or give two identical servers as --baseline and "
                                "--candidate")
+    try:
+        question = Question(objective, margin_pct, parse_slo(slo_text) if slo_text else None)
+        if objective == rules.GOODPUT and question.slo is None:
+            raise InputError("--objective goodput needs --slo (goodput is the tokens of requests within it)")
+    except InputError as exc:
+        raise click.UsageError(str(exc)) from None
     simulated = baseline is None
     default = DEMO_LADDER if simulated else REAL_LADDER
     if rates is not None and levels is not None:
@@ -637,6 +670,7 @@ def main(baseline: str | None, candidate: str | None, levels: str | None, stage_
                 display.say(f"spec-ab: {'A/A self-test, ' if self_test else ''}{design_text(plan)}; "
                             f"{len(todo)} session(s) of {plan.seconds:g}s "
                             f"({steps}, {plan.stage_s:g}s each) on {where_text} -> {out}")
+                display.say(f"spec-ab: {question.rule(bool(ladder.rates)).describe()}")
                 if not skip_preflight:
                     run_preflight(urls, metrics, load, display, ARMS[:1] if self_test else ARMS)
                 start_writing(out, logs, record, todo, display)
@@ -653,7 +687,7 @@ def main(baseline: str | None, candidate: str | None, levels: str | None, stage_
                         primed.update(fresh)
                     sessions.run(session, command, display)
                     done.extend(session.runs)
-        verdict = write_verdict(out, runs, display, serving_concurrency)
+        verdict = write_verdict(out, runs, display, serving_concurrency, question)
         if self_test:
             found = aa.self_test(verdict)
             (out / aa.FILE).write_text(aa.render_json(found))

@@ -138,7 +138,7 @@ def test_the_same_drift_between_sequential_arms_is_taken_for_a_difference(tmp_pa
     assert level.directions["tpot_p50_ms"] == "worse"  # drift, which no interval of this design can see
 
 
-def test_acceptance_whose_interval_is_decisive_decides_with_four_requests(tmp_path):
+def test_acceptance_never_switches_off_on_its_own_even_at_zero_over_four_requests(tmp_path):
     # A replay of real vLLM captures at one user: 4 requests in 6 s, none of 18,336 drafted tokens accepted.
     def arm(name: str, speculative: bool) -> Path:
         rows = [_row(CLOCK + 1.5 * i, 1, 10.0, f"p{i}", 0 if speculative else None,
@@ -150,8 +150,9 @@ def test_acceptance_whose_interval_is_decisive_decides_with_four_requests(tmp_pa
     level = verdict.levels[0]
     assert level.acceptance == 0.0 and (level.acceptance_ci.lo, level.acceptance_ci.hi) == (0.0, 0.0)
     assert level.acceptance_ci.unit == "prompts" and level.acceptance_ci.units == 4
-    assert level.verdict == "off", level.reasons
-    assert not any("only 4 requests" in r for r in level.reasons)
+    # identical arms can accept little (SpecBench's tasks did): only measured timings may say off
+    assert level.verdict == "inconclusive", level.reasons
+    assert any("only 4 requests" in r for r in level.reasons)
 
 
 def test_thousands_of_requests_in_lockstep_get_a_verdict(tmp_path, capsys):

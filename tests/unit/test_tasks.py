@@ -16,7 +16,8 @@ from tests.data.run_builder import ArmSpec, write_pair, write_run
 def mixed(tmp_path_factory):
     """json and code copy their context; creative's drafts are never accepted (as translation's are not)."""
     base, cand = write_pair(tmp_path_factory.mktemp("mixed"), rejecting_classes=("creative",))
-    return api.verdict_for([base], [cand])
+    # a draft's TTFT cost here (+4.4% [+3.4, +5.3] on code) reaches past the default 5% margin
+    return api.verdict_for([base], [cand], margin_pct=10)
 
 
 def task(verdict, name):
@@ -44,7 +45,14 @@ def test_the_task_the_draft_never_hits_is_off_while_the_copying_tasks_ship_at_on
         assert one.verdict == "ship"
         assert one.acceptance_ci.lo < one.acceptance < one.acceptance_ci.hi
         assert one.changes["tpot_p50_ms"].hi < 0  # faster per token, by its whole interval
-    assert "at 1 user: ship on code and json; off on creative" in mixed.summary
+    assert ("Per task (exploratory, Benjamini-Hochberg FDR at 0.05), at 1 user: ship on code and json; off "
+            "on creative") in mixed.summary
+    # the level mixes creative's slower streams in: its tail got worse, so the level is a tradeoff
+    one = at(mixed, 1)
+    assert one.verdict == "tradeoff" and "TPOT p90 +21.0% [+20.8, +21.3] worse beyond its 10% margin" in \
+        one.reasons[0]
+    assert all(lv.exploratory and lv.tests["tpot_p50_ms"]["p_adjusted"] is not None
+               for t in mixed.tasks for lv in t.levels)
 
 
 def test_a_tasks_throughput_is_its_streams_own_not_the_share_of_a_window_the_others_shortened(mixed):
@@ -58,11 +66,11 @@ def test_a_tasks_throughput_is_its_streams_own_not_the_share_of_a_window_the_oth
 
 def test_without_per_request_stats_tpot_and_throughput_decide_and_the_summary_says_so(tmp_path):
     base, cand = write_pair(tmp_path, per_request_stats=False)
-    verdict = api.verdict_for([base], [cand])
+    verdict = api.verdict_for([base], [cand], margin_pct=10)  # a draft's TTFT cost: see `mixed`
     assert verdict.tasks and not any(t.acceptance_measured for t in verdict.tasks)
     one = at(task(verdict, "json"), 1)
     assert one.acceptance is None and one.verdict == "ship"
-    assert one.reasons[0].startswith("acceptance (not measured) is not clearly above")
+    assert one.reasons[0].startswith("TPOT p50 -61.") and "is better beyond the +-2% band" in one.reasons[0]
     assert "not measured per request: TPOT and throughput decide" in verdict.summary
 
 
@@ -75,15 +83,18 @@ def test_a_single_task_gets_no_per_task_section(tmp_path):
     assert summary(()) == ""
 
 
-def test_the_reports_carry_the_per_task_table_and_verdict_json_its_schema_4_entries(mixed):
+def test_the_reports_carry_the_per_task_table_and_verdict_json_its_schema_5_entries(mixed):
     doc = orjson.loads(api.render(mixed, "json"))
-    assert doc["schema"] == 4
+    assert doc["schema"] == 5
     by_task = {t["task"]: t for t in doc["tasks"]}
     assert set(by_task) == {"code", "creative", "json"}
     creative_64 = by_task["creative"]["levels"][1]
     assert creative_64["users"] == 64 and creative_64["verdict"] == "off"
     assert creative_64["metrics"]["output_tok_s"]["ci95_pct"][1] < 0
+    tpot = creative_64["metrics"]["tpot_p50_ms"]
+    assert tpot["exploratory"] is True and tpot["p_adjusted"] <= 0.05  # a Benjamini-Hochberg q-value
     # (the HTML report's table and figure: tests/unit/test_report_plots.py, which renders it anyway)
     assert "| creative | 64 | off |" in api.render(mixed, "markdown")
-    assert "Per task (acceptance from per-request stats" in api.render(mixed, "text")
+    assert "Per task (exploratory, false discovery rate controlled; acceptance from per-request" in \
+        api.render(mixed, "text")
     assert plots.per_task(mixed)[:8] == b"\x89PNG\r\n\x1a\n"
