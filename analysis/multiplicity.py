@@ -4,8 +4,8 @@ A ladder asks one primary question per level, and behind it one loss question pe
 asks them again for every task. Each at 5% alone, some level or task says something false in most A/A
 runs (issue #38: 82-85% of simulated ones). The levels' questions are adjusted by Holm's step-down (the
 chance of any false claim among them stays at alpha); the per-task breakdown is exploratory, adjusted by
-Benjamini-Hochberg (among its claims, the expected share of false ones stays at alpha). Pure functions; None (a question
-that could not be asked) passes through and does not count.
+Benjamini-Hochberg (among its claims, the expected share of false ones stays at alpha). Pure functions;
+None (a question that could not be asked) passes through and does not count.
 """
 
 from __future__ import annotations

@@ -29,7 +29,8 @@ TH = Thresholds()
 def arm(itl=20.0, tput=100.0, *, requests=50, failures=0, tokens=10_000, ttft=50.0, gap=20.0, tpc=1.0,
         spread=None) -> ArmMetrics:
     return ArmMetrics(requests=requests, failures=failures, ttft_p50_ms=ttft, itl_p50_ms=itl,
-                      itl_p95_ms=itl * 2, tpot_p50_ms=itl, tpot_p90_ms=itl * 1.5, chunk_gap_p50_ms=gap, output_tok_s=tput,
+                      itl_p95_ms=itl * 2, tpot_p50_ms=itl, tpot_p90_ms=itl * 1.5, chunk_gap_p50_ms=gap,
+                      output_tok_s=tput,
                       tokens_per_chunk=tpc, output_tokens=tokens, spread=spread or {})
 
 
