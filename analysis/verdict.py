@@ -311,7 +311,9 @@ def _decide(level: LevelInput, rule: rules.DecisionRule, th: Thresholds, adjuste
     elif word == INCONCLUSIVE_DIR:
         why = f"its interval straddles the +-{band:g}% band"
     else:
-        why = "it could not be measured"
+        ci = interval(level, primary)
+        why = (f"no interval ({ci.method}, {ci.units} unit(s))" if ci.estimate is not None else
+               "it could not be measured")
     return INCONCLUSIVE, f"{head}: {why}{_prediction(level, th, mde, primary)}"
 
 

@@ -50,9 +50,9 @@ def test_ships_at_1_user_and_not_at_64(pair, tmp_path):
 
 def test_json_follows_the_documented_schema(pair):
     doc = json.loads(spec_verdict(*pair, "--format", "json").stdout)
-    assert doc["schema"] == 4 and doc["verdict"] in {"ship", "off", "tradeoff", "depends", "inconclusive"}
-    assert set(doc) == {"schema", "axis", "verdict", "summary", "slo", "design", "levels", "crossover",
-                        "diagnoses", "warnings", "tasks", "provenance"}
+    assert doc["schema"] == 5 and doc["verdict"] in {"ship", "off", "tradeoff", "depends", "inconclusive"}
+    assert set(doc) == {"schema", "axis", "verdict", "summary", "slo", "design", "decision_rule", "levels",
+                        "crossover", "diagnoses", "warnings", "tasks", "provenance"}
     assert doc["design"] == {"kind": "sequential", "block_s": None, "blocks_per_level": None, "arms": None,
                              "repeats": 1, "warmup_s": None}
     level = doc["levels"][0]
@@ -62,12 +62,13 @@ def test_json_follows_the_documented_schema(pair):
                           "mean_acceptance_length", "per_position", "requests", "failures", "metrics",
                           "mde_pct", "under_powered", "design", "reasons", "diagnoses", "answers"}
     assert level["acceptance_units"]["unit"] == "prompts"
-    assert set(level["mde_pct"]) == {"tpot_p50_ms", "tpot_p90_ms", "output_tok_s"}
+    assert set(level["mde_pct"]) == {"tpot_p50_ms", "tpot_p90_ms", "ttft_p50_ms", "output_tok_s"}
     assert set(level["metrics"]) == {"tpot_p50_ms", "tpot_p90_ms", "output_tok_s", "ttft_p50_ms",
                                      "itl_p50_ms", "itl_p95_ms", "chunk_gap_p50_ms", "chunk_gap_p99_ms",
                                      "tokens_per_chunk"}
     for metric in level["metrics"].values():
-        assert set(metric) == {"baseline", "candidate", "change_pct", "ci95_pct", "direction", "units"}
+        assert set(metric) == {"baseline", "candidate", "change_pct", "ci95_pct", "direction", "units",
+                               "role", "p_value", "p_adjusted", "exploratory"}
     assert level["metrics"]["tpot_p50_ms"]["units"]["unit"] == "blocks"
     assert set(level["batch"]["baseline"]) == {"running_mean", "running_p50", "running_max", "waiting_p50",
                                                "waiting_max", "samples"}
@@ -151,8 +152,9 @@ def test_the_64_user_burst_level_is_judged_on_tpot_and_throughput_not_the_token_
     assert "TPOT p50" in reason and "output" in reason and "[" in reason
 
 
-def test_decisive_acceptance_with_few_requests_decides(tmp_path):
-    """6 measured requests whose draft tokens were all rejected: acceptance 0.00, and its interval too."""
+def test_zero_acceptance_over_few_requests_explains_but_never_decides_alone(tmp_path):
+    """6 measured requests whose draft tokens were all rejected: acceptance 0.00, and its interval too; too
+    few blocks of time for the timings' intervals, so no word (acceptance alone judged identical arms off)."""
     base = write_run(tmp_path / "off" / "run", ArmSpec(speculative=False, levels=(1,)))
     cand = write_run(tmp_path / "on" / "run", ArmSpec(speculative=True, levels=(1,), requests_per_user={1: 7},
                                                         rejects_all=True))
@@ -160,7 +162,10 @@ def test_decisive_acceptance_with_few_requests_decides(tmp_path):
     level = doc["levels"][0]
     assert level["requests"]["candidate"] == 6
     assert level["acceptance"] == 0.0 and level["acceptance_ci95"] == [0.0, 0.0]
-    assert level["verdict"] == doc["verdict"] == "off", level["reasons"]
+    assert level["verdict"] == doc["verdict"] == "inconclusive", level["reasons"]
+    assert "acceptance 0.00 [0.00, 0.00] suggests it does not pay, but only the timings decide" in \
+        level["reasons"][0]
+    assert level["under_powered"].startswith("under-powered: no interval")
     assert not any(d["kind"] == "draft_cost" for d in level["diagnoses"])  # tokens per chunk 1.00 -> 1.00
 
 
