@@ -146,16 +146,19 @@ class Interval:
 
     def mde_pct(self, band_pct: float, power: float = POWER) -> float | None:
         """The smallest true change (in %, either way) whose interval would clear the noise band with
-        `power`: the band plus (t at the confidence + t at the power) standard errors, the standard error
-        read off this interval's width (half-width = t x SE, in log ratio). None without an interval over
-        units."""
+        `power`: the band plus d standard errors, the standard error read off this interval's width
+        (half-width = t x SE, in log ratio). d solves the noncentral t's power, P(T'(d) > t) = power, by
+        its normal approximation: d = t + z_power sqrt(1 + t^2 / (2 df)). (t + t_power, used before, left
+        the standard error's own uncertainty out: at 6 block pairs it gave 65-76% power, not 80%.) None
+        without an interval over units."""
         if not self.measured or self.df is None or self.method == POINT:
             return None
         if self.lo <= -100 or self.hi <= -100:
             return None
         t_conf = t_quantile((1 + self.confidence) / 2, self.df)
         se = (math.log1p(self.hi / 100) - math.log1p(self.lo / 100)) / 2 / t_conf
-        return math.expm1(math.log1p(band_pct / 100) + (t_conf + t_quantile(power, self.df)) * se) * 100
+        d = t_conf + _z(power) * math.sqrt(1 + t_conf ** 2 / (2 * self.df))
+        return math.expm1(math.log1p(band_pct / 100) + d * se) * 100
 
 
 UNKNOWN = Interval(None, None, None, method="not measured")
