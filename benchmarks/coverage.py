@@ -2,6 +2,7 @@
 
 Usage:
   python benchmarks/coverage.py [--trials 400] [--pairs 4,6,12,24] [--seed 1]
+  python benchmarks/coverage.py --aa 200 [--pairs 6]
 
 Simulates an interleaved level (ABBA blocks, block pairs as the units) with identical arms under three
 kinds of machine trouble, through the project's own functions (stats.quantile_changes for TPOT p50/p90,
@@ -13,6 +14,11 @@ Prints, per scenario, quantity and number of block pairs, how often the 95% inte
 (old: the cluster bootstrap widened to t for throughput too) and now (new: a paired t on the block
 pairs' log ratios for throughput; TPOT's quantiles keep the bootstrap), then the power at the MDE the
 level reports: the share of levels with that true change whose interval clears the 2% band.
+
+--aa N: N simulated A/A ladders (levels 1, 16, 64; six tasks; identical arms, the scenarios in turn)
+judged by the verdict's own rule (verdict.build_verdict, and tasks as tasks.task_verdicts judges them:
+verdict.adjust_family under Benjamini-Hochberg, judge_level): how often a level, a task and the headline
+said ship, off or tradeoff, and how many intervals excluded 0, at every layer.
 """
 
 from __future__ import annotations
@@ -27,6 +33,15 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from locust_spec.analysis import stats  # noqa: E402
+from locust_spec.analysis.model import ArmMetrics, LevelInput, SpecStats  # noqa: E402
+from locust_spec.analysis.multiplicity import BH  # noqa: E402
+from locust_spec.analysis.verdict import (  # noqa: E402
+    INCONCLUSIVE,
+    Thresholds,
+    adjust_family,
+    build_verdict,
+    judge_level,
+)
 
 BAND = 2.0
 PER_BLOCK = 8
@@ -84,14 +99,104 @@ def intervals(data, pairs: int, seed: int, resamples: int,
     return {"tpot_p50_ms": p50, "tpot_p90_ms": p90, "output_tok_s": tput}
 
 
+TASKS = 6
+SPEC = SpecStats(0.6, 3.0, (0.8, 0.6), 100.0, 400.0, 240.0, 1000.0, "vllm-v1",
+                 ("vllm:spec_decode_num_drafts",))
+
+
+def aa_input(rng: np.random.Generator, scenario: str, pairs: int, users: int,
+             task: int | None) -> LevelInput:
+    """One level of identical arms (or one task's share of its requests) as the verdict reads it."""
+    base, cand, units, tok_b, tok_c, seconds = level(rng, scenario, pairs)
+    ttft_b, ttft_c = (np.exp(np.log(50) + rng.normal(0, 0.2, len(units))) for _ in range(2))
+    if task is not None:  # a task holds every TASKS-th request of each block
+        keep = np.arange(len(units)) % TASKS == task
+        base, cand, units, ttft_b, ttft_c = base[keep], cand[keep], units[keep], ttft_b[keep], ttft_c[keep]
+    paired = stats.Units.single(pairs, "block pairs")
+    p50, p90 = stats.quantile_changes(base, units, cand, units, (0.5, 0.9), paired, resamples=400)
+    (ttft,) = stats.quantile_changes(ttft_b, units, ttft_c, units, (0.5,), paired, resamples=400)
+    tput = stats.ratio_change(tok_b, seconds, tok_c, seconds, paired)
+
+    def arm(values: np.ndarray, ttft_values: np.ndarray, tokens: np.ndarray) -> ArmMetrics:
+        return ArmMetrics(len(values), 0, float(np.median(ttft_values)), None, None, float(np.median(values)),
+                          None, float(tokens.sum() / seconds.sum()), 1.0, float(np.quantile(values, 0.9)),
+                          output_tokens=100 * len(values))
+
+    return LevelInput(users, arm(base, ttft_b, tok_b), arm(cand, ttft_c, tok_c), SPEC,
+                      changes={"tpot_p50_ms": p50, "tpot_p90_ms": p90, "ttft_p50_ms": ttft,
+                               "output_tok_s": tput})
+
+
+def aa(runs: int, pairs: int, seed: int) -> None:
+    """Identical arms, judged: every ship/off/tradeoff word is false, every interval excluding 0 too."""
+    rng, th = np.random.default_rng(seed), Thresholds()
+    words = {"levels": [0, 0], "tasks": [0, 0], "headline": [0, 0]}
+    excluded = {"levels": [0, 0], "tasks": [0, 0]}
+    runs_with_task_word = 0
+    for r in range(runs):
+        scenario = SCENARIOS[r % len(SCENARIOS)]
+        ladder = [aa_input(rng, scenario, pairs, users, None) for users in (1, 16, 64)]
+        verdict = build_verdict(ladder, th)
+        tasks = [aa_input(rng, scenario, pairs, users, t) for t in range(TASKS) for users in (1, 16, 64)]
+        adjusted = adjust_family(tasks, th, "output_tok_s", BH)
+        judged = [judge_level(t, th, adjusted=a, exploratory=True)
+                  for t, a in zip(tasks, adjusted, strict=True)]
+        for layer, found in (("levels", verdict.levels), ("tasks", judged)):
+            words[layer][0] += sum(lv.verdict != INCONCLUSIVE for lv in found)
+            words[layer][1] += len(found)
+            for lv in found:
+                for key in ("tpot_p50_ms", "tpot_p90_ms", "ttft_p50_ms", "output_tok_s"):
+                    ci = lv.changes[key]
+                    excluded[layer][0] += ci.measured and not ci.lo <= 0 <= ci.hi
+                    excluded[layer][1] += ci.measured
+        runs_with_task_word += any(lv.verdict != INCONCLUSIVE for lv in judged)
+        words["headline"][0] += verdict.verdict != INCONCLUSIVE
+        words["headline"][1] += 1
+    print(f"A/A: {runs} ladders (levels 1, 16, 64; {TASKS} tasks; {pairs} block pairs; "
+          f"{', '.join(SCENARIOS)} in turn)")
+    for layer, (said, of) in words.items():
+        low, high = clopper_pearson(said, of)
+        print(f"  {layer:9} ship/off/tradeoff words: {said} of {of} ({said / of:.1%}, 95% CI "
+              f"{low:.1%}-{high:.1%})")
+    print(f"  ladders with any per-task word: {runs_with_task_word} of {runs}")
+    for layer, (out, of) in excluded.items():
+        low, high = clopper_pearson(out, of)
+        print(f"  {layer:9} 95% intervals excluding 0 (TPOT p50/p90, TTFT p50, tok/s): {out} of {of} "
+              f"({out / of:.1%}, 95% CI {low:.1%}-{high:.1%})")
+
+
+def clopper_pearson(k: int, n: int, confidence: float = 0.95) -> tuple[float, float]:
+    """The exact binomial interval of k in n, by bisection on the binomial tail."""
+    def tail(p: float, upper: bool) -> float:
+        pmf = [math.comb(n, i) * p ** i * (1 - p) ** (n - i) for i in range(n + 1)]
+        return sum(pmf[k:]) if upper else sum(pmf[:k + 1])
+
+    def solve(upper: bool, target: float) -> float:
+        lo, hi = 0.0, 1.0
+        for _ in range(60):
+            mid = (lo + hi) / 2
+            if (tail(mid, upper) < target) == upper:
+                lo = mid
+            else:
+                hi = mid
+        return (lo + hi) / 2
+
+    alpha = 1 - confidence
+    return (0.0 if k == 0 else solve(True, alpha / 2)), (1.0 if k == n else solve(False, alpha / 2))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trials", type=int, default=400)
     parser.add_argument("--pairs", default="4,6,12,24")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--resamples", type=int, default=1000)
+    parser.add_argument("--aa", type=int, metavar="N", help="N simulated A/A ladders judged by the rule")
     args = parser.parse_args()
     ladder = [int(x) for x in args.pairs.split(",")]
+    if args.aa:
+        aa(args.aa, ladder[0] if "," not in args.pairs else 6, args.seed)
+        return
     print(f"{'scenario':10} {'quantity':13} {'pairs':>5} {'cover old':>9} {'cover new':>9} {'MDE %':>6} "
           f"{'power':>6}")
     for scenario in SCENARIOS:
