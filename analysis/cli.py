@@ -67,8 +67,9 @@ def cli() -> None:
     (the question improved while a guard got worse) or inconclusive, the levels' questions under Holm's
     correction, the per-task breakdown exploratory (false discovery rate). Overall: the levels' word
     when they agree, else depends, with the level up to which speculation pays; --serving-concurrency N
-    gives the verdict at the concurrency you serve instead
-    (the nearest measured level), e.g. `spec-verdict runs/ab --serving-concurrency 16`.
+    gives the verdict at the concurrency you serve instead (the nearest measured level; between two
+    measured levels that disagree, inconclusive with where to measure), e.g. `spec-verdict runs/ab
+    --serving-concurrency 16`.
 
     \b
     Exit codes: 0 verdict produced; 1 the verdict is one named by --fail-on;
@@ -94,7 +95,8 @@ def ab_arms(folder: Path) -> tuple[Path, Path]:
 @click.option("-o", "--output", "outputs", multiple=True, type=click.Path(path_type=Path),
               help="Also write to PATH, the format from its suffix (.json .md .html .txt); repeatable.")
 @click.option("--serving-concurrency", type=click.IntRange(min=1), metavar="N",
-              help="The concurrency you serve at: the overall verdict is that level's (nearest measured); "
+              help="The concurrency you serve at: the overall verdict is that level's (nearest measured; "
+                   "between measured levels that disagree, inconclusive with the --levels to measure); "
                    "without it, levels that disagree make it 'depends'.")
 @click.option("--ship-acceptance", type=float, default=DEFAULTS.ship_acceptance, show_default="2/3",
               help="Acceptance at or above which speculation is worth it.")

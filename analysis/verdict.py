@@ -478,6 +478,14 @@ def serving_level(levels: Sequence[LevelVerdict], serving: int) -> LevelVerdict:
     return min(levels, key=lambda lv: (abs(lv.users - serving), -lv.users))
 
 
+def around(levels: Sequence[LevelVerdict], serving: int) -> tuple[LevelVerdict, LevelVerdict] | None:
+    """The measured levels either side of a serving concurrency between them; None when it is measured or
+    outside the ladder."""
+    ordered = sorted(levels, key=lambda lv: lv.users)
+    return next(((a, b) for a, b in zip(ordered, ordered[1:], strict=False) if a.users < serving < b.users),
+                None)
+
+
 def overall(levels: Sequence[LevelVerdict], serving: int | None,
             cross: Sequence[CrossPoint] = ()) -> tuple[str, str]:
     """The overall verdict and its one-sentence summary, which names every level's verdict.
@@ -488,6 +496,14 @@ def overall(levels: Sequence[LevelVerdict], serving: int | None,
     (the ladder does not support one word)."""
     ladder = ladder_summary(levels)
     if serving is not None:
+        sides = around(levels, serving)
+        if sides is not None and sides[0].verdict != sides[1].verdict:
+            low, high = sides
+            return INCONCLUSIVE, (
+                f"Speculative decoding: not measured at your serving concurrency ({_users(serving)}), and "
+                f"the measured levels around it disagree ({low.verdict} at {_users(low.users)}, "
+                f"{high.verdict} at {_users(high.users)}): measure there, e.g. --levels "
+                f"{low.users},{serving},{high.users}; across the ladder: {ladder}.")
         lv = serving_level(levels, serving)
         where = (f"at your serving concurrency ({_users(serving)})" if lv.users == serving else
                  f"at {_users(lv.users)}, the measured level nearest your serving concurrency ({serving})")
@@ -554,6 +570,11 @@ def _status_text(ordered: Sequence[LevelVerdict], key: str) -> str:
     return "; ".join(f"{word} at {', '.join(map(str, users))}" for word, users in runs)
 
 
+CROSSING_METHOD = ("interpolated linearly in log users (or req/s) between the two measured levels either "
+                   "side; the range is where the levels' interval bounds cross under the same straight line, "
+                   "not a confidence interval: the curve between measured levels is not measured")
+
+
 def crossover(levels: Sequence[LevelVerdict], throughput_key: str) -> tuple[CrossPoint, ...]:
     """Where speculation stops paying along the ladder, on TPOT p50 and on throughput, claimed only as far
     as the levels' intervals go: a crossing needs a level that is better (its interval beyond the noise
@@ -582,7 +603,7 @@ def crossover(levels: Sequence[LevelVerdict], throughput_key: str) -> tuple[Cros
             out.append(CrossPoint(key, same_kind(kind, found.x),
                                   (same_kind(kind, found.lo), same_kind(kind, found.hi)),
                                   tuple(same_kind(kind, b) for b in found.between),
-                                  _batch_at(ordered, found.x), note))
+                                  _batch_at(ordered, found.x), note, CROSSING_METHOD))
             continue
         if all(w == BETTER for w in words):
             note = f"{label}: speculation pays at every measured level"

@@ -101,8 +101,11 @@ def crossover_lines(points: tuple[CrossPoint, ...]) -> list[str]:
         if p.users is not None:
             lo, hi = p.users_ci95
             unit = "req/s" if isinstance(p.users, Rate) else "users"
-            text += (f" (95% CI {'below the lowest level' if lo is None else f'{lo:.1f} {unit}'} to "
-                     f"{'beyond the highest level' if hi is None else f'{hi:.1f} {unit}'})")
+            # not a confidence interval: the curve between two measured levels is assumed straight
+            text += (f" (the levels' intervals cross from "
+                     f"{'below the lowest level' if lo is None else f'{lo:.1f} {unit}'} to "
+                     f"{'beyond the highest level' if hi is None else f'{hi:.1f} {unit}'}, interpolated; "
+                     "measure levels in between to place it)")
             if p.batch is not None:
                 text += f", at a batch of about {p.batch:.1f}"
         out.append(text)

@@ -520,8 +520,9 @@ def auto_processes(levels: str, simulated: bool, out: Path, say: Callable[[str],
               help="Start sweeping without first checking both arms (reachable, model served, a token "
                    "streamed, the right /metrics, prompts within the context).")
 @click.option("--serving-concurrency", type=click.IntRange(min=1), metavar="N",
-              help="The concurrency you serve at: the overall verdict is that level's (nearest measured); "
-                   "without it, levels that disagree make it 'depends', said with the level up to which "
+              help="The concurrency you serve at: the overall verdict is that level's (nearest measured; "
+                   "between measured levels that disagree, inconclusive); without it, levels that disagree "
+                   "make it 'depends', said with the level up to which "
                    "speculation pays (as spec-verdict's option of that name).")
 @click.option("--objective", type=click.Choice(rules.OBJECTIVES), default=rules.LATENCY, show_default=True,
               help="Each level's one primary question, as spec-verdict's: latency (TPOT p50), throughput "

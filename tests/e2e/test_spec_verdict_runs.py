@@ -77,7 +77,7 @@ def test_json_follows_the_documented_schema(pair):
     assert level["requests"]["baseline"] == 59  # 60 started, the first one in warm-up
     assert set(doc["crossover"]) == {"tpot_p50_ms", "output_tok_s"}
     assert set(doc["crossover"]["tpot_p50_ms"]) == {"metric", "users", "users_ci95", "between_users", "batch",
-                                                    "note"}
+                                                    "note", "method"}
     for d in doc["diagnoses"] + level["diagnoses"]:
         assert set(d) == {"kind", "message", "evidence"}
 

@@ -173,9 +173,17 @@ def test_overall_is_the_serving_level_verdict_when_given():
     verdict, summary = overall(judged, 64)
     assert verdict == OFF
     assert "at your serving concurrency (64 concurrent users)" in summary
-    verdict, summary = overall(judged, 48)
-    assert verdict == OFF and "nearest your serving concurrency (48)" in summary
-    assert overall(judged, 2)[0] == SHIP
+    # between measured levels that disagree: no word from the nearest one, but where to measure
+    for serving in (30, 33, 48, 2):
+        verdict, summary = overall(judged, serving)
+        assert verdict == INCONCLUSIVE, summary
+        assert (f"not measured at your serving concurrency ({serving} concurrent users), and the measured "
+                f"levels around it disagree (ship at 1 concurrent user, off at 64 concurrent users): measure "
+                f"there, e.g. --levels 1,{serving},64") in summary
+    agreeing = _judged((1, SHIPS), (16, SHIPS), (64, OFFS))
+    verdict, summary = overall(agreeing, 4)
+    assert verdict == SHIP and "nearest your serving concurrency (4)" in summary
+    assert overall(agreeing, 100)[0] == OFF  # beyond the ladder: the nearest level's, said so
 
 
 def test_overall_without_serving_level():
