@@ -33,6 +33,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from locust_spec.analysis import stats  # noqa: E402
+from locust_spec.analysis.aa import binomial_interval  # noqa: E402
 from locust_spec.analysis.model import ArmMetrics, LevelInput, SpecStats  # noqa: E402
 from locust_spec.analysis.multiplicity import BH  # noqa: E402
 from locust_spec.analysis.verdict import (  # noqa: E402
@@ -155,34 +156,14 @@ def aa(runs: int, pairs: int, seed: int) -> None:
     print(f"A/A: {runs} ladders (levels 1, 16, 64; {TASKS} tasks; {pairs} block pairs; "
           f"{', '.join(SCENARIOS)} in turn)")
     for layer, (said, of) in words.items():
-        low, high = clopper_pearson(said, of)
+        low, high = binomial_interval(said, of)
         print(f"  {layer:9} ship/off/tradeoff words: {said} of {of} ({said / of:.1%}, 95% CI "
               f"{low:.1%}-{high:.1%})")
     print(f"  ladders with any per-task word: {runs_with_task_word} of {runs}")
     for layer, (out, of) in excluded.items():
-        low, high = clopper_pearson(out, of)
+        low, high = binomial_interval(out, of)
         print(f"  {layer:9} 95% intervals excluding 0 (TPOT p50/p90, TTFT p50, tok/s): {out} of {of} "
               f"({out / of:.1%}, 95% CI {low:.1%}-{high:.1%})")
-
-
-def clopper_pearson(k: int, n: int, confidence: float = 0.95) -> tuple[float, float]:
-    """The exact binomial interval of k in n, by bisection on the binomial tail."""
-    def tail(p: float, upper: bool) -> float:
-        pmf = [math.comb(n, i) * p ** i * (1 - p) ** (n - i) for i in range(n + 1)]
-        return sum(pmf[k:]) if upper else sum(pmf[:k + 1])
-
-    def solve(upper: bool, target: float) -> float:
-        lo, hi = 0.0, 1.0
-        for _ in range(60):
-            mid = (lo + hi) / 2
-            if (tail(mid, upper) < target) == upper:
-                lo = mid
-            else:
-                hi = mid
-        return (lo + hi) / 2
-
-    alpha = 1 - confidence
-    return (0.0 if k == 0 else solve(True, alpha / 2)), (1.0 if k == n else solve(False, alpha / 2))
 
 
 def main() -> None:

@@ -176,9 +176,11 @@ def test_the_aa_self_test_on_a_rate_ladder_interleaves_the_arrivals_and_reports_
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert "one spec-sim server" in done.stdout and "the baseline answers" in done.stdout
     report = json.loads((out / "aa.json").read_text())
-    assert report["compared"] == 3 and report["levels_shipped"] == []
-    assert set(report["noise_floor_pct"]["4/s"]) == {"tpot_p50_ms", "tpot_p90_ms", "output_tok_s"}
-    assert f"A/A self-test: {report['claimed']} of 3 compared quantities" in done.stdout
+    assert report["intervals_excluding_zero"]["levels"]["of"] == 4 and report["levels_shipped"] == []
+    assert report["compared"] == 4 + report["intervals_excluding_zero"]["tasks"]["of"]  # and every task's
+    assert set(report["noise_floor_pct"]["4/s"]) == {"tpot_p50_ms", "tpot_p90_ms", "ttft_p50_ms",
+                                                     "output_tok_s"}
+    assert f"A/A self-test: {report['claimed']} of {report['compared']} compared quantities" in done.stdout
     assert not (out / "sim-candidate.log").exists(), "one server serves both arms"
 
     verdict = json.loads((out / "verdict.json").read_text())

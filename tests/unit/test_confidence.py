@@ -9,6 +9,7 @@ import json
 from pathlib import Path
 
 import numpy as np
+import pytest
 from locust_spec.analysis import aa, api
 from locust_spec.analysis.cli import run as spec_verdict
 from locust_spec.analysis.verdict import VERDICTS
@@ -113,14 +114,20 @@ def test_the_self_test_counts_false_claims_and_reports_each_levels_noise_floor(t
         design = plan.for_slot(slot, CLOCK)
         arms.append(_write(tmp_path / arm / "r0", _drifting_arm(design, CLOCK, False, rng), design, None))
     found = aa.self_test(api.verdict_for([arms[0]], [arms[1]]))
-    assert [q.metric for q in found.quantities] == ["tpot_p50_ms", "tpot_p90_ms", "output_tok_s"]
+    assert [q.metric for q in found.quantities] == ["tpot_p50_ms", "tpot_p90_ms", "ttft_p50_ms",
+                                                    "output_tok_s"]
     assert found.claims == 0 and found.rate == 0.0 and found.shipped == ()
     doc = json.loads(aa.render_json(found))
-    assert doc["compared"] == 3 and set(doc["noise_floor_pct"]["1"]) == {"tpot_p50_ms", "tpot_p90_ms",
-                                                                          "output_tok_s"}
+    assert doc["compared"] == 4 and set(doc["noise_floor_pct"]["1"]) == {"tpot_p50_ms", "tpot_p90_ms",
+                                                                          "ttft_p50_ms", "output_tok_s"}
+    # a rate with its exact interval, per layer: 0 of 4 cannot say the rate is below 5%
+    assert doc["intervals_excluding_zero"]["levels"]["ci95"] == pytest.approx([0.0, 0.6024], abs=1e-4)
+    assert doc["words"]["levels"] == {"count": 0, "of": 1, "rate": 0.0, "ci95": [0.0, pytest.approx(0.975)]}
     text = aa.render_text(found)
-    assert text.startswith("A/A self-test: 0 of 3 compared quantities claimed better or worse")
+    assert text.startswith("A/A self-test: 0 of 4 compared quantities claimed better or worse (their 95% "
+                           "interval excludes 0")
     assert "1 user: TPOT p50 +-" in text and "False claims" not in text
+    assert "One run of 4 quantities cannot pin a rate down" in text
 
 
 def test_the_same_drift_between_sequential_arms_is_taken_for_a_difference(tmp_path):

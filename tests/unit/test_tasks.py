@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import orjson
 import pytest
-from locust_spec.analysis import api
+from locust_spec.analysis import aa, api
 from locust_spec.analysis.report import plots
 from locust_spec.analysis.tasks import summary
 
@@ -98,3 +98,13 @@ def test_the_reports_carry_the_per_task_table_and_verdict_json_its_schema_5_entr
     assert "Per task (exploratory, false discovery rate controlled; acceptance from per-request" in \
         api.render(mixed, "text")
     assert plots.per_task(mixed)[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_the_self_test_counts_every_tasks_intervals_and_words_as_its_own_layer(mixed):
+    found = aa.self_test(mixed)
+    assert len(found.layer(aa.LEVELS)) == 2 * 4 and len(found.layer(aa.TASKS)) == 3 * 2 * 4
+    said = sum(lv.verdict != "inconclusive" for t in mixed.tasks for lv in t.levels)
+    assert found.words[aa.TASKS] == (said, 6) and found.words[aa.HEADLINE] == (1, 1)
+    creative = [q for q in found.layer(aa.TASKS) if q.task == "creative" and q.users == 64]
+    assert all(q.claimed for q in creative if q.metric in ("tpot_p50_ms", "output_tok_s"))
+    assert "tasks: intervals excluding 0 " in aa.render_text(found)
