@@ -140,6 +140,9 @@ def ab_arms(folder: Path) -> tuple[Path, Path]:
               show_default=True, metavar="PCT",
               help="Non-inferiority margin (%): to ship, every guard (TPOT p90, TTFT p50, the other of "
                    "latency and throughput) must stay within it by its whole interval.")
+@click.option("--ttft-margin", "ttft_margin_pct", type=click.FloatRange(min=0),
+              default=DEFAULTS.ttft_margin_pct, show_default=True, metavar="PCT",
+              help="TTFT p50's own non-inferiority margin (%): a draft's first step costs once per request.")
 @click.option("--slo", "slo_text", metavar="ttft_ms=X,tpot_ms=Y",
               help="A latency objective: per arm and level, the share of requests meeting it and the goodput "
                    "(their tokens per second), which becomes the throughput the verdict judges.")

@@ -1,7 +1,7 @@
 """Many questions at once: p-values adjusted so that the words a verdict says keep their error rate.
 
-A ladder asks one primary question per level, and behind it one loss question per guard; per task it
-asks them again for every task. Each at 5% alone, some level or task says something false in most A/A
+A ladder asks one primary question per level and one loss question per guard; per task it asks them
+again for every task. Each at 5% alone, some level or task says something false in most A/A
 runs (issue #38: 82-85% of simulated ones). The levels' questions are adjusted by Holm's step-down (the
 chance of any false claim among them stays at alpha); the per-task breakdown is exploratory, adjusted by
 Benjamini-Hochberg (among its claims, the expected share of false ones stays at alpha). Pure functions;
@@ -46,15 +46,16 @@ def benjamini_hochberg(ps: Sequence[float | None]) -> list[float | None]:
 ADJUST = {HOLM: holm, BH: benjamini_hochberg}
 
 
-def adjust(members: Sequence[dict[str, float | None]], primary: str,
-           method: str) -> list[dict[str, float | None]]:
-    """Each member (a level, or a task's level) asks one primary question and, behind it, one question per
-    guard. The primaries are the family, adjusted together by `method`. A member's guard questions are
-    asked only behind its primary (serial gatekeeping: a guard's loss is claimed only where the primary
-    was claimed, so it spends no more of the family's error rate) and adjusted by Holm among themselves."""
-    firsts = ADJUST[method]([m.get(primary) for m in members])
+def adjust(members: Sequence[dict[str, float | None]], method: str) -> list[dict[str, float | None]]:
+    """Each member (a level, or a task's level) asks several questions, their p-values already weighted
+    on the member's alpha (a weighted Bonferroni inside it: the member's smallest is its own p). The
+    members' p-values are the family, adjusted by `method`; each question then carries its member's
+    adjustment (its weighted p times the member's adjusted over raw), so a question is claimed at alpha
+    exactly when its member is and its own weight allows."""
+    firsts = [min((p for p in m.values() if p is not None), default=None) for m in members]
+    adjusted = ADJUST[method](firsts)
     out = []
-    for member, first in zip(members, firsts, strict=True):
-        guards = [k for k in member if k != primary]
-        out.append({primary: first, **dict(zip(guards, holm([member[k] for k in guards]), strict=True))})
+    for member, first, adj in zip(members, firsts, adjusted, strict=True):
+        scale = 1.0 if not first or adj is None else adj / first
+        out.append({k: None if p is None else min(1.0, p * scale) for k, p in member.items()})
     return out

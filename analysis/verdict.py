@@ -85,6 +85,8 @@ class Thresholds:
     """The primary question per level (rule.py): latency (TPOT p50), throughput, or goodput (--slo)."""
     margin_pct: float = rules.MARGIN_PCT
     """How much worse a guard may get (its interval's worse end) and still let a level ship."""
+    ttft_margin_pct: float = rules.TTFT_MARGIN_PCT
+    """TTFT p50's own margin (a draft's first step is a cost per request, not per token)."""
 
 
 def noise_band(key: str, base: ArmMetrics, cand: ArmMetrics, noise_pct: float) -> float:
@@ -275,7 +277,7 @@ def _decide(level: LevelInput, rule: rules.DecisionRule, th: Thresholds, adjuste
     losses, open_guards = [], []
     for key in rule.guards:
         ci = interval(level, key)
-        edge = rules.margin(rule, band_for(level, key, th.noise_pct))
+        edge = rules.margin(rule, key, band_for(level, key, th.noise_pct))
         lower = rules.LOWER_IS_BETTER[key]
         if not ci.measured:
             open_guards.append(f"{rules.NAMES[key]} (not measured)")
@@ -299,11 +301,7 @@ def _decide(level: LevelInput, rule: rules.DecisionRule, th: Thresholds, adjuste
     if word == WORSE and survives:
         return OFF, f"{head} is worse beyond the +-{band:g}% band: a measured loss, switch it off"
     if losses:
-        # a guard's loss is asked only behind a claimed primary (multiplicity.adjust): here it explains
-        return INCONCLUSIVE, (f"{head} did not improve and {'; '.join(losses)}: no gain to pay for it, "
-                              f"but the question asked was {rules.NAMES[primary]}; --objective "
-                              f"{rules.THROUGHPUT if primary == 'tpot_p50_ms' else rules.LATENCY} asks "
-                              "about the other")
+        return OFF, f"{'; '.join(losses)} while {head} did not improve: a measured loss, switch it off"
     if word in (BETTER, WORSE):
         why = f"its interval clears the band, but not after {family} (adjusted p {p:.3f} > {alpha:g})"
     elif word == SAME:
@@ -341,7 +339,7 @@ def judge_level(level: LevelInput, th: Thresholds, *, throughput_key: str = "out
     if throughput_key == "goodput_tok_s" and base.goodput_tok_s == 0 and cand.goodput_tok_s == 0:
         words[throughput_key] = SAME  # neither arm served a request within the SLO: no change to measure
     raw = questions_of(level, th, throughput_key)
-    adjusted = raw if adjusted is None else adjusted
+    adjusted = rules.weighted(rule, raw) if adjusted is None else adjusted
     deciding = rule.keys
     found = [
         diagnoses.speculation_inactive(level, speculating_levels),
@@ -393,8 +391,13 @@ def judge_level(level: LevelInput, th: Thresholds, *, throughput_key: str = "out
 
 def rule_of(level: LevelInput, th: Thresholds, throughput_key: str) -> rules.DecisionRule:
     """The declared rule at this level (a rate level's throughput is the offered load: no guard there)."""
-    return rules.rule_for(th.objective, throughput_key, offered=offered(level.users, throughput_key),
-                          margin_pct=th.margin_pct, noise_pct=th.noise_pct)
+    return declared(th, throughput_key, offered(level.users, throughput_key))
+
+
+def declared(th: Thresholds, throughput_key: str, at_rate: bool) -> rules.DecisionRule:
+    """The decision rule the thresholds declare (`at_rate`: a rate level, throughput the offered load)."""
+    return rules.rule_for(th.objective, throughput_key, offered=at_rate, margin_pct=th.margin_pct,
+                          noise_pct=th.noise_pct, ttft_margin_pct=th.ttft_margin_pct)
 
 
 def questions_of(level: LevelInput, th: Thresholds, throughput_key: str) -> dict[str, float | None]:
@@ -654,9 +657,7 @@ def build_verdict(
                          "(baseline_speculating): this compares two speculating servers, not speculation "
                          "against none")
     warnings = tuple(f"{arm}: {text}" for arm, text in run_warnings) + tuple(notes)
-    rule = rules.rule_for(th.objective, throughput_key, offered=bool(ordered) and offered(ordered[0].users,
-                                                                                         throughput_key),
-                          margin_pct=th.margin_pct, noise_pct=th.noise_pct)
+    rule = declared(th, throughput_key, bool(ordered) and offered(ordered[0].users, throughput_key))
     return Verdict(verdict=verdict, summary=summary, levels=judged, diagnoses=tuple(top), warnings=warnings,
                    serving_concurrency=serving, plots=plots or PlotData(),
                    crossover=cross, slo=slo,
@@ -665,8 +666,8 @@ def build_verdict(
 
 def adjust_family(levels: Sequence[LevelInput], th: Thresholds, throughput_key: str,
                   method: str) -> list[dict[str, float | None]]:
-    """Every level's primary question adjusted together: Holm over the ladder's levels, Benjamini-Hochberg
-    over a per-task breakdown; the guards behind each (multiplicity.py)."""
-    primary = rules.rule_for(th.objective, throughput_key, offered=False, margin_pct=th.margin_pct,
-                             noise_pct=th.noise_pct).primary
-    return multiplicity.adjust([questions_of(lv, th, throughput_key) for lv in levels], primary, method)
+    """Every level's questions adjusted together: Holm over the ladder's levels, Benjamini-Hochberg over a
+    per-task breakdown (multiplicity.py), each level's questions weighted within it (rule.weighted)."""
+    weighted = [rules.weighted(rule_of(lv, th, throughput_key), questions_of(lv, th, throughput_key))
+                for lv in levels]
+    return multiplicity.adjust(weighted, method)

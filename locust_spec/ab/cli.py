@@ -377,7 +377,7 @@ def write_verdict(out: Path, runs: list[Run], display: progress.Display,
             verdict = api.verdict_for([r.prefix for r in runs if r.arm == "baseline"],
                                       [r.prefix for r in runs if r.arm == "candidate"],
                                       serving_concurrency=serving, slo=asked.slo, objective=asked.objective,
-                                      margin_pct=asked.margin_pct)
+                                      margin_pct=asked.margin_pct, ttft_margin_pct=asked.ttft_margin_pct)
             api.write_outputs(verdict, [out / name for name in VERDICT_FILES])
     except InputError as exc:
         raise AbError(f"no verdict: {exc}") from None
@@ -390,12 +390,13 @@ class Question:
 
     objective: str = rules.LATENCY
     margin_pct: float = rules.MARGIN_PCT
+    ttft_margin_pct: float = rules.TTFT_MARGIN_PCT
     slo: Slo | None = None
 
     def rule(self, rates: bool) -> rules.DecisionRule:
         return rules.rule_for(self.objective, "goodput_tok_s" if self.slo else "output_tok_s",
                               offered=rates and self.slo is None, margin_pct=self.margin_pct,
-                              noise_pct=Thresholds().noise_pct)
+                              noise_pct=Thresholds().noise_pct, ttft_margin_pct=self.ttft_margin_pct)
 
 
 MOST = 0.5
@@ -530,6 +531,8 @@ def auto_processes(levels: str, simulated: bool, out: Path, say: Callable[[str],
 @click.option("--margin", "margin_pct", type=click.FloatRange(min=0), default=rules.MARGIN_PCT,
               show_default=True, metavar="PCT",
               help="Non-inferiority margin (%) every guard must stay within to ship (as spec-verdict's).")
+@click.option("--ttft-margin", "ttft_margin_pct", type=click.FloatRange(min=0), default=rules.TTFT_MARGIN_PCT,
+              show_default=True, metavar="PCT", help="TTFT p50's own margin (%), as spec-verdict's.")
 @click.option("--slo", "slo_text", metavar="ttft_ms=X,tpot_ms=Y",
               help="A latency objective for the verdict (as spec-verdict's): goodput, the tokens of requests "
                    "within it per second, becomes the throughput judged.")
@@ -551,7 +554,8 @@ def main(baseline: str | None, candidate: str | None, levels: str | None, stage_
          model: str, processes: int | str, metrics_url_baseline: str | None,
          metrics_url_candidate: str | None, time_scale: float, sim_gpu: str, speculative_config: str,
          prime: bool, skip_preflight: bool, serving_concurrency: int | None, objective: str,
-         margin_pct: float, slo_text: str | None, out: Path, overwrite: bool, resume: bool) -> None:
+         margin_pct: float, ttft_margin_pct: float, slo_text: str | None, out: Path, overwrite: bool,
+         resume: bool) -> None:
     """Run the concurrency ladder (or with --rates the open-loop rate ladder) against a baseline and a
     candidate server, then print the verdict.
 
@@ -579,7 +583,7 @@ def main(baseline: str | None, candidate: str | None, levels: str | None, stage_
                                "--design interleaved, or give two identical servers as --baseline and "
                                "--candidate")
     try:
-        question = Question(objective, margin_pct, parse_slo(slo_text) if slo_text else None)
+        question = Question(objective, margin_pct, ttft_margin_pct, parse_slo(slo_text) if slo_text else None)
         if objective == rules.GOODPUT and question.slo is None:
             raise InputError("--objective goodput needs --slo (goodput is the tokens of requests within it)")
     except InputError as exc:

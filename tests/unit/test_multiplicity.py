@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from locust_spec.analysis import multiplicity, stats
+from locust_spec.analysis import rule as rules
 from locust_spec.analysis.model import LevelInput
 from locust_spec.analysis.stats import Interval
 from locust_spec.analysis.verdict import INCONCLUSIVE, SHIP, Thresholds, build_verdict
@@ -26,11 +27,20 @@ def test_benjamini_hochberg_q_values_are_monotone_in_p():
     assert multiplicity.benjamini_hochberg([None, 0.02]) == [None, 0.02]
 
 
-def test_the_primaries_are_the_family_and_each_members_guards_stand_behind_its_primary():
-    out = multiplicity.adjust([{"p": 0.01, "g1": 0.02, "g2": 0.5}, {"p": 0.02, "g1": 0.9}], "p",
-                              multiplicity.HOLM)
-    assert out == [{"p": pytest.approx(0.02), "g1": pytest.approx(0.04), "g2": pytest.approx(0.5)},
+def test_each_members_smallest_weighted_p_is_its_p_and_its_questions_carry_its_adjustment():
+    # two levels, their questions' p-values already weighted on the level's alpha (rule.weighted)
+    out = multiplicity.adjust([{"p": 0.01, "g1": 0.02, "g2": 0.5}, {"p": 0.02, "g1": 0.9}], multiplicity.HOLM)
+    # Holm over the levels' smallest (0.01, 0.02) -> 0.02, 0.02: the first level's questions doubled
+    assert out == [{"p": pytest.approx(0.02), "g1": pytest.approx(0.04), "g2": pytest.approx(1.0)},
                    {"p": pytest.approx(0.02), "g1": pytest.approx(0.9)}]
+
+
+def test_a_level_spends_most_of_its_alpha_on_its_primary_and_the_rest_on_its_guards():
+    rule = rules.rule_for("latency", "output_tok_s", offered=False, margin_pct=5, noise_pct=2)
+    weighted = rules.weighted(rule, {"tpot_p50_ms": 0.04, "tpot_p90_ms": 0.01, "ttft_p50_ms": None,
+                                     "output_tok_s": 0.001})
+    assert weighted == {"tpot_p50_ms": pytest.approx(0.05), "tpot_p90_ms": pytest.approx(0.15),
+                        "ttft_p50_ms": None, "output_tok_s": pytest.approx(0.015)}
 
 
 @pytest.mark.parametrize("df", [3, 5, 11, 23])

@@ -61,7 +61,8 @@ def test_json_round_trips_the_verdict(evil_verdict):
     assert doc["design"]["kind"] == "sequential"
     assert doc["decision_rule"] == {"objective": "latency", "primary": "tpot_p50_ms",
                                     "guards": ["tpot_p90_ms", "ttft_p50_ms", "output_tok_s"],
-                                    "noise_band_pct": 2.0, "margin_pct": 5.0, "alpha": 0.05,
+                                    "noise_band_pct": 2.0, "margin_pct": 5.0, "ttft_margin_pct": 50.0,
+                                    "primary_share": 0.8, "alpha": 0.05,
                                     "correction": "holm", "exploratory_correction": "benjamini-hochberg"}
     level = doc["levels"][0]
     assert level["requests"]["baseline"] == evil_verdict.levels[0].baseline.requests

@@ -16,8 +16,7 @@ from tests.data.run_builder import ArmSpec, write_pair, write_run
 def mixed(tmp_path_factory):
     """json and code copy their context; creative's drafts are never accepted (as translation's are not)."""
     base, cand = write_pair(tmp_path_factory.mktemp("mixed"), rejecting_classes=("creative",))
-    # a draft's TTFT cost here (+4.4% [+3.4, +5.3] on code) reaches past the default 5% margin
-    return api.verdict_for([base], [cand], margin_pct=10)
+    return api.verdict_for([base], [cand])
 
 
 def task(verdict, name):
@@ -49,7 +48,7 @@ def test_the_task_the_draft_never_hits_is_off_while_the_copying_tasks_ship_at_on
             "on creative") in mixed.summary
     # the level mixes creative's slower streams in: its tail got worse, so the level is a tradeoff
     one = at(mixed, 1)
-    assert one.verdict == "tradeoff" and "TPOT p90 +21.0% [+20.8, +21.3] worse beyond its 10% margin" in \
+    assert one.verdict == "tradeoff" and "TPOT p90 +21.0% [+20.8, +21.3] worse beyond its 5% margin" in \
         one.reasons[0]
     assert all(lv.exploratory and lv.tests["tpot_p50_ms"]["p_adjusted"] is not None
                for t in mixed.tasks for lv in t.levels)
@@ -66,7 +65,7 @@ def test_a_tasks_throughput_is_its_streams_own_not_the_share_of_a_window_the_oth
 
 def test_without_per_request_stats_tpot_and_throughput_decide_and_the_summary_says_so(tmp_path):
     base, cand = write_pair(tmp_path, per_request_stats=False)
-    verdict = api.verdict_for([base], [cand], margin_pct=10)  # a draft's TTFT cost: see `mixed`
+    verdict = api.verdict_for([base], [cand])
     assert verdict.tasks and not any(t.acceptance_measured for t in verdict.tasks)
     one = at(task(verdict, "json"), 1)
     assert one.acceptance is None and one.verdict == "ship"

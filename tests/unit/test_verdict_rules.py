@@ -60,8 +60,7 @@ def level(acc, itl_change, tput_change, users=1, **kw) -> LevelInput:
         (0.80, -30, -10, TRADEOFF),  # latency better, throughput fell beyond the margin
         (0.80, +10, -10, OFF),  # a measured loss on the primary
         (0.80, +10, 0, OFF),
-        # a guard's loss while the primary did not improve: said, but only the question asked decides
-        (0.60, 0, -10, INCONCLUSIVE),
+        (0.60, 0, -10, OFF),  # a guard's measured loss while the primary did not improve
         (0.60, -2.5, 0, SHIP),  # just outside the band counts
         # nothing moved on the primary: no word, whatever acceptance says
         (0.95, 0, 0, INCONCLUSIVE),
@@ -310,12 +309,10 @@ def test_an_acceptance_interval_never_decides_the_measurements_do():
     for acc, ci in ((0.75, Interval(0.75, 0.70, 0.80)), (0.75, Interval(0.75, 0.55, 0.90)),
                     (0.0, Interval(0.0, 0.0, 0.0))):
         result = judge_level(_with(acc, changes, acceptance_ci=ci), TH)
-        assert result.verdict == INCONCLUSIVE, result.reasons
+        assert result.verdict == OFF, result.reasons
         assert result.reasons[0].startswith(
-            "TPOT p50 -1.0% [-1.5, -0.5] did not improve and output tok/s -12.0% [-14.0, -11.0] worse beyond "
-            "its 5% margin: no gain to pay for it, but the question asked was TPOT p50; --objective "
-            "throughput asks about the other")
-    assert judge_level(_with(0.0, changes), Thresholds(objective="throughput")).verdict == OFF
+            "output tok/s -12.0% [-14.0, -11.0] worse beyond its 5% margin while TPOT p50 -1.0% [-1.5, -0.5] "
+            "did not improve: a measured loss, switch it off")
 
 
 @pytest.mark.parametrize(
