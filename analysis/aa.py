@@ -79,7 +79,11 @@ def binomial_interval(k: int, n: int, confidence: float = CONFIDENCE) -> tuple[f
     tail = (1 - confidence) / 2
 
     def at_most(p: float, j: int) -> float:
-        return sum(math.comb(n, i) * p ** i * (1 - p) ** (n - i) for i in range(j + 1))
+        """P(X <= j), summed in logs (math.comb of thousands overflows a float)."""
+        if p <= 0.0 or p >= 1.0:
+            return 1.0 if p <= 0.0 or j >= n else 0.0
+        return sum(math.exp(math.lgamma(n + 1) - math.lgamma(i + 1) - math.lgamma(n - i + 1)
+                            + i * math.log(p) + (n - i) * math.log1p(-p)) for i in range(j + 1))
 
     def solve(falls: float, j: int) -> float:
         """p where P(X <= j) (falling in p) reaches `falls`."""
