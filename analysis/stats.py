@@ -174,10 +174,12 @@ def p_beyond(ci: Interval, bound_pct: float, *, above: bool) -> float | None:
         return None
     center, bound = math.log1p(ci.estimate / 100), math.log1p(bound_pct / 100)
     beyond = center > bound if above else center < bound
-    end = ci.lo if above else ci.hi
-    if ci.method == POINT or ci.df is None or end <= -100:
+    if ci.method == POINT or ci.df is None or ci.lo <= -100:
         return 0.0 if beyond else 1.0
-    half = abs(center - math.log1p(end / 100))
+    near, far = (ci.lo, ci.hi) if above else (ci.hi, ci.lo)
+    # a bootstrap of a quantile over a few values per unit can pile every replicate on one side of the
+    # estimate: an end at the estimate is no certainty, so the other side's width stands in for it
+    half = abs(center - math.log1p(near / 100)) or abs(center - math.log1p(far / 100))
     if half == 0:
         return 0.0 if beyond else 1.0
     t = (center - bound if above else bound - center) / (half / t_quantile((1 + ci.confidence) / 2, ci.df))

@@ -79,3 +79,10 @@ def test_a_level_that_clears_the_band_alone_is_inconclusive_when_holm_over_the_l
     # a strong effect survives the same ladder
     strong = build_verdict([_level(1, (-40.0, -45.0, -35.0)), _level(4, (0.0, -1.0, 1.0))], Thresholds())
     assert strong.levels[0].verdict == SHIP
+
+
+def test_an_interval_end_piled_on_its_estimate_is_no_certainty():
+    # a task's TPOT p90 over a few requests per block pair: every replicate on one side of the estimate
+    piled = Interval(14.9, 14.9, 84.7, method="paired bootstrap", df=5)
+    assert stats.p_beyond(piled, 5.0, above=True) > 0.05  # the other side's width stands in
+    assert stats.p_beyond(Interval(10.0, 10.0, 10.0, method="paired bootstrap", df=5), 5.0, above=True) == 0.0
