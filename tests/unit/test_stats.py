@@ -226,3 +226,11 @@ def test_a_change_the_size_of_the_reported_mde_is_found_about_80_percent_of_the_
     found = [stats.classify(level(np.log1p(mde / 100)), 2.0, lower_is_better=False) == stats.BETTER
              for _ in range(1000)]
     assert 0.77 <= np.mean(found) <= 0.86  # (t + t_power) standard errors found it 74.7% of the time
+
+
+def test_a_quantile_read_off_one_or_two_requests_gets_no_interval():
+    rng = np.random.default_rng(4)
+    base, cand, units = _blocks(rng, 5, 3)  # 15 requests per arm: one p90 request beyond, seven medians
+    p50, p90 = stats.quantile_changes(base, units, cand, units, (0.5, 0.9), stats.Units.single(5))
+    assert p50.measured and not p90.measured and p90.estimate is not None
+    assert p90.method == "too few requests for a p90 (15)"
