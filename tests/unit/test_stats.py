@@ -230,7 +230,9 @@ def test_a_change_the_size_of_the_reported_mde_is_found_about_80_percent_of_the_
 
 def test_a_quantile_read_off_one_or_two_requests_gets_no_interval():
     rng = np.random.default_rng(4)
-    base, cand, units = _blocks(rng, 5, 3)  # 15 requests per arm: one p90 request beyond, seven medians
+    base, cand, units = _blocks(rng, 5, 2)  # 10 requests per arm: the p90 lies between the last two
     p50, p90 = stats.quantile_changes(base, units, cand, units, (0.5, 0.9), stats.Units.single(5))
     assert p50.measured and not p90.measured and p90.estimate is not None
-    assert p90.method == "too few requests for a p90 (15)"
+    assert p90.method == "too few requests for a p90 (10)"
+    base, cand, units = _blocks(rng, 11, 1)  # eleven: one request beyond its position
+    assert stats.quantile_changes(base, units, cand, units, (0.9,), stats.Units.single(11))[0].measured

@@ -9,22 +9,14 @@ from locust_spec.analysis import aa, api
 from locust_spec.analysis.report import plots
 from locust_spec.analysis.tasks import summary
 
-from tests.data.run_builder import ArmSpec, write_run
+from tests.data.run_builder import ArmSpec, write_pair, write_run
 
 
 @pytest.fixture(scope="module")
 def mixed(tmp_path_factory):
     """json and code copy their context; creative's drafts are never accepted (as translation's are not)."""
-    base, cand = _pair(tmp_path_factory.mktemp("mixed"), rejecting_classes=("creative",))
+    base, cand = write_pair(tmp_path_factory.mktemp("mixed"), rejecting_classes=("creative",))
     return api.verdict_for([base], [cand])
-
-
-def _pair(folder, **candidate):
-    """write_pair's runs with 22 requests per task at one user: a task's TPOT p90 has an interval from 20
-    (stats.MIN_BEYOND), and a guard without one cannot let a task ship."""
-    shape = {"requests_per_user": {1: 66, 64: 8}}
-    return (write_run(folder / "off" / "run", ArmSpec(speculative=False, seed=1, **shape)),
-            write_run(folder / "ngram" / "run", ArmSpec(speculative=True, seed=2, **shape, **candidate)))
 
 
 def task(verdict, name):
@@ -56,7 +48,7 @@ def test_the_task_the_draft_never_hits_is_off_while_the_copying_tasks_ship_at_on
             "on creative") in mixed.summary
     # the level mixes creative's slower streams in: its tail got worse, so the level is a tradeoff
     one = at(mixed, 1)
-    assert one.verdict == "tradeoff" and "TPOT p90 +21.0% [+20.8, +21.2] worse beyond its 5% margin" in \
+    assert one.verdict == "tradeoff" and "TPOT p90 +21.0% [+20.8, +21.3] worse beyond its 5% margin" in \
         one.reasons[0]
     assert all(lv.exploratory and lv.tests["tpot_p50_ms"]["p_adjusted"] is not None
                for t in mixed.tasks for lv in t.levels)
@@ -72,7 +64,7 @@ def test_a_tasks_throughput_is_its_streams_own_not_the_share_of_a_window_the_oth
 
 
 def test_without_per_request_stats_tpot_and_throughput_decide_and_the_summary_says_so(tmp_path):
-    base, cand = _pair(tmp_path, per_request_stats=False)
+    base, cand = write_pair(tmp_path, per_request_stats=False)
     verdict = api.verdict_for([base], [cand])
     assert verdict.tasks and not any(t.acceptance_measured for t in verdict.tasks)
     one = at(task(verdict, "json"), 1)
