@@ -135,7 +135,11 @@ def _names(tasks: Sequence[str]) -> str:
 WHY_INCONCLUSIVE = (("has only", "too few requests: measure longer"),
                     ("load generator was behind", "the load generator fell behind"),
                     ("failed", "too many failures"),
-                    ("counters", "no speculation counters"))
+                    ("counters", "no speculation counters"),
+                    ("cannot be ruled out", "a guard's interval reaches past its margin"),
+                    ("but not after", "not after the false discovery rate's correction"),
+                    ("no interval", "too few units or requests for an interval"),
+                    ("inside the", "no change beyond the noise band"))
 
 
 def _why(level: LevelVerdict) -> str:

@@ -3,6 +3,8 @@ workload says where speculation pays (copying tasks) and where it does not (a ta
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import orjson
 import pytest
 from locust_spec.analysis import aa, api
@@ -107,3 +109,13 @@ def test_the_self_test_counts_every_tasks_intervals_and_words_as_its_own_layer(m
     creative = [q for q in found.layer(aa.TASKS) if q.task == "creative" and q.users == 64]
     assert all(q.claimed for q in creative if q.metric in ("tpot_p50_ms", "output_tok_s"))
     assert "tasks: intervals excluding 0 " in aa.render_text(found)
+
+
+def test_an_inconclusive_task_says_in_a_few_words_which_interval_held_it_back(mixed):
+    code = task(mixed, "code")
+    level = at(code, 1)
+    held = replace(level, verdict="inconclusive",
+                   reasons=("TPOT p50 -60% [-63, -58] is better beyond the +-2% band, but a loss cannot be ruled "
+                            "out on TPOT p90 +1% [-20, +30] (its interval reaches past the 5% margin)",))
+    said = summary((replace(code, levels=(held,)),))
+    assert "at 1 user: inconclusive on code (a guard's interval reaches past its margin)" in said
