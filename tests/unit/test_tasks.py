@@ -116,6 +116,6 @@ def test_an_inconclusive_task_says_in_a_few_words_which_interval_held_it_back(mi
     level = at(code, 1)
     held = replace(level, verdict="inconclusive",
                    reasons=("TPOT p50 -60% [-63, -58] is better beyond the +-2% band, but a loss cannot be "
-                            "ruled out on TPOT p90 +1% [-20, +30] (its interval reaches past the 5% margin)",))
+                            "ruled out on TPOT p90 +1% [-20, +30] (past the 5% margin)",))
     said = summary((replace(code, levels=(held,)),))
     assert "at 1 user: inconclusive on code (a guard's interval reaches past its margin)" in said
