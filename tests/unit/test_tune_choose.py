@@ -45,9 +45,23 @@ def test_clearly_best_k_is_chosen():
 
 
 def test_a_tie_goes_to_the_smaller_k():
-    d = choose.choose([tokens(0, 100), tokens(2, 150, seed=1), tokens(4, 150.3, seed=2)], "throughput")
+    # shown equivalent: the whole interval of k=2's change from the best within +-2%
+    arms = [tokens(0, 100, clock=0.0), tokens(2, 150, seed=1, spread=0.01, clock=0.0),
+            tokens(4, 150.3, seed=2, spread=0.01, clock=0.0)]
+    d = choose.choose(arms, "throughput")
     assert d.best_k in (2, 4) and d.k == 2
     assert "tied" in d.reason
+
+
+def test_an_interval_holding_zero_but_reaching_past_the_band_is_no_tie():
+    # real vLLM at one user: k=4 measured +17% over k=0 with an interval holding 0; k=0 was chosen and
+    # served 71.8 tok/s against 219.2 for k=4
+    d = choose.choose([tokens(0, 100, blocks=6, spread=0.3), tokens(4, 117, blocks=6, spread=0.3, seed=5)],
+                      "throughput")
+    change = d.arm(0).versus_best
+    assert change.lo < 0 < change.hi and d.best_k == 4
+    assert d.k == 4 and d.tied == ()
+    assert "k=0 not shown within +-2% of it (an interval reaching past the band is no tie)" in d.reason
 
 
 def test_tpot_prefers_lower():
