@@ -184,9 +184,10 @@ def test_swing_collapse_when_the_schedule_is_worse_than_every_fixed_arm():
     assert bad.predicted == pytest.approx((low.arm(4).interval.estimate + high.arm(0).interval.estimate) / 2)
     good = confirm.check_swing(8, (1, 32), [low, high], {"schedule": tokens(4, 2700), **fixed}, "throughput")
     assert not good.collapse and good.status.startswith("holds")
-    level = confirm.check_level(low, {"schedule": tokens(4, 200), **fixed}, "throughput")
+    alongside = {"static": tokens(4, 121, seed=7), "off": tokens(0, 100)}  # the 1-user level's fixed arms
+    level = confirm.check_level(low, {"schedule": tokens(4, 200), **alongside}, "throughput")
     assert level.status == "as predicted"
-    assert confirm.check_level(low, {"schedule": tokens(4, 120), **fixed}, "throughput").status == \
+    assert confirm.check_level(low, {"schedule": tokens(4, 120), **alongside}, "throughput").status == \
         "short of prediction"
     assert "COLLAPSE" in confirm.summarize([level], [bad])
     behind = confirm.check_swing(8, (1, 32), [low, high], {"schedule": tokens(4, 2500, seed=3),
@@ -203,4 +204,16 @@ def test_a_schedule_short_of_prediction_but_like_its_own_k_alongside_is_noise_or
     assert drift.status == confirm.DRIFTED
     assert "not the schedule" in confirm.summarize([drift], [])
     worse = {**now, "static": tokens(4, 200, seed=6)}
-    assert confirm.check_level(low, worse, "throughput", same="static").status == "short of prediction"
+    beaten = confirm.check_level(low, worse, "throughput", same="static")
+    assert beaten.status.startswith("beaten beyond noise by the static arm (-23.2% [-25.4, -20.9]")
+    assert beaten.status.endswith("for the schedule): serve its k here")
+    assert "beaten beyond noise by a fixed k served alongside at 1 users" in confirm.summarize([beaten], [])
+
+
+def test_a_schedule_as_predicted_but_beaten_by_a_fixed_k_alongside_says_so():
+    # the simulators: "as predicted" while a fixed k=4 beat the schedule by 18.9% [-22.2, -12.8]
+    low = choose.choose([tokens(0, 100), tokens(4, 200, spread=0.3, blocks=6)], "throughput")
+    now = {"schedule": tokens(4, 180, seed=5, spread=0.01), "static": tokens(4, 222, seed=6, spread=0.01)}
+    assert confirm.against(180, low.arm(low.k).interval, "throughput") == "as predicted"
+    check = confirm.check_level(low, now, "throughput", same="static")
+    assert check.status.startswith(confirm.BEATEN + "the static arm")
