@@ -198,3 +198,17 @@ def test_an_slo_makes_goodput_the_throughput_judged(pair):
     assert set(doc["crossover"]) == {"tpot_p50_ms", "goodput_tok_s"}
     bad = spec_verdict(*pair, "--slo", "ttft=100")
     assert bad.returncode == 2 and "--slo" in bad.stderr
+
+
+def test_the_objective_chooses_each_levels_question_and_goodput_needs_an_slo(pair):
+    doc = json.loads(spec_verdict(*pair, "--format", "json", "--objective", "throughput").stdout)
+    assert doc["decision_rule"]["primary"] == "output_tok_s"
+    assert doc["decision_rule"]["guards"] == ["tpot_p50_ms", "tpot_p90_ms", "ttft_p50_ms"]
+    level = {lv["users"]: lv for lv in doc["levels"]}[1]
+    assert level["metrics"]["output_tok_s"]["role"] == "primary" and level["verdict"] == "ship"
+    bad = spec_verdict(*pair, "--objective", "goodput")
+    assert bad.returncode == 2 and bad.stderr.strip() == (
+        "spec-verdict: --objective goodput needs --slo (goodput is the tokens of requests within it)")
+    good = json.loads(spec_verdict(*pair, "--format", "json", "--objective", "goodput", "--slo",
+                                   "tpot_ms=20").stdout)
+    assert good["decision_rule"]["primary"] == "goodput_tok_s"
