@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 import orjson
 
-from .model import Level, LevelVerdict, Verdict, level_label
+from .model import NO_DETECTION, Level, LevelVerdict, Verdict, detectable, level_label
 from .rule import NAMES
 from .stats import CONFIDENCE
 from .verdict import INCONCLUSIVE, SHIP, Thresholds, fmt_change
@@ -160,8 +160,13 @@ def render_json(found: SelfTest) -> str:
 
 
 def _floor_text(floor: dict[str, float | None]) -> str:
-    return ", ".join(f"{NAMES[k]} " + ("no interval" if v is None else f"+-{v:.1f}%")
-                     for k, v in floor.items())
+    return ", ".join(f"{NAMES[k]} {_floor(v)}" for k, v in floor.items())
+
+
+def _floor(mde_pct: float | None) -> str:
+    if mde_pct is None:
+        return "no interval"
+    return f"+-{mde_pct:.1f}%" if detectable(mde_pct) else NO_DETECTION
 
 
 def _share(k: int, n: int) -> str:

@@ -17,13 +17,14 @@ import time
 import gevent
 from locust import argument_parser, events
 from locust.runners import STATE_RUNNING, STATE_SPAWNING, LocalRunner, MasterRunner, WorkerRunner
-from locust.stats import CSV_STATS_INTERVAL_SEC, StatsCSVFileWriter
+from locust.stats import CSV_STATS_INTERVAL_SEC, StatsCSV, StatsCSVFileWriter
 from locust.stats import console_logger as STATS_LOG
 
 from locust_spec.core.level import MESSAGE as LEVEL_MESSAGE
 from locust_spec.core.level import Level
 from locust_spec.core.prompts import PromptError
 from locust_spec.recording import scraper
+from locust_spec.recording.records import spreadsheet_safe
 from locust_spec.recording.writes import WriteFailed
 from locust_spec.web import live, webui
 from locust_spec.wiring import distributed, guard, openloop, options, shared_clock
@@ -53,6 +54,38 @@ def _csv_writer_ends_before_its_files_close() -> None:
 
 
 _csv_writer_ends_before_its_files_close()
+
+
+class _TextCells:
+    """A csv writer whose text cells a spreadsheet shows as text (records.spreadsheet_safe); numbers as
+    they are."""
+
+    def __init__(self, writer) -> None:
+        self._writer = writer
+
+    def writerow(self, row) -> None:
+        self._writer.writerow([spreadsheet_safe(c) if isinstance(c, str) else c for c in row])
+
+
+def _locusts_csv_cells_as_text() -> None:
+    """Locust's own PREFIX_stats.csv, _stats_history.csv, _failures.csv and _exceptions.csv (and the web
+    UI's CSV downloads) name each request by its prompt class and carry the server's error texts, both
+    from outside: `=HYPERLINK(...)` or `@SUM(1)` went in raw while the plugin's files escape them
+    (docs/contracts.md, text cells). Every data row goes through the same escaping; the header rows are
+    Locust's. Locust internals: pinned below 3 in pyproject.toml."""
+
+    def escaped(rows):
+        @functools.wraps(rows)
+        def write(self, csv_writer, *args) -> None:
+            rows(self, _TextCells(csv_writer), *args)
+        return write
+
+    for cls, name in ((StatsCSV, "_requests_data_rows"), (StatsCSV, "_failures_data_rows"),
+                      (StatsCSV, "_exceptions_data_rows"), (StatsCSVFileWriter, "_stats_history_data_rows")):
+        setattr(cls, name, escaped(getattr(cls, name)))
+
+
+_locusts_csv_cells_as_text()
 
 
 def _locusts_own_options_read_once() -> None:
@@ -103,6 +136,12 @@ def _on_init(environment, web_ui=None, **_kw) -> None:
         # An unusable --metrics-url stops every process at start (a worker would otherwise wait for a
         # master that has gone), in one line that holds none of its secrets.
         scraper.check_url_options(environment.parsed_options, os.environ)
+        # Options that cannot run together (a level of too many arrivals) stop it at start too.
+        openloop.check_run(environment.parsed_options)
+        openloop.check_processes(environment.parsed_options, isinstance(environment.runner, MasterRunner))
+        check_ladder = getattr(environment.shape_class, "check_options", None)
+        if check_ladder is not None:
+            check_ladder(environment.parsed_options)
     except ValueError as e:
         raise SystemExit(f"locust-spec: {e}") from None
     guard.guard_environment(environment, web_ui)
@@ -237,6 +276,11 @@ def _on_test_start(environment, **_kw) -> None:
         run.workers.start_test()
         run.readiness.reset()  # a worker says it is ready only after this test's spawn
     runner = environment.runner
+    if run.collector is not None and _plain_rate(environment):  # a test started from the web UI, say
+        why = openloop.users_refusal(int(runner.target_user_count or 0), runner.worker_count)
+        if why is not None:
+            run.give_up(why)
+            return
     if run.collector is not None and environment.shape_class is None and not _plain_rate(environment):
         # A ladder publishes its own levels, with their warm-up. Workers hear the total from Locust only
         # once spawning completes, after their first requests started: tell them now, before the spawn

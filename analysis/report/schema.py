@@ -1,14 +1,15 @@
-"""verdict.json: the Verdict as the documented JSON document (schema 5, docs/contracts.md)."""
+"""verdict.json: the Verdict as the documented JSON document (schema 6, docs/contracts.md)."""
 
 from __future__ import annotations
 
 import orjson
 
+from .. import cost
 from ..model import LevelVerdict, Rate, Verdict
 from ..stats import POINT, Interval
 from ..verdict import CHANGE_KEYS
 
-SCHEMA = 5
+SCHEMA = 6
 
 
 def units_dict(ci: Interval | None) -> dict | None:
@@ -27,7 +28,7 @@ def metric_dict(lv: LevelVerdict, key: str) -> dict:
 
 
 def test_dict(lv: LevelVerdict, key: str) -> dict:
-    """The question the decision rule asked of this metric (schema 5): its role, raw and adjusted p-value
+    """The question the decision rule asked of this metric (schema 6): its role, raw and adjusted p-value
     (Holm over the levels, Benjamini-Hochberg q-value for a task), whether it is exploratory; a metric the
     rule asks nothing of has role null."""
     test = lv.tests.get(key, {})
@@ -61,7 +62,15 @@ def level_dict(lv: LevelVerdict) -> dict:
         "reasons": list(lv.reasons),
         "diagnoses": [d.as_dict() for d in lv.diagnoses],
         "answers": lv.answers.as_dict() if lv.answers is not None else None,
+        **economy_dict(lv),
     }
+
+
+def economy_dict(lv: LevelVerdict) -> dict:
+    """Schema 5: cost and energy per arm with their change; null when not priced (--gpu-cost-per-hour) or
+    not measured (no GPU power series in the runs)."""
+    found = {v.key: v for v in lv.economy}
+    return {key: found[key].as_dict() if key in found else None for key in cost.KEYS}
 
 
 def to_dict(verdict: Verdict) -> dict:
@@ -71,6 +80,9 @@ def to_dict(verdict: Verdict) -> dict:
         "verdict": verdict.verdict,
         "summary": verdict.summary,
         "slo": verdict.slo.as_dict() if verdict.slo else None,
+        "pricing": verdict.pricing.as_dict() if verdict.pricing else None,
+        "power": {arm: source.as_dict() if (source := verdict.power.get(arm)) else None
+                  for arm in ("baseline", "candidate")},
         "design": verdict.design.as_dict(),
         "decision_rule": verdict.rule.as_dict() if verdict.rule is not None else None,
         "levels": [level_dict(lv) for lv in verdict.levels],

@@ -9,23 +9,29 @@ import os
 import shutil
 import signal
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 import click
 
-from locust_spec.ab import capacity, children, keep, preflight, progress, sessions
+from locust_spec.ab import capacity, children, keep, outdir, preflight, progress, sessions
 from locust_spec.ab.children import ARMS, CLIENT_CPU, ChildError
 from locust_spec.ab.sessions import Run, SessionError, schedule
 from locust_spec.analysis import aa, api
 from locust_spec.analysis import rule as rules
-from locust_spec.analysis.cli import parse_slo
-from locust_spec.analysis.model import Slo, Verdict, level_label
-from locust_spec.analysis.runs import InputError
+from locust_spec.analysis.cli import (
+    parse_slo,
+    power_selection_options,
+    power_selections,
+    pricing_of,
+    pricing_options,
+)
+from locust_spec.analysis.model import Pricing, Slo, Verdict, level_label
+from locust_spec.analysis.runs import InputError, read_run
 from locust_spec.analysis.verdict import CLIENT_BEHIND, Thresholds
 from locust_spec.client import server_api
 from locust_spec.client.headers import HeaderValueError, credential
@@ -35,10 +41,12 @@ from locust_spec.core.arrivals import ARRIVALS, POISSON
 from locust_spec.core.design import Design
 from locust_spec.core.formats import EVERYTHING, TURNS, Selection
 from locust_spec.core.hosts import on_this_machine
-from locust_spec.core.prompts import Prompt, PromptError, load_prompt_set, parse_weighted
+from locust_spec.core.prompts import Prompt, PromptError, PromptFiles, load_prompt_set, parse_weighted
 from locust_spec.core.resources import locustfile
 from locust_spec.core.runfiles import RunFiles
-from locust_spec.recording.scraper import TOKEN_ENV
+from locust_spec.metrics.power import GpuSelection
+from locust_spec.recording.scraper import TOKEN_ENV, default_metrics_url
+from locust_spec.recording.writes import write_whole
 from locust_spec.sim import roofline
 from locust_spec.wiring.openloop import parse_burstiness
 from locust_spec.wiring.shape import (
@@ -57,6 +65,8 @@ SWEEP_LOCUSTFILE = locustfile("sweep")
 SIM_SPECULATIVE_CONFIG = {"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_max": 4,
                           "prompt_lookup_min": 2}
 VERDICT_FILES = ("verdict.json", "report.html", "report.md")
+SIM_POWER_PATH = "/metrics/dcgm"
+"""Where spec-sim serves its modelled GPU's DCGM-style power series (sim/power.py)."""
 
 
 @dataclass(frozen=True)
@@ -207,6 +217,14 @@ def locust_command(run: Run, host: str, ladder: Ladder, load: Load,
     return cmd
 
 
+def scraped_urls(metrics_url: str | None, power_url: str | None, host: str) -> str | None:
+    """What an arm's Locust scrapes: its server's /metrics (given, else HOST/metrics) and, when given, its
+    GPUs' DCGM exporter, whose power series then sit beside the server's counters (docs/cost.md)."""
+    if not power_url:
+        return metrics_url
+    return f"{metrics_url or default_metrics_url(host)} {power_url}"
+
+
 def child_env(metrics_url: str | None) -> dict[str, str]:
     """The environment of one run's Locust: the arm's /metrics URL travels here, not in the command line,
     where its user:password or query token would be visible to every user of the machine (`ps`)."""
@@ -220,12 +238,17 @@ class AbError(Exception):
     """A failure the user sees as one line."""
 
 
+PROMPT_FILES = PromptFiles()
+"""The prompt files this command has read: the preflight and every arm's priming ask for the prompts, and a
+700 MB ShareGPT dump is read once."""
+
+
 def load_prompts(load: Load) -> list[Prompt]:
     """Every prompt of the run's sets that its filters keep, once each."""
     try:
         specs = load.prompts or ("all",)
         found = {p.id: p for spec in specs
-                 for p in load_prompt_set(parse_weighted(spec)[0], load.selection)}
+                 for p in load_prompt_set(parse_weighted(spec)[0], load.selection, PROMPT_FILES)}
         if not found:
             raise PromptError(f"no prompt passes the filters ({load.selection.describe()})")
         return list(found.values())
@@ -262,9 +285,11 @@ PRIME_CHUNK = 32
 """Prompts per priming call: the count shown while priming moves at least this often (8 at a time)."""
 
 
-def prime_arm(arm: str, host: str, load: Load, display: progress.Display) -> None:
+def prime_arm(arm: str, host: str, load: Load, display: progress.Display,
+              stop: threading.Event | None = None) -> None:
     """Send every prompt once before the arm's first sweep (see server_api.prime: a fair prefix cache),
-    saying how far it got every few seconds (against real vLLM it takes minutes)."""
+    saying how far it got every few seconds (against real vLLM it takes minutes); no more once `stop` is
+    set."""
     api_key = os.environ.get("OPENAI_API_KEY", "")
     prompts = load_prompts(load)
     try:
@@ -277,7 +302,9 @@ def prime_arm(arm: str, host: str, load: Load, display: progress.Display) -> Non
     with progress.phase(display, lambda s: f"{arm}: priming the prefix cache, {sent}/{len(prompts)} "
                                            f"prompts sent ({s:.0f}s)"):
         for i in range(0, len(prompts), PRIME_CHUNK):
-            result = server_api.prime(host, prompts[i:i + PRIME_CHUNK], model, api_key)
+            if stop is not None and stop.is_set():
+                return
+            result = server_api.prime(host, prompts[i:i + PRIME_CHUNK], model, api_key, stop=stop)
             sent, failed = sent + result.sent, failed + result.failed
             first_error = first_error or result.first_error
     if failed == sent:
@@ -291,32 +318,33 @@ def prime_arm(arm: str, host: str, load: Load, display: progress.Display) -> Non
 def prime_arms(hosts: dict[str, str], load: Load, display: progress.Display) -> None:
     """Prime every given arm's server ({arm: host}) at the same time: the arms of a session start together,
     and a server waiting for its turn to be primed is time lost."""
-    with ThreadPoolExecutor(max_workers=max(1, len(hosts))) as pool:
-        for done in [pool.submit(prime_arm, arm, host, load, display) for arm, host in hosts.items()]:
-            done.result()
+    stop = threading.Event()
+    try:
+        server_api.each_until(lambda pair: prime_arm(*pair, load, display, stop), list(hosts.items()),
+                              len(hosts))
+    except KeyboardInterrupt:  # Ctrl-C or SIGTERM: no prompt more, and no wait for those in flight
+        stop.set()
+        raise
 
 
-def clear_previous(out: Path) -> None:
-    """Remove what an earlier spec-ab wrote into `out` (only its own files), so runs never mix: with
-    --overwrite, once the preflight has passed."""
-    for arm in ARMS:
-        shutil.rmtree(out / arm, ignore_errors=True)
-    for name in (*VERDICT_FILES, aa.FILE, keep.SETTINGS_FILE, *keep.LOGS):
-        (out / name).unlink(missing_ok=True)
+OWN_DIRS = (*ARMS, keep.CALIBRATION, keep.STAGING)
+OWN_FILES = (*VERDICT_FILES, aa.FILE, keep.SETTINGS_FILE, *sorted(keep.LOGS))
+"""What spec-ab keeps at the top of its folder: anything else of these names is refused (outdir.py)."""
 
 
 REFUSAL_OPTIONS = ("--overwrite replaces them (once the preflight has passed)",
                    "--resume keeps the repeats that finished with the same settings and measures the rest")
 
 
-def folder_entries(out: Path) -> list[str]:
-    return sorted(p.name for p in out.iterdir()) if out.is_dir() else []
-
-
-def servers_record(where: dict[str, str], metrics: dict[str, str | None], self_test: bool) -> dict:
-    """spec-ab.json: what the folder's runs were measured on (their own files hold the rest)."""
-    return {"schema": keep.SETTINGS_SCHEMA, "servers": where, "self_test": self_test,
-            "metrics_urls": {arm: display_url(url) if url else None for arm, url in metrics.items()}}
+def servers_record(where: dict[str, str], metrics: dict[str, str | None], self_test: bool,
+                   power: dict[str, str | None] | None = None) -> dict:
+    """spec-ab.json: what the folder's runs were measured on (their own files hold the rest); the GPUs'
+    power exporters only when given, so that a folder measured before them still resumes."""
+    found = {"schema": keep.SETTINGS_SCHEMA, "servers": where, "self_test": self_test,
+             "metrics_urls": {arm: display_url(url) if url else None for arm, url in metrics.items()}}
+    if power and any(power.values()):
+        found["power_metrics_urls"] = {arm: display_url(url) if url else None for arm, url in power.items()}
+    return found
 
 
 def read_recorded(run: Run) -> keep.Recorded:
@@ -329,7 +357,13 @@ def read_recorded(run: Run) -> keep.Recorded:
             return None
         return data if isinstance(data, dict) else None
 
-    return keep.Recorded(files.requests.is_file(), json_of(files.run), json_of(files.design))
+    unreadable = None
+    if files.requests.is_file():
+        try:  # as the verdict will read it: a run it cannot read is measured again, not kept
+            read_run(run.prefix)
+        except InputError as exc:
+            unreadable = str(exc)
+    return keep.Recorded(files.requests.is_file(), json_of(files.run), json_of(files.design), unreadable)
 
 
 def resume_plan(out: Path, plans: list[sessions.Session], record: dict,
@@ -368,16 +402,20 @@ def raise_interrupt(_signum, _frame) -> None:
 
 
 def write_verdict(out: Path, runs: list[Run], display: progress.Display,
-                  serving: int | None = None, question: Question | None = None) -> Verdict:
+                  serving: int | None = None, pricing: Pricing | None = None,
+                  power_gpus: dict[str, GpuSelection | None] | None = None,
+                  question: Question | None = None) -> Verdict:
     """Judge both arms' runs and write the verdict files into `out` (`serving`: the overall verdict is that
-    level's, as spec-verdict's --serving-concurrency; `question`: the declared rule's options)."""
+    level's, as spec-verdict's --serving-concurrency; `pricing`, `power_gpus`: as its cost and power
+    options; `question`: the declared rule's options)."""
     asked = question or Question()
     try:
         with progress.phase(display, lambda s: f"spec-ab: computing the verdict ({s:.0f}s)"):
             verdict = api.verdict_for([r.prefix for r in runs if r.arm == "baseline"],
                                       [r.prefix for r in runs if r.arm == "candidate"],
-                                      serving_concurrency=serving, slo=asked.slo, objective=asked.objective,
-                                      margin_pct=asked.margin_pct, ttft_margin_pct=asked.ttft_margin_pct)
+                                      serving_concurrency=serving, pricing=pricing, power_gpus=power_gpus,
+                                      slo=asked.slo, objective=asked.objective, margin_pct=asked.margin_pct,
+                                      ttft_margin_pct=asked.ttft_margin_pct)
             api.write_outputs(verdict, [out / name for name in VERDICT_FILES])
     except InputError as exc:
         raise AbError(f"no verdict: {exc}") from None
@@ -508,6 +546,13 @@ def auto_processes(levels: str, simulated: bool, out: Path, say: Callable[[str],
               help=capacity.PROCESSES_HELP)
 @click.option("--metrics-url-baseline", metavar="URL", help="Baseline /metrics (default: URL/metrics).")
 @click.option("--metrics-url-candidate", metavar="URL", help="Candidate /metrics (default: URL/metrics).")
+@click.option("--power-metrics-url-baseline", metavar="URL",
+              help="The baseline GPUs' DCGM exporter (/metrics with DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION or "
+                   "DCGM_FI_DEV_POWER_USAGE), scraped beside the server: watts and joules per output token "
+                   "per level (docs/cost.md). On the simulators, their modelled /metrics/dcgm.")
+@click.option("--power-metrics-url-candidate", metavar="URL", help="The candidate GPUs' DCGM exporter.")
+@power_selection_options
+@pricing_options
 @click.option("--time-scale", type=click.FloatRange(min=0, min_open=True), default=DEMO_TIME_SCALE,
               show_default=True, help="Simulators only: spec-sim's --time-scale.")
 @click.option("--sim-gpu", type=click.Choice(sorted(roofline.GPUS)), default=DEMO_GPU, show_default=True,
@@ -540,8 +585,9 @@ def auto_processes(levels: str, simulated: bool, out: Path, say: Callable[[str],
               help="Run folder: both arms' files, verdict.json, report.html, report.md (aa.json with --aa). "
                    "A folder that holds results is refused unless --overwrite or --resume.")
 @click.option("--overwrite", is_flag=True,
-              help="Replace the results in --out, once the preflight has passed (a failing preflight leaves "
-                   "every file as it was).")
+              help="Replace the results spec-ab wrote in --out (its record there lists them), once the "
+                   "preflight has passed (a failing preflight leaves every file as it was); a folder holding "
+                   "anything else is refused.")
 @click.option("--resume", is_flag=True,
               help="Keep the repeats in --out that finished with the same settings (interleaved: a repeat is "
                    "both arms' session; sequential: one arm's sweep), measure the rest, then judge them all. "
@@ -552,10 +598,13 @@ def main(baseline: str | None, candidate: str | None, levels: str | None, stage_
          category: tuple[str, ...], prompt_limit: int | None, min_prompt_chars: int | None,
          max_prompt_chars: int | None, turns: str, max_tokens: int | None, ignore_eos: bool, seed: int,
          model: str, processes: int | str, metrics_url_baseline: str | None,
-         metrics_url_candidate: str | None, time_scale: float, sim_gpu: str, speculative_config: str,
-         prime: bool, skip_preflight: bool, serving_concurrency: int | None, objective: str,
-         margin_pct: float, ttft_margin_pct: float, slo_text: str | None, out: Path, overwrite: bool,
-         resume: bool) -> None:
+         metrics_url_candidate: str | None, power_metrics_url_baseline: str | None,
+         power_metrics_url_candidate: str | None, power_gpus_baseline: str | None,
+         power_gpus_candidate: str | None, gpu_cost_per_hour: float | None, gpus: float | None,
+         gpus_baseline: float | None, gpus_candidate: float | None, time_scale: float, sim_gpu: str,
+         speculative_config: str, prime: bool, skip_preflight: bool, serving_concurrency: int | None,
+         objective: str, margin_pct: float, ttft_margin_pct: float, slo_text: str | None, out: Path,
+         overwrite: bool, resume: bool) -> None:
     """Run the concurrency ladder (or with --rates the open-loop rate ladder) against a baseline and a
     candidate server, then print the verdict.
 
@@ -569,7 +618,8 @@ def main(baseline: str | None, candidate: str | None, levels: str | None, stage_
     at the concurrency you serve.
 
     Exit codes: 0 a verdict; 1 no verdict (a preflight check failed, an arm could not be primed or its
-    Locust failed; one line says why); 2 a bad option, or --out holds results (nothing is touched);
+    Locust failed; one line says why); 2 a bad option, or --out holds results, a file spec-ab did not write
+    (--overwrite), a link, or is in use by another run (nothing is touched);
     3 a verdict, but an arm failed most requests at some level; 130 interrupted (--resume finishes it).
     """
     if overwrite and resume:
@@ -603,19 +653,27 @@ def main(baseline: str | None, candidate: str | None, levels: str | None, stage_
                              block_time or (DEMO_BLOCK_TIME if simulated else REAL_BLOCK_TIME))
         sim_config = json.loads(speculative_config)
         for option, url in (("--metrics-url-baseline", metrics_url_baseline),
-                            ("--metrics-url-candidate", metrics_url_candidate)):
+                            ("--metrics-url-candidate", metrics_url_candidate),
+                            ("--power-metrics-url-baseline", power_metrics_url_baseline),
+                            ("--power-metrics-url-candidate", power_metrics_url_candidate)):
             check_urls([url] if url else [], option)
     except (ValueError, UrlError) as exc:
         raise click.BadParameter(str(exc)) from None
+    pricing = pricing_of(gpu_cost_per_hour, gpus, gpus_baseline, gpus_candidate)
+    power_gpus = power_selections(power_gpus_baseline, power_gpus_candidate)
     prompts = prompts or (DEMO_PROMPTS if simulated else ())
     # Before --processes auto, whose calibration would write into the folder.
-    held = keep.results(folder_entries(out))
-    refused = None if overwrite or resume else keep.refusal("spec-ab", out, held, REFUSAL_OPTIONS)
-    if refused:
-        click.echo(refused, err=True)
+    folder = outdir.Folder(out, "spec-ab")
+    try:
+        held = folder.enter(lambda: keep.admit(folder, REFUSAL_OPTIONS, overwrite, resume, OWN_DIRS,
+                                               OWN_FILES))
+    except outdir.FolderError as exc:
+        click.echo(str(exc), err=True)
         sys.exit(2)
     display = progress.Display(sys.stdout)
     if processes == "auto":
+        for prefix in capacity.PREFIXES:
+            folder.prefix(out / keep.CALIBRATION / prefix)
         streams = (max_concurrency or DEFAULT_MAX_CONCURRENCY) if ladder.rates else None
         at_once = len(ARMS) if design == designs.SIMULTANEOUS else 1
         processes, reason = auto_processes(ladder.levels, simulated, out,
@@ -634,6 +692,8 @@ def main(baseline: str | None, candidate: str | None, levels: str | None, stage_
     plans = sessions.sessions(runs, plan)
     metrics = {"baseline": metrics_url_baseline,
                "candidate": metrics_url_baseline if self_test else metrics_url_candidate}
+    power_urls = {"baseline": power_metrics_url_baseline,
+                  "candidate": power_metrics_url_baseline if self_test else power_metrics_url_candidate}
     if simulated:
         sim = f"spec-sim --gpu {sim_gpu} --time-scale {time_scale:g}"
         where = {"baseline": sim, "candidate": sim if self_test else
@@ -641,7 +701,7 @@ def main(baseline: str | None, candidate: str | None, levels: str | None, stage_
     else:
         where = {"baseline": display_url(base_url(baseline or "")),
                  "candidate": display_url(base_url((baseline if self_test else candidate) or ""))}
-    record = servers_record(where, metrics, self_test)
+    record = servers_record(where, metrics, self_test, power_urls)
     todo = list(plans)
     if resume and held:
         resumed = resume_plan(out, plans, record,
@@ -656,14 +716,23 @@ def main(baseline: str | None, candidate: str | None, levels: str | None, stage_
                     f"{len(todo)} of {len(plans)} session(s) to measure")
         for note in resumed.notes:
             display.say(f"spec-ab: --resume: {note}")
+        own(folder, runs)  # what it kept is the settings' own spec-ab's: a later --overwrite replaces it
+        for position, slot, rebuilt in resumed.restored:
+            run = plans[position].runs[slot]
+            display.say(f"spec-ab: --resume: {run.arm} r{run.repeat} had no design file: rebuilt "
+                        f"{sessions.design_path(run)}")
+            sessions.write_design(run, rebuilt)
     replacing = overwrite and bool(held)
     logs = out / keep.STAGING if replacing else out
     previous = signal.signal(signal.SIGTERM, raise_interrupt)
-    out.mkdir(parents=True, exist_ok=True)
     done: list[Run] = [r for s in plans if s not in todo for r in s.runs]
     primed: set[str] = set()
     try:
         if todo:
+            if logs != out:
+                folder.dir(logs)
+            for name in sorted(keep.LOGS) if simulated else ():
+                folder.file(logs / name)
             logs.mkdir(exist_ok=True)
             with _servers(simulated, logs, time_scale, sim_gpu, sim_config, baseline, candidate,
                           self_test, resume, display) as urls:
@@ -678,11 +747,16 @@ def main(baseline: str | None, candidate: str | None, levels: str | None, stage_
                 display.say(f"spec-ab: {question.rule(bool(ladder.rates)).describe()}")
                 if not skip_preflight:
                     run_preflight(urls, metrics, load, display, ARMS[:1] if self_test else ARMS)
-                start_writing(out, logs, record, todo, display)
+                start_writing(folder, logs, record, runs, todo, display)
+
+                # The simulators model their GPU's power: scraped too, so energy per token runs without one.
+                gpus_at = ({arm: base_url(url) + SIM_POWER_PATH for arm, url in urls.items()} if simulated
+                           else power_urls)
 
                 def command(run: Run, run_design: Design) -> tuple[list[str], dict[str, str]]:
                     cmd = locust_command(run, base_url(urls[run.arm]), ladder, load, run_design)
-                    env = child_env(metrics[run.arm])
+                    env = child_env(scraped_urls(metrics[run.arm], gpus_at.get(run.arm),
+                                                 base_url(urls[run.arm])))
                     return (children.pinned(cmd, CLIENT_CPU) if simulated else cmd), env
 
                 for session in todo:
@@ -692,7 +766,10 @@ def main(baseline: str | None, candidate: str | None, levels: str | None, stage_
                         primed.update(fresh)
                     sessions.run(session, command, display)
                     done.extend(session.runs)
-        verdict = write_verdict(out, runs, display, serving_concurrency, question)
+        for name in (*VERDICT_FILES, *((aa.FILE,) if self_test else ())):
+            folder.file(out / name)
+        verdict = write_verdict(out, runs, display, serving_concurrency, pricing, power_gpus,
+                                question=question)
         if self_test:
             found = aa.self_test(verdict)
             (out / aa.FILE).write_text(aa.render_json(found))
@@ -705,12 +782,10 @@ def main(baseline: str | None, candidate: str | None, levels: str | None, stage_
         if failed:
             display.say(f"spec-ab: the run is bad: {'; '.join(failed)} (see each arm's log in {out})")
             sys.exit(3)
-    except KeyboardInterrupt:
-        kept = ", ".join(f"{r.arm} r{r.repeat}" for r in done) or "nothing"
-        stopped = "Locust and the simulators" if simulated else "Locust"
+    except KeyboardInterrupt as exc:
         display.finish()
-        display.say(f"spec-ab: interrupted; {stopped} stopped, kept {kept} in {out}"
-                    + ("; the same command with --resume measures the rest" if done else ""))
+        display.say(sessions.interrupted_line("spec-ab", out, done, exc,
+                                              "Locust and the simulators" if simulated else "Locust"))
         sys.exit(130)
     except (AbError, ChildError, SessionError) as exc:
         display.finish()
@@ -722,22 +797,33 @@ def main(baseline: str | None, candidate: str | None, levels: str | None, stage_
             shutil.rmtree(logs, ignore_errors=True)  # our own staging folder: the preflight failed
 
 
-def start_writing(out: Path, logs: Path, record: dict, todo: list[sessions.Session],
-                  display: progress.Display) -> None:
-    """Once the preflight has passed: under --overwrite clear the earlier results and move the running
-    simulators' logs in (they keep writing to them); the unfinished sessions' leftovers go (they are
-    measured again); spec-ab.json records the servers."""
+def start_writing(folder: outdir.Folder, logs: Path, record: dict, runs: list[Run],
+                  todo: list[sessions.Session], display: progress.Display) -> None:
+    """Once the preflight has passed: under --overwrite clear the earlier results (what spec-ab wrote, its
+    record says: outdir.py) and move the running simulators' logs in (they keep writing to them); the
+    unfinished sessions' leftovers go (they are measured again); spec-ab.json records the servers."""
+    out = folder.root
     if logs != out:
-        clear_previous(out)
+        folder.clear(spare=(keep.CALIBRATION, keep.STAGING))
         for log in logs.iterdir():
-            os.replace(log, out / log.name)
+            os.replace(log, folder.file(out / log.name))
         logs.rmdir()
         display.say(f"spec-ab: --overwrite: cleared the earlier results in {out}")
+    own(folder, runs)
     for session in todo:
         for run in session.runs:
             for path in sessions.run_files(run):
                 path.unlink(missing_ok=True)
-    (out / keep.SETTINGS_FILE).write_text(json.dumps(record, indent=2) + "\n")
+    write_whole(folder.file(out / keep.SETTINGS_FILE), (json.dumps(record, indent=2) + "\n").encode())
+
+
+def own(folder: outdir.Folder, runs: list[Run]) -> None:
+    """Record the runs' files (by prefix), spec-ab.json and the simulators' logs there as spec-ab's own."""
+    for run in runs:
+        folder.prefix(run.prefix)
+    for name in (keep.SETTINGS_FILE, *sorted(keep.LOGS)):
+        if name == keep.SETTINGS_FILE or (folder.root / name).is_file():
+            folder.file(folder.root / name)
 
 
 def level_length_text(plan: Design) -> str:

@@ -4,20 +4,21 @@ serve it, and check it against the best fixed k and against off."""
 from __future__ import annotations
 
 import json
-import shutil
 import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 import click
 
-from locust_spec.ab import capacity, children, keep, progress, sessions
+from locust_spec.ab import capacity, children, keep, outdir, progress, sessions
 from locust_spec.ab import cli as ab
 from locust_spec.ab.children import CLIENT_CPU, ChildError
 from locust_spec.ab.cli import AbError, Ladder, Load, Run
 from locust_spec.ab.sessions import SessionError
+from locust_spec.analysis.cli import pricing_of, pricing_options
+from locust_spec.analysis.model import Pricing
 from locust_spec.analysis.report.table import users_label
 from locust_spec.analysis.runs import InputError, read_run
 from locust_spec.analysis.tasks import tasks_of
@@ -37,6 +38,8 @@ SWING_CYCLES = 3
 """Each swing phase alternates its two levels this many times: six switches across the threshold."""
 OUTPUTS = ("schedule.json", "tune.json", "report.md", "report.html", "schedule.png")
 PHASES = ("tune", "confirm", "servers")
+OWN_DIRS = (*PHASES, keep.CALIBRATION)
+"""spec-tune's folders at the top of its run folder (and swing-T, one per threshold)."""
 
 
 @dataclass(frozen=True)
@@ -55,6 +58,7 @@ class Settings:
     design: str = designs.INTERLEAVED
     block_time: str = ab.DEMO_BLOCK_TIME
     max_servers: int | None = None
+    pricing: Pricing | None = None
 
 
 def parse_ks(text: str) -> tuple[int, ...]:
@@ -109,12 +113,14 @@ def cap_note(arms: Sequence[str], groups: Sequence[tuple[str, ...]], cap: int | 
 
 
 def run_arms(arms: dict[str, tuple[str, dict | None]], folder: Path, ladder: Ladder, s: Settings,
-            pool: servers.Servers, primed: set[str], display: progress.Display, kind: str) -> list[Run]:
+            pool: servers.Servers, primed: set[str], display: progress.Display, kind: str,
+            owner: outdir.Folder, ready: Callable[[], None] = lambda: None) -> list[Run]:
     """Every arm ({name: (server key, speculative config)}) on the ladder, at most --max-servers servers
-    at a time: each batch's servers started (the others stopped first), its runs interleaved by `kind`."""
+    at a time: each batch's servers started (the others stopped first), its runs interleaved by `kind`
+    (recorded in `owner`, the run folder, as they start); `ready` once the first batch's servers answer."""
     runs: list[Run] = []
     groups = batches(list(arms), s.max_servers if pool.starts_servers else None)
-    for group in groups:
+    for number, group in enumerate(groups):
         keys = {arms[a][0] for a in group}
         if len(groups) > 1:
             for started in list(pool.urls):
@@ -124,7 +130,11 @@ def run_arms(arms: dict[str, tuple[str, dict | None]], folder: Path, ladder: Lad
         for arm in group:
             key, config = arms[arm]
             urls[arm] = pool.start(key, config)
+        if number == 0:
+            ready()
         group_runs = ab.schedule(s.repeats, folder, group)
+        for run in group_runs:
+            owner.prefix(run.prefix)
         plan = ladder.design(kind, len(group), s.block_time)
         sweep(group_runs, urls, ladder, s, primed, display, plan)
         runs += group_runs
@@ -148,6 +158,11 @@ def decide(runs: list[Run], s: Settings) -> tuple[tuple[choose.Decision, ...], T
     by_k = {k: measure.task_samples(prefixes(runs, f"k{k}"), k, s.objective, s.slo, [None, *tasks])
             for k in s.ks}
     decisions = _choices({k: by_k[k][None] for k in s.ks}, s)
+    if s.pricing is not None:
+        throughput = ({k: by_k[k][None] for k in s.ks} if s.objective == "throughput" else
+                      {k: measure.level_samples(prefixes(runs, f"k{k}"), k, "throughput", None)
+                       for k in s.ks})
+        decisions = choose.priced(decisions, throughput, s.pricing)
     per_task = tuple((task, _choices({k: by_k[k][task] for k in s.ks}, s)) for task in tasks)
     notes = [f"{users_label(d.users)}: {d.reason}" for d in decisions if d.k is None]
     return decisions, per_task, notes
@@ -183,9 +198,10 @@ def swing_pairs(decisions: Sequence[choose.Decision],
     return pairs
 
 
-def confirmation(out: Path, decisions: Sequence[choose.Decision], built: schedule.Built, config: dict,
-                 static_k: int, pool: servers.Servers, s: Settings, primed: set[str],
+def confirmation(owner: outdir.Folder, decisions: Sequence[choose.Decision], built: schedule.Built,
+                 config: dict, static_k: int, pool: servers.Servers, s: Settings, primed: set[str],
                  display: progress.Display) -> confirm.Confirmation:
+    out = owner.root
     keys = {"schedule": "schedule", "static": f"k{static_k}", "off": "k0"}
     if static_k == 0:
         del keys["static"]
@@ -201,7 +217,7 @@ def confirmation(out: Path, decisions: Sequence[choose.Decision], built: schedul
     said += ["off: k=0"] if "off" in keys else []
     display.say(f"spec-tune: confirmation: {', '.join(arms)} on the ladder"
                 + (f" ({'; '.join(said)})" if said else ""))
-    runs = run_arms(configs, out / "confirm", s.ladder, s, pool, primed, display, s.design)
+    runs = run_arms(configs, out / "confirm", s.ladder, s, pool, primed, display, s.design, owner)
     # A sample's k only matters when choosing between ks; the confirmation compares arms by name.
     samples = {arm: measure.level_samples(prefixes(runs, arm), 0, s.objective, s.slo) for arm in arms}
 
@@ -217,13 +233,17 @@ def confirmation(out: Path, decisions: Sequence[choose.Decision], built: schedul
                   Ladder(steps, s.swing_stage_time, "0s"))
         display.say(f"spec-tune: swing {lo:g} <-> {users_label(hi)} across batch {t} (each arm alone: its "
                     "switches are what is measured)")
-        sruns = run_arms(configs, out / f"swing-{t}", ladder, s, pool, primed, display, designs.SEQUENTIAL)
+        sruns = run_arms(configs, out / f"swing-{t}", ladder, s, pool, primed, display, designs.SEQUENTIAL,
+                         owner)
         whole = {a: measure.whole_sample(prefixes(sruns, a), 0, s.objective, s.slo) for a in arms}
         swings.append(confirm.check_swing(t, (lo, hi), decisions, whole, s.objective))
     return confirm.Confirmation(static_k, checks, tuple(swings), confirm.summarize(checks, swings))
 
 
-def write_outputs(out: Path, result: TuneResult) -> None:
+def write_outputs(owner: outdir.Folder, result: TuneResult) -> None:
+    out = owner.root
+    for name in OUTPUTS:
+        owner.file(out / name)
     (out / "schedule.json").write_text(json.dumps(result.schedule_json(), indent=2) + "\n")
     (out / "tune.json").write_text(report.render(result, "json"))
     (out / "report.md").write_text(report.render(result, "markdown"))
@@ -232,24 +252,18 @@ def write_outputs(out: Path, result: TuneResult) -> None:
     (out / "report.html").write_text(report.render_html(result, png))
 
 
-def clear_previous(out: Path) -> None:
-    """Remove only what an earlier spec-tune wrote into `out`, so runs never mix."""
-    for name in PHASES:
-        shutil.rmtree(out / name, ignore_errors=True)
-    for path in out.glob("swing-*"):
-        shutil.rmtree(path, ignore_errors=True)
-    for name in OUTPUTS:
-        (out / name).unlink(missing_ok=True)
-
-
-def run_tune(out: Path, s: Settings, pool: servers.Servers, do_confirm: bool,
+def run_tune(owner: outdir.Folder, s: Settings, pool: servers.Servers, do_confirm: bool,
              display: progress.Display) -> TuneResult:
+    out = owner.root
     arms = {f"k{k}": (f"k{k}", arm_config(s.base_config, k)) for k in s.ks}
     steps = f"rates {s.ladder.rates} req/s" if s.ladder.rates else f"levels {s.ladder.levels}"
     display.say(f"spec-tune: k {','.join(map(str, s.ks))} on {steps}, {s.ladder.stage_time} each, {s.design} "
                 f"({s.repeats} repeat(s)) -> {out}")
     primed: set[str] = set()
-    runs = run_arms(arms, out / "tune", s.ladder, s, pool, primed, display, s.design)
+    # An earlier run's results go once the first servers answer (a server that fails to start leaves them);
+    # the servers' logs, just written, are spared (each new one replaced the old one of its k).
+    runs = run_arms(arms, out / "tune", s.ladder, s, pool, primed, display, s.design, owner,
+                    lambda: owner.clear(spare=(keep.CALIBRATION, "servers")))
     with progress.phase(display, lambda t: f"spec-tune: choosing k at each level ({t:.0f}s)"):
         decisions, per_task, notes = decide(runs, s)
     capped = cap_note(list(arms), batches(list(arms), s.max_servers if pool.starts_servers else None),
@@ -261,8 +275,8 @@ def run_tune(out: Path, s: Settings, pool: servers.Servers, do_confirm: bool,
     config = schedule.speculative_config(s.base_config, built.entries) if built else None
     static_k = choose.best_static(decisions, s.objective)
     result = TuneResult(s.objective, s.slo, s.ks, tuple(d.users for d in decisions), s.max_num_seqs,
-                        decisions, built, config, static_k, None, tuple(notes), per_task)
-    write_outputs(out, result)
+                        decisions, built, config, static_k, None, tuple(notes), per_task, s.pricing)
+    write_outputs(owner, result)
     display.say(f"spec-tune: schedule written to {out / 'schedule.json'}")
     if not do_confirm:
         return result
@@ -275,9 +289,9 @@ def run_tune(out: Path, s: Settings, pool: servers.Servers, do_confirm: bool,
         notes.append(skip)
         result = replace(result, notes=tuple(notes))
     else:
-        conf = confirmation(out, decisions, built, config, static_k, pool, s, primed, display)
+        conf = confirmation(owner, decisions, built, config, static_k, pool, s, primed, display)
         result = replace(result, confirmation=conf)
-    write_outputs(out, result)
+    write_outputs(owner, result)
     return result
 
 
@@ -286,8 +300,9 @@ def run_tune(out: Path, s: Settings, pool: servers.Servers, do_confirm: bool,
               help="Speculation lengths to measure (num_speculative_tokens; 0 = off).")
 @click.option("--server-cmd", metavar="TEMPLATE",
               help="Start each arm's server with this command: {port} and {speculative_config} (the JSON; "
-                   "with k=0 the word and the option before it are dropped) are filled in. spec-tune waits "
-                   "for /health, keeps the log in OUT/servers/, stops it by pid.")
+                   "with k=0 the placeholder and the long option before it are dropped, nothing else; inside "
+                   "a quoted shell command, sh -c \"...\", the JSON goes in shell-quoted) are filled in. "
+                   "spec-tune waits for /health, keeps the log in OUT/servers/, stops it by pid.")
 @click.option("--server", "server_urls", multiple=True, metavar="K=URL",
               help="A running server for k (repeatable); schedule=URL for the confirmation pass.")
 @click.option("--levels", help=f"Users per ladder level (default {ab.REAL_LADDER.levels}; "
@@ -314,6 +329,7 @@ def run_tune(out: Path, s: Settings, pool: servers.Servers, do_confirm: bool,
               help="What a level's best k maximises (default throughput; with --rates tpot: at a rate both "
                    "arms serve the same arrivals, so throughput is the offered load).")
 @click.option("--slo", help="Goodput's per-request limits, e.g. ttft=500,tpot=50 (ms).")
+@pricing_options
 @click.option("--speculative-config", "base_config", default=json.dumps(BASE_CONFIG), show_default=True,
               help="The speculative config every arm shares; num_speculative_tokens is set per arm.")
 @click.option("--max-num-seqs", type=click.IntRange(min=1), default=256, show_default=True,
@@ -340,12 +356,15 @@ def run_tune(out: Path, s: Settings, pool: servers.Servers, do_confirm: bool,
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), required=True,
               help="Run folder: schedule.json, tune.json, report.md, report.html, schedule.png, the runs. A "
                    "folder that holds results is refused unless --overwrite.")
-@click.option("--overwrite", is_flag=True, help="Replace the results an earlier spec-tune wrote into --out.")
+@click.option("--overwrite", is_flag=True,
+              help="Replace the results an earlier spec-tune wrote into --out (its record there lists them); "
+                   "a folder holding anything else is refused.")
 def main(ks: str, server_cmd: str | None, server_urls: tuple[str, ...], levels: str | None,
          rates: str | None, stage_time: str | None, warmup: str | None, repeats: int, design: str,
          block_time: str | None, max_servers: int | None, objective: str | None, slo: str | None,
-         base_config: str, max_num_seqs: int, confirm: bool, swing_stage_time: str,
-         prompts: tuple[str, ...], category: tuple[str, ...], prompt_limit: int | None,
+         gpu_cost_per_hour: float | None, gpus: float | None, gpus_baseline: float | None,
+         gpus_candidate: float | None, base_config: str, max_num_seqs: int, confirm: bool,
+         swing_stage_time: str, prompts: tuple[str, ...], category: tuple[str, ...], prompt_limit: int | None,
          min_prompt_chars: int | None, max_prompt_chars: int | None, turns: str, max_tokens: int | None,
          ignore_eos: bool, seed: int, model: str, processes: int | str, time_scale: float, sim_gpu: str,
          prime: bool, out: Path, overwrite: bool) -> None:
@@ -353,8 +372,11 @@ def main(ks: str, server_cmd: str | None, server_urls: tuple[str, ...], levels: 
 
     Every k runs the same ladder with the same prompts, seed and order, arms interleaved. Per level the k
     with the best objective is chosen, or the smallest k statistically tied with it. Without --server-cmd
-    or --server, one spec-sim per k runs on this machine.
+    or --server, one spec-sim per k runs on this machine. With --gpu-cost-per-hour every k's cost per
+    million output tokens is reported per level (k 0 on --gpus-baseline GPUs, the others on
+    --gpus-candidate).
     """
+    pricing = pricing_of(gpu_cost_per_hour, gpus, gpus_baseline, gpus_candidate)
     if server_cmd and server_urls:
         raise click.UsageError("give --server-cmd or --server URLs, not both")
     simulated = not server_cmd and not server_urls
@@ -396,13 +418,17 @@ def main(ks: str, server_cmd: str | None, server_urls: tuple[str, ...], levels: 
     missing = [f"k{k}" for k in k_list if server_urls and f"k{k}" not in given]
     if missing:
         raise click.UsageError(f"no --server for {', '.join(m.removeprefix('k') for m in missing)}")
-    refused = None if overwrite else keep.refusal("spec-tune", out, ab.folder_entries(out),
-                                                  ("--overwrite replaces them",))
-    if refused:
-        click.echo(refused, err=True)
+    owner = outdir.Folder(out, "spec-tune")
+    try:
+        owner.enter(lambda: keep.admit(owner, ("--overwrite replaces them",), overwrite, False, OWN_DIRS,
+                                       OUTPUTS))
+    except outdir.FolderError as exc:
+        click.echo(str(exc), err=True)
         sys.exit(2)
     display = progress.Display(sys.stdout)
     if processes == "auto":
+        for prefix in capacity.PREFIXES:
+            owner.prefix(out / keep.CALIBRATION / prefix)
         at_once = max(map(len, batches(k_list, max_servers))) if design == designs.SIMULTANEOUS else 1
         processes, reason = ab.auto_processes(ladder.levels, simulated, out,
                                               lambda line: display.say(f"spec-tune: {line}"),
@@ -414,18 +440,16 @@ def main(ks: str, server_cmd: str | None, server_urls: tuple[str, ...], levels: 
                         Load(prompts or (ab.DEMO_PROMPTS if simulated else ()), max_tokens, ignore_eos, seed,
                              model, processes, selection=selection),
                         objective, slo_value, base, max_num_seqs, prime, simulated, swing_stage_time, design,
-                        block_time, max_servers)
+                        block_time, max_servers, pricing)
     sim = (servers.SimSettings(time_scale, sim_gpu, ("--max-num-seqs", str(max_num_seqs),
                                                      "--per-request-spec-decode-metrics", "detailed"))
            if simulated else None)
     if removed:  # a real server of vLLM 0.32 or older may still have it
         click.echo(f"spec-tune: note: {removed}; this config starts only on vLLM 0.32 or older")
-    out.mkdir(parents=True, exist_ok=True)
-    clear_previous(out)
-    pool = servers.Servers(out, sim, template, given, display)
+    pool = servers.Servers(out, sim, template, given, display, owner.file)
     previous = signal.signal(signal.SIGTERM, ab.raise_interrupt)
     try:
-        result = run_tune(out, settings, pool, confirm, display)
+        result = run_tune(owner, settings, pool, confirm, display)
         display.say(report.render(result, "text"))
     except KeyboardInterrupt:
         display.say(f"spec-tune: interrupted; servers and Locust stopped; finished runs kept in {out}")

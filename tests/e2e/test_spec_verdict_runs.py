@@ -50,7 +50,7 @@ def test_ships_at_1_user_and_not_at_64(pair, tmp_path):
 
 def test_json_follows_the_documented_schema(pair):
     doc = json.loads(spec_verdict(*pair, "--format", "json").stdout)
-    assert doc["schema"] == 5 and doc["verdict"] in {"ship", "off", "tradeoff", "depends", "inconclusive"}
+    assert doc["schema"] == 6 and doc["verdict"] in {"ship", "off", "tradeoff", "depends", "inconclusive"}
     assert set(doc) == {"schema", "axis", "verdict", "summary", "slo", "design", "decision_rule", "levels",
                         "crossover", "diagnoses", "warnings", "tasks", "provenance"}
     assert doc["design"] == {"kind": "sequential", "block_s": None, "blocks_per_level": None, "arms": None,
