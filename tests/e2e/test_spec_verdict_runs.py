@@ -52,7 +52,7 @@ def test_json_follows_the_documented_schema(pair):
     doc = json.loads(spec_verdict(*pair, "--format", "json").stdout)
     assert doc["schema"] == 6 and doc["verdict"] in {"ship", "off", "tradeoff", "depends", "inconclusive"}
     assert set(doc) == {"schema", "axis", "verdict", "summary", "slo", "design", "decision_rule", "levels",
-                        "crossover", "diagnoses", "warnings", "tasks", "provenance"}
+                        "crossover", "diagnoses", "warnings", "tasks", "provenance", "pricing", "power"}
     assert doc["design"] == {"kind": "sequential", "block_s": None, "blocks_per_level": None, "arms": None,
                              "repeats": 1, "warmup_s": None}
     level = doc["levels"][0]
@@ -60,7 +60,8 @@ def test_json_follows_the_documented_schema(pair):
     assert doc["tasks"] and all(set(lv) == set(level) for t in doc["tasks"] for lv in t["levels"])
     assert set(level) == {"users", "verdict", "batch", "acceptance", "acceptance_ci95", "acceptance_units",
                           "mean_acceptance_length", "per_position", "requests", "failures", "metrics",
-                          "mde_pct", "under_powered", "design", "reasons", "diagnoses", "answers"}
+                          "mde_pct", "under_powered", "design", "reasons", "diagnoses", "answers",
+                          "cost_per_mtok_usd", "power_w", "joules_per_token", "tokens_per_joule"}
     assert level["acceptance_units"]["unit"] == "prompts"
     assert set(level["mde_pct"]) == {"tpot_p50_ms", "tpot_p90_ms", "ttft_p50_ms", "output_tok_s"}
     assert set(level["metrics"]) == {"tpot_p50_ms", "tpot_p90_ms", "output_tok_s", "ttft_p50_ms",
