@@ -53,8 +53,8 @@ def test_json_follows_the_documented_schema(pair):
     doc = json.loads(spec_verdict(*pair, "--format", "json").stdout)
     assert doc["schema"] == 7 and doc["verdict"] in {"ship", "off", "tradeoff", "depends", "inconclusive"}
     assert set(doc) == {"schema", "axis", "verdict", "summary", "comparison", "differences", "speculation",
-                        "slo", "design", "decision_rule", "levels", "crossover", "diagnoses", "warnings", "tasks",
-                        "provenance", "pricing", "power"}
+                        "slo", "design", "decision_rule", "levels", "crossover", "diagnoses", "warnings",
+                        "tasks", "provenance", "pricing", "power"}
     assert (doc["comparison"], doc["differences"]) == ("speculation", [])
     assert doc["speculation"]["baseline"]["inferred"]["drafted"] is False
     assert doc["speculation"]["candidate"]["inferred"]["k"] >= 1  # spec-sim serves per-position counters
