@@ -16,14 +16,16 @@ from pathlib import Path
 
 # Seconds on CI's 2-core machine. The first three run inside `make test`: the real-vLLM tier beside the
 # unit, hostile and files tier (one core each), then the end-to-end tier alone, so `make test` takes the
-# longer of the first two plus the third.
+# longer of the first two plus the third. Measured on a quiet VM before these budgets: 407, 386-425 and
+# 843 s, make test ~1,260 s, the whole run ~1,524 s (so the steps before make test ~260 s; the wheel check
+# runs beside them).
 BUDGETS_S: dict[str, float] = {
     "unit, hostile and files": 420,
     "real vLLM": 430,
-    "end-to-end": 440,
+    "end-to-end": 460,
     "make test": 900,
-    "wheel check": 150,
-    "make ab and make lint": 180,
+    "wheel check": 240,
+    "make ab and make lint": 280,
     "ci": 1200,
 }
 TOLERANCE = 0.10
