@@ -71,7 +71,7 @@ else
 	$(PY) -m pytest tests $(patsubst %,--ignore=%,$(BESIDE_VLLM)) --ignore=tests/vllm \
 	    --basetemp=$$tmp/e2e; e2e=$$?; t3=$$(date +%s); \
 	echo "make test: unit, hostile and files exit $$fast, real vLLM exit $$real, end-to-end exit $$e2e"; \
-	times=$$(printf '%s\t%s\n' "unit, hostile and files" $$((t1 - t0)) "real vLLM" $$(cat $$tmp/vllm.s) \
+	times=$$(printf '%s\t%s\n' "unit, hostile and files" $$((t1 - t0)) "real vLLM" "$$(cat $$tmp/vllm.s)" \
 	    "end-to-end" $$((t3 - t2)) "make test" $$((t3 - t0))); \
 	echo "make test: seconds per tier (wall):"; echo "$$times" | sed 's/^/  /'; \
 	[ -z "$(TIMES)" ] || echo "$$times" >>"$(TIMES)"; \
