@@ -78,6 +78,18 @@ def ab_arms(folder: Path) -> tuple[Path, Path]:
     arms = folder / "baseline", folder / "candidate"
     if all(arm.is_dir() for arm in arms):
         return arms
+    # Each kind of wrong folder with its own fix (one line for all of them sent users looking).
+    if not folder.exists():
+        raise InputError(f"{folder}: no such file or folder (give BASELINE and CANDIDATE, or a spec-ab --out "
+                         "folder)")
+    if folder.is_dir() and not any(folder.iterdir()):
+        raise InputError(f"{folder}: the folder is empty (a spec-ab --out folder holds baseline/ and "
+                         "candidate/ once its first level is measured)")
+    held = [arm.name for arm in arms if arm.is_dir()]
+    if held:
+        missing = next(arm.name for arm in arms if not arm.is_dir())
+        raise InputError(f"{folder}: it holds {held[0]}/ but no {missing}/: that spec-ab run did not get to "
+                         f"both arms (spec-ab --out {folder} --resume finishes it)")
     raise InputError(f"{folder}: give BASELINE and CANDIDATE, or a spec-ab --out folder (one holding "
                      "baseline/ and candidate/)")
 

@@ -155,6 +155,9 @@ def _at_quit(run: SpecRun) -> None:
     options = run.environment.parsed_options
     if options.headless and not getattr(options, "json", False) and not run.gave_up:
         STATS_LOG.info(run.level_table())
+    elif options.headless and run.gave_up_reason:
+        # The error line came before Locust's (empty) tables: the reason again where the eye lands, last.
+        STATS_LOG.info(f"locust-spec: the run stopped early (exit code 2): {run.gave_up_reason}")
 
 
 def _interrupt_main() -> None:

@@ -32,7 +32,8 @@ REDIRECTS = {">", ">>", "<", "2>", "2>>"}
 # Options of other programs that the docs name in prose, each with its program: not ours to check.
 EXTERNAL_OPTIONS = {
     "vllm serve": {"--speculative-config", "--per-request-spec-decode-metrics", "--max-model-len",
-                   "--max-num-seqs", "--port", "--served-model-name", "--distributed-executor-backend"},
+                   "--max-num-seqs", "--port", "--served-model-name", "--distributed-executor-backend",
+                   "--gpu-memory-utilization"},
     "vllm bench serve": {"--backend", "--request-rate"},
     "pytest": {"--basetemp", "--durations"},
     "docker compose run": {"--rm"},
@@ -92,6 +93,19 @@ def _simple_commands(line: str) -> list[list[str]]:
             current.append(token)
     out.append(current)
     return out
+
+
+def workflow_scripts(body: str) -> list[str]:
+    """The `run:` scripts of a GitHub Actions workflow shown in a `yaml` fence (a mapping with `jobs`), in
+    order: the docs' CI job is checked as its `sh` blocks are. Other YAML gives none."""
+    import yaml
+
+    doc = yaml.safe_load(body)
+    jobs = doc.get("jobs") if isinstance(doc, dict) else None
+    if not isinstance(jobs, dict):
+        return []
+    return [step["run"] for job in jobs.values() for step in (job or {}).get("steps", [])
+            if isinstance(step, dict) and isinstance(step.get("run"), str)]
 
 
 def lines_of(body: str) -> list[str]:

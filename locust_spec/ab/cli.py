@@ -636,7 +636,7 @@ def main(baseline: str | None, candidate: str | None, levels: str | None, stage_
                 steps = f"rates {ladder.rates} req/s" if ladder.rates else f"levels {ladder.levels}"
                 display.say(f"spec-ab: {'A/A self-test, ' if self_test else ''}{design_text(plan)}; "
                             f"{len(todo)} session(s) of {plan.seconds:g}s "
-                            f"({steps}, {plan.stage_s:g}s each) on {where_text} -> {out}")
+                            f"({steps}, {level_length_text(plan)}) on {where_text} -> {out}")
                 if not skip_preflight:
                     run_preflight(urls, metrics, load, display, ARMS[:1] if self_test else ARMS)
                 start_writing(out, logs, record, todo, display)
@@ -699,6 +699,15 @@ def start_writing(out: Path, logs: Path, record: dict, todo: list[sessions.Sessi
             for path in sessions.run_files(run):
                 path.unlink(missing_ok=True)
     (out / keep.SETTINGS_FILE).write_text(json.dumps(record, indent=2) + "\n")
+
+
+def level_length_text(plan: Design) -> str:
+    """'60s each: 30s per arm in turns' under the interleaved design, whose level holds every arm's
+    --stage-time one after another (a user who asked for 30s read "60s each" unexplained); '60s each'
+    where a level lasts one stage time."""
+    if plan.kind == designs.INTERLEAVED and plan.arms > 1:
+        return f"{plan.stage_s:g}s each: --stage-time {plan.stage_s / plan.arms:g}s per arm, in turns"
+    return f"{plan.stage_s:g}s each"
 
 
 def design_text(plan: Design) -> str:

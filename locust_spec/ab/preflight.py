@@ -296,15 +296,39 @@ def _judge_pair(arms: Sequence[Arm], seen: Sequence[Observed], model: str, flags
     return out
 
 
+def _judge_swapped(arms: Sequence[Arm], seen: Sequence[Observed]) -> list[Problem]:
+    """The baseline drafts and the candidate does not: one line asking the likely question, instead of one
+    fix per arm that each point at a /metrics URL (the two checks each saw half of it)."""
+    roles = {a.speculates: (a, s) for a, s in zip(arms, seen, strict=True)}
+    if len(arms) != 2 or set(roles) != {False, True}:
+        return []
+    (base, base_seen), (cand, cand_seen) = roles[False], roles[True]
+    if base.scraped_url is None or cand.scraped_url is None:
+        return []
+    base_window, cand_window = _window(base_seen, base.scraped_url), _window(cand_seen, cand.scraped_url)
+    if base_window is None or cand_window is None:
+        return []
+    base_drafts = bool(base_window.drafts or base_window.draft_tokens)
+    cand_drafts = bool(cand_window.drafts or cand_window.draft_tokens)
+    if not base_drafts or cand_drafts:
+        return []
+    return [Problem("both", f"the baseline ({display_url(base.url)}) drafted during the check and the "
+                            f"candidate ({display_url(cand.url)}) did not",
+                    f"did you swap {base.url_flag} and {cand.url_flag}? the server with --speculative-config "
+                    f"is the candidate")]
+
+
 def judge(arms: Sequence[Arm], seen: Sequence[Observed], model: str, prompts: Sequence[Prompt],
           max_tokens: int | None, flags: Flags = SPEC_AB) -> list[Problem]:
     """Every problem the observations show, in the order a user would fix them."""
     out = _judge_pair(arms, seen, model, flags)
+    swapped = _judge_swapped(arms, seen)
+    out += swapped
     for arm, s in zip(arms, seen, strict=True):
         out += _judge_models(arm, s, model, flags)
         out += _judge_context(arm, s, prompts, max_tokens, flags)
         out += _judge_probes(arm, s, flags)
-        out += _judge_metrics(arm, s)
+        out += [] if swapped else _judge_metrics(arm, s)
     return out
 
 

@@ -41,7 +41,7 @@ MIN_SPAN_S = 1.0
 LIVE_SIGNIFICANT_FIGURES = 2
 
 CLIENT_FIELDS = ("t", "users", "requests", "errors", "tok_s", "ttft_p50", "tpot_p50", "tpot_p99", "lag_pct",
-                 "cpu_pct", "rate_target", "rate_sent", "late_p99")
+                 "cpu_pct", "rate_target", "rate_sent", "late_p99", "itl_p50", "itl_p99")
 SERVER_FIELDS = ("t", "acceptance", "mean_len", "per_position", "running", "waiting", "gen_tok_s")
 
 
@@ -99,12 +99,15 @@ def _counts(hist: HdrHistogram) -> np.ndarray:
 
 
 class _Slot:
-    """One tick's requests: TTFT and TPOT histograms, output tokens and counts."""
+    """One tick's requests: TTFT and TPOT histograms, the requests' own ITL p50 and p99, output tokens and
+    counts."""
 
     def __init__(self) -> None:
         self.ttft = _live_histogram()
         self.tpot = _live_histogram()
         self.late = _live_histogram()
+        self.itl_p50 = _live_histogram()
+        self.itl_p99 = _live_histogram()
         self.started_unix_s = 0.0
         self.tokens = 0
         self.requests = 0
@@ -112,7 +115,7 @@ class _Slot:
         self.arrivals = 0
 
     def hists(self) -> tuple[HdrHistogram, ...]:
-        return self.ttft, self.tpot, self.late
+        return self.ttft, self.tpot, self.late, self.itl_p50, self.itl_p99
 
     def reset(self, now_unix_s: float) -> None:
         for hist in self.hists():
@@ -144,7 +147,9 @@ class SlidingWindow:
         self._slots.append(slot)
 
     def add(self, ttft_ms: float | None, tpot_ms: float | None, output_tokens: int | None, ok: bool,
-            lateness_ms: float | None = None) -> None:
+            lateness_ms: float | None = None,
+            itl_ms: tuple[float | None, float | None] = (None, None)) -> None:
+        """One request; `itl_ms` its own inter-token latency p50 and p99 (a request's gaps are not kept)."""
         if not self._slots:
             return
         for slot in (self._slots[-1], self._total):
@@ -160,6 +165,9 @@ class SlidingWindow:
                 record_ms(slot.ttft, (ttft_ms,))
             if tpot_ms is not None:
                 record_ms(slot.tpot, (tpot_ms,))
+            for hist, value in zip((slot.itl_p50, slot.itl_p99), itl_ms, strict=True):
+                if value is not None:
+                    record_ms(hist, (value,))
 
     def rotate(self, now_unix_s: float) -> None:
         """Close the current tick; the oldest leaves the window once it holds `slots` ticks."""
@@ -176,8 +184,9 @@ class SlidingWindow:
         self._open(now_unix_s)
 
     def summary(self, now_unix_s: float) -> dict:
-        """requests, errors, tok_s, ttft_p50, tpot_p50, tpot_p99, and (open loop) rate_sent, late_p99 over the
-        window (None when undefined)."""
+        """requests, errors, tok_s, ttft_p50, tpot_p50, tpot_p99, itl_p50 (the median of the requests' ITL
+        p50), itl_p99 (the p99 of their ITL p99), and (open loop) rate_sent, late_p99 over the window (None
+        when undefined)."""
         total = self._total
         span = now_unix_s - self._slots[0].started_unix_s if self._slots else 0.0
         ttft = _ms(total.ttft, (50.0,))
@@ -186,7 +195,8 @@ class SlidingWindow:
                 "tok_s": total.tokens / span if span > 0 else None,
                 "ttft_p50": ttft[0], "tpot_p50": tpot[0], "tpot_p99": tpot[1],
                 "rate_sent": total.arrivals / span if span > 0 and total.arrivals else None,
-                "late_p99": _ms(total.late, (99.0,))[0]}
+                "late_p99": _ms(total.late, (99.0,))[0],
+                "itl_p50": _ms(total.itl_p50, (50.0,))[0], "itl_p99": _ms(total.itl_p99, (99.0,))[0]}
 
 
 def _ms(hist: HdrHistogram, pcts: Sequence[float]) -> list[float | None]:
@@ -315,11 +325,12 @@ class Timeline:
         return self.started_unix_s is not None and self.stopped_unix_s is None
 
     def request(self, ttft_ms: float | None, tpot_ms: float | None, output_tokens: int | None,
-                ok: bool, lateness_ms: float | None = None) -> None:
+                ok: bool, lateness_ms: float | None = None,
+                itl_ms: tuple[float | None, float | None] = (None, None)) -> None:
         """A request reported (finished, failed or interrupted) since the last tick; open loop, how late it
-        went out."""
+        went out; its own ITL p50 and p99."""
         if self.running:
-            self.window.add(ttft_ms, tpot_ms, output_tokens, ok, lateness_ms)
+            self.window.add(ttft_ms, tpot_ms, output_tokens, ok, lateness_ms, itl_ms)
 
     def scrape(self, taken: Sequence[Snapshot]) -> None:
         """A round of /metrics scrapes (one snapshot per URL that answered)."""
@@ -364,7 +375,8 @@ class Timeline:
         lag, cpu = self.lag.share(lag_summaries), self.cpu.share(lag_summaries)
         self.client.append((now_unix_s, users, s["requests"], s["errors"], s["tok_s"], s["ttft_p50"],
                             s["tpot_p50"], s["tpot_p99"], None if lag is None else lag * 100.0,
-                            None if cpu is None else cpu * 100.0, rate, s["rate_sent"], s["late_p99"]))
+                            None if cpu is None else cpu * 100.0, rate, s["rate_sent"], s["late_p99"],
+                            s["itl_p50"], s["itl_p99"]))
 
     def to_json(self) -> dict:
         """What the page draws: columns named once, points as lists (times in unix seconds)."""

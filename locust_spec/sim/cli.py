@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import difflib
 import gc
 import os
+import re
 import signal
 import sys
 from pathlib import Path
+from typing import NoReturn
 
 import gevent
 import orjson
@@ -53,9 +56,23 @@ class _Help(argparse.RawDescriptionHelpFormatter):
         return text
 
 
+class _Parser(argparse.ArgumentParser):
+    """A usage error as the line that matters and its fix: argparse printed the whole 17-line usage first,
+    and a typo needs only the option it meant (as spec-ab and spec-verdict answer one)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: {message}{self._did_you_mean(message)}\n"
+                     f"Try '{self.prog} --help' for the options.\n")
+
+    def _did_you_mean(self, message: str) -> str:
+        unknown = re.findall(r"(--[\w-]+)", message.partition("unrecognized arguments:")[2])
+        known = [o for action in self._actions for o in action.option_strings if o.startswith("--")]
+        close = [m for u in unknown for m in difflib.get_close_matches(u.partition("=")[0], known, n=1)]
+        return f" (did you mean {', '.join(close)}?)" if close else ""
+
+
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="spec-sim", description=DESCRIPTION, epilog=FORMAT,
-                                formatter_class=_Help)
+    p = _Parser(prog="spec-sim", description=DESCRIPTION, epilog=FORMAT, formatter_class=_Help)
     p.add_argument("--host", default="127.0.0.1", help="address to listen on")
     p.add_argument("--port", type=int, default=8000, help="port to listen on (0: any free one)")
     p.add_argument("--served-model-name", default="sim-8b", help="the model's name in the API")

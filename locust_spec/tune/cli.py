@@ -197,7 +197,10 @@ def confirmation(out: Path, decisions: Sequence[choose.Decision], built: schedul
     configs = {arm: (key, config if arm == "schedule" else arm_config(s.base_config, int(key[1:]))
                      if key.startswith("k") else None) for arm, key in keys.items()}
     arms = tuple(keys)
-    display.say(f"spec-tune: confirmation: {', '.join(arms)} on the ladder")
+    said = [confirm.static_text(static_k)] if "static" in keys else []
+    said += ["off: k=0"] if "off" in keys else []
+    display.say(f"spec-tune: confirmation: {', '.join(arms)} on the ladder"
+                + (f" ({'; '.join(said)})" if said else ""))
     runs = run_arms(configs, out / "confirm", s.ladder, s, pool, primed, display, s.design)
     # A sample's k only matters when choosing between ks; the confirmation compares arms by name.
     samples = {arm: measure.level_samples(prefixes(runs, arm), 0, s.objective, s.slo) for arm in arms}

@@ -16,6 +16,13 @@ ARMS = ("schedule", "static", "off")
 _iv = intervals.as_dict
 
 
+def static_text(static_k: int) -> str:
+    """What the confirmation's fixed-k arm is, said where it prints: a user who saw k=2 chosen and a static
+    k=4 beside it could not tell why (it is the ladder's best single k, not any level's choice)."""
+    return (f"static k={static_k}: the one fixed k best over the whole ladder (its objective relative to "
+            "each level's best, averaged), which need not be any level's choice")
+
+
 def against(value: float, promised: Interval, objective: str) -> str:
     """Where a delivered value falls against a promised interval: as predicted, better, or short."""
     if intervals.contains(promised, value):

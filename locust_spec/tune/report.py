@@ -14,7 +14,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402  (the backend must be chosen first)
 
 from locust_spec.analysis.report.table import users_label  # noqa: E402
-from locust_spec.tune.confirm import ARMS  # noqa: E402
+from locust_spec.tune.confirm import ARMS, static_text  # noqa: E402
 from locust_spec.tune.intervals import Interval  # noqa: E402
 from locust_spec.tune.result import TuneResult  # noqa: E402
 
@@ -76,7 +76,8 @@ def confirm_tables(r: TuneResult) -> list[tuple[str, list[str], list[list[str]]]
     rows = [[str(lc.users),
              (f"k={lc.predicted_k}: " if lc.predicted_k is not None else "") + _iv(lc.predicted),
              *(_iv(lc.measured.get(a)) for a in arms), lc.status] for lc in c.levels]
-    out = [("Confirmation on the ladder", header, rows)]
+    out = [(f"Confirmation on the ladder (the schedule against {static_text(c.static_k)}, and off)",
+            header, rows)]
     if c.swings:
         sh = ["threshold (batch)", "users swinging", "predicted", *(names[a] for a in arms), "status"]
         srows = [[str(s.threshold), f"{s.users[0]} <-> {s.users[1]}",

@@ -5,7 +5,9 @@
   var POLL_MS = 2000;
   var W = 560, H = 210, M = {l: 48, r: 14, t: 22, b: 26};
   var COLORS = ["#1f6feb", "#d1242f", "#1a7f37", "#9a6700", "#8250df", "#bc4c00", "#0598bc"];
-  var POSITION_COLORS = ["#7aa7f5", "#a5c2f7", "#c3d6f9", "#dbe6fb", "#e8eefc", "#f0f4fd"];
+  // Per-position acceptance: hues apart from each other and from the overall line's blue (four near-identical
+  // pale blues could not be told apart).
+  var POSITION_COLORS = ["#bc4c00", "#8250df", "#1a7f37", "#bf3989", "#9a6700", "#0598bc"];
 
   // Each chart: which series, which columns, how drawn. `per_position` expands to one line per position.
   var CHARTS = [
@@ -16,6 +18,9 @@
     {id: "tpot", title: "TPOT", source: "client, exact", unit: "ms",
      lines: [{series: "client", key: "tpot_p50", label: "p50", color: COLORS[0], width: 2},
              {series: "client", key: "tpot_p99", label: "p99", color: COLORS[1], width: 1.5, dash: true}]},
+    {id: "itl", title: "ITL", source: "client: the requests' own ITL p50 (median) and p99 (p99)", unit: "ms",
+     lines: [{series: "client", key: "itl_p50", label: "p50", color: COLORS[0], width: 2},
+             {series: "client", key: "itl_p99", label: "p99", color: COLORS[1], width: 1.5, dash: true}]},
     {id: "ttft", title: "TTFT p50", source: "client, exact", unit: "ms",
      lines: [{series: "client", key: "ttft_p50", label: "p50", color: COLORS[4], width: 2}]},
     {id: "throughput", title: "Output tokens/s", source: "client; server dashed", unit: "tok/s",
@@ -225,6 +230,7 @@
                  ["elapsed", data.started ? clock(end - data.started) : "–"],
                  ["acceptance", fmt(latest(data, "server", "acceptance"))],
                  ["TPOT p50", fmt(latest(data, "client", "tpot_p50"), "ms")],
+                 ["ITL p50", fmt(latest(data, "client", "itl_p50"), "ms")],
                  ["output", fmt(latest(data, "client", "tok_s"), "tok/s")]];
     if (data.warmup_until && data.now < data.warmup_until && !data.stopped) items.push(["", "warm-up"]);
     document.getElementById("facts").innerHTML = items.map(function (kv) {

@@ -43,7 +43,8 @@ def link(environment) -> str:
 
 def _row_listener(timeline: Timeline):
     def on_row(row: RequestRow) -> None:
-        timeline.request(row.ttft_ms, row.tpot_ms, row.output_tokens, row.error is None, row.lateness_ms)
+        timeline.request(row.ttft_ms, row.tpot_ms, row.output_tokens, row.error is None, row.lateness_ms,
+                         (row.itl_p50_ms, row.itl_p99_ms))
         if timeline.running:
             timeline.tasks.request(row)
     return on_row

@@ -90,6 +90,8 @@ class SpecRun:
     turns: Turns | None = None
     """Under spec-ab's interleaved or simultaneous design: when this arm may send (wiring/turns.py)."""
     gave_up: bool = False
+    gave_up_reason: str = ""
+    """Why (`give_up`): said again as a headless run's last line, below Locust's empty tables."""
     write_failure: str | None = None
     """Why the requests CSV stopped (a full disk), for the summary once the sink is closed."""
     servers: dict[str, Server] = field(default_factory=dict)
@@ -271,6 +273,7 @@ class SpecRun:
         if self.gave_up:
             return
         self.gave_up = True
+        self.gave_up_reason = message
         if self.scraper is not None:
             self.scraper.abandon()
         log.error("locust-spec: %s", message)

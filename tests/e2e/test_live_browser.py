@@ -15,7 +15,7 @@ pytestmark = pytest.mark.browser
 
 NGRAM = '{"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_max": 4}'
 LEVELS = (1, 6)
-CHARTS = ("acceptance", "tpot", "ttft", "throughput", "queue", "lag")
+CHARTS = ("acceptance", "tpot", "itl", "ttft", "throughput", "queue", "lag")
 
 
 def fetch(url: str) -> bytes:
@@ -95,6 +95,10 @@ def test_live_page_draws_the_run_as_it_goes_and_keeps_the_final_picture(sweep_ui
         assert line("acceptance", "acceptance rate") != early["acceptance"]
         assert line("tpot", "p50") != early["tpot"]
         assert live.locator("[data-chart=acceptance] path[data-line='position 4']").count() == 1
+        # one colour per position, none of them the overall line's
+        strokes = [live.locator(f"[data-chart=acceptance] path[data-line='{name}']").get_attribute("stroke")
+                   for name in ("acceptance rate", "position 1", "position 2", "position 3", "position 4")]
+        assert len(set(strokes)) == 5, strokes
 
         ui.get_by_role("button", name="Stop").click()
         expect(live.locator("#state")).to_have_text("stopped", timeout=60_000)
@@ -102,7 +106,7 @@ def test_live_page_draws_the_run_as_it_goes_and_keeps_the_final_picture(sweep_ui
         before = live.locator("body").get_attribute("data-updated")
         live.wait_for_function(f"document.body.dataset.updated !== '{before}'", timeout=15_000)
         assert {chart: points(chart) for chart in CHARTS} == final  # the final picture stays
-        assert all(final[c] > 0 for c in ("acceptance", "tpot", "ttft", "throughput", "queue"))
+        assert all(final[c] > 0 for c in ("acceptance", "tpot", "itl", "ttft", "throughput", "queue"))
         # the acceptance chart's "pays above / off below" labels are painted after (over) every data line
         last_line, labels = live.evaluate("""() => {
             const kids = [...document.querySelector('[data-chart=acceptance] svg').children];

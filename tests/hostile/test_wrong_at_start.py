@@ -28,6 +28,10 @@ def test_a_model_the_server_does_not_list_stops_before_any_request(hostile, tmp_
     assert (f"{server.url} does not serve the model 'WRONG' (GET /v1/models lists 'served-model')"
             in errors[0]), errors[0]
     assert server.requests_to("/v1/chat/completions") == []
+    # the reason and its fix again as the last line, below Locust's empty tables
+    last = [line for line in (result.stdout + result.stderr).splitlines() if line.strip()][-1]
+    assert last.startswith("locust-spec: the run stopped early (exit code 2): "), last
+    assert "pass --model" in last, last
 
 
 def test_a_metrics_url_answering_404_stops_the_run_in_one_line(hostile, tmp_path):

@@ -184,3 +184,13 @@ def test_processes_auto_leaves_a_core_to_servers_on_this_machine(tmp_path, monke
     assert f"1 of the {cores} cores this client may use left to them" in reason
     remote, why = ab.auto_processes("16,256", False, tmp_path, said.append)
     assert remote == min(3, cores) and "40.0 us" in why and "left to them" not in why
+
+
+def test_the_start_line_says_a_levels_length_and_why_it_is_twice_the_stage_time():
+    from locust_spec.core.design import Design
+
+    interleaved = Design.planned("interleaved", [1, 64], 60.0, 1.0, 2, target_block_s=5.0)
+    assert ab.level_length_text(interleaved) == "60s each: --stage-time 30s per arm, in turns"
+    simultaneous = Design.planned("simultaneous", [1, 64], 30.0, 1.0, 2, target_block_s=5.0)
+    assert ab.level_length_text(simultaneous) == "30s each"
+    assert ab.level_length_text(Design.planned("sequential", [1], 30.0, 1.0, 2)) == "30s each"

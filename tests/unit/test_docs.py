@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 from tests import docs_check as dc
 
@@ -43,33 +44,49 @@ def _args(command: list[str]) -> list[str]:
 
 
 def check_fences(path: Path, text: str, tools: dict, benchmarks: dict, targets: set[str]) -> list[str]:
-    """Shell commands of a page's fences that their tool would refuse: every command of an `sh` fence, and
-    in an untagged fence (older pages) the lines that run one of ours."""
+    """Shell commands of a page's fences that their tool would refuse: every command of an `sh` fence, of
+    each `run:` step of a GitHub Actions workflow in a `yaml` fence, and in an untagged fence (older pages)
+    the lines that run one of ours."""
     problems = []
     for fence in dc.fences(path, text):
         where = f"{path.name}:{fence.line}"
-        if fence.lang not in ("sh", ""):
+        if fence.lang == "yaml":
+            try:
+                scripts = dc.workflow_scripts(fence.body)
+            except yaml.YAMLError as e:
+                problems.append(f"{where}: not YAML: {' '.join(str(e).split())}")
+                continue
+            bodies = [("sh", script) for script in scripts]
+        elif fence.lang in ("sh", ""):
+            bodies = [(fence.lang, fence.body)]
+        else:
             continue
-        try:
-            shell = dc.commands(fence.body)
-        except ValueError as e:  # unbalanced quotes: no shell would run it either
-            if fence.lang:
-                problems.append(f"{where}: {e}")
-            continue
-        for command in shell:
-            tool = _tool_of(command)
-            if tool in tools:
-                error = tools[tool].check(_args(command))
-                if error:
-                    problems.append(f"{where}: {' '.join(command)}: {error}")
-            elif tool in benchmarks:
-                unknown = {o.split("=")[0] for o in _args(command) if o.startswith("-")} - benchmarks[tool]
-                if unknown:
-                    problems.append(f"{where}: {tool} has no {sorted(unknown)}")
-            elif tool == "make":
-                missing = [t for t in _args(command) if "=" not in t and t not in targets]
-                if missing:
-                    problems.append(f"{where}: the Makefile has no target {missing}")
+        for lang, body in bodies:
+            problems += _check_commands(where, lang, body, tools, benchmarks, targets)
+    return problems
+
+
+def _check_commands(where: str, lang: str, body: str, tools: dict, benchmarks: dict,
+                    targets: set[str]) -> list[str]:
+    problems = []
+    try:
+        shell = dc.commands(body)
+    except ValueError as e:  # unbalanced quotes: no shell would run it either
+        return [f"{where}: {e}"] if lang else []
+    for command in shell:
+        tool = _tool_of(command)
+        if tool in tools:
+            error = tools[tool].check(_args(command))
+            if error:
+                problems.append(f"{where}: {' '.join(command)}: {error}")
+        elif tool in benchmarks:
+            unknown = {o.split("=")[0] for o in _args(command) if o.startswith("-")} - benchmarks[tool]
+            if unknown:
+                problems.append(f"{where}: {tool} has no {sorted(unknown)}")
+        elif tool == "make":
+            missing = [t for t in _args(command) if "=" not in t and t not in targets]
+            if missing:
+                problems.append(f"{where}: the Makefile has no target {missing}")
     return problems
 
 
@@ -153,6 +170,27 @@ def test_the_checker_reads_our_commands_in_untagged_fences_and_options_in_prose(
         "p.md:2: spec-ab --out x --levles 1: No such option '--levles'. Did you mean '--levels'?"]
     assert check_prose(Path("p.md"), page, _known(tools, benchmarks)) == [
         f"p.md: {opt} is an option of none of the tools" for opt in ("--frobnicate", "--levles", "--no")]
+
+
+def test_the_checker_reads_a_workflows_run_steps_as_shell(tools, benchmarks):
+    page = ("```yaml\njobs:\n  gate:\n    steps:\n      - uses: actions/checkout@v4\n"
+            "      - run: |\n          spec-ab --out runs/ci --levles 1\n"
+            "      - run: spec-verdict runs/ci --fail-on off >> \"$GITHUB_STEP_SUMMARY\"\n```\n"
+            "```yaml\nname: [unclosed\n```\n")
+    problems = check_fences(Path("p.md"), page, tools, benchmarks, set())
+    assert len(problems) == 2
+    assert "--levles" in problems[0] and problems[1].startswith("p.md:10: not YAML")
+
+
+def test_the_docs_show_a_complete_ci_workflow_that_gates_on_the_verdict():
+    text = (dc.ROOT / "docs" / "ci.md").read_text()
+    scripts = [s for f in dc.fences(dc.ROOT / "docs" / "ci.md", text) if f.lang == "yaml"
+               for s in dc.workflow_scripts(f.body)]
+    shell = [c for script in scripts for c in dc.commands(script)]
+    tools_run = [_tool_of(c) for c in shell]
+    assert "spec-ab" in tools_run and "spec-verdict" in tools_run
+    gate = next(c for c in shell if _tool_of(c) == "spec-verdict")
+    assert "--fail-on" in gate
 
 
 def test_commands_are_split_as_a_shell_would():

@@ -151,9 +151,24 @@ def test_a_spec_ab_folder_alone_is_read_as_its_two_arms(tmp_path, capsys):
     cand.parent.rename(tmp_path / "ab" / "candidate")
     assert run([str(tmp_path / "ab"), "--format", "json"]) == 0
     assert orjson.loads(capsys.readouterr().out)["verdict"] == "depends", "its levels disagree"
+    (tmp_path / "runs" / "notes.txt").write_text("a folder of something else")
     assert run([str(tmp_path / "runs")]) == 2
     assert capsys.readouterr().err == (f"spec-verdict: {tmp_path / 'runs'}: give BASELINE and CANDIDATE, or "
                                        "a spec-ab --out folder (one holding baseline/ and candidate/)\n")
+
+
+def test_each_kind_of_wrong_folder_gets_its_own_line(tmp_path, capsys):
+    def refusal(folder) -> str:
+        assert run([str(folder)]) == 2
+        return capsys.readouterr().err
+
+    assert "no such file or folder" in refusal(tmp_path / "nowhere")
+    (tmp_path / "empty").mkdir()
+    assert "the folder is empty" in refusal(tmp_path / "empty")
+    (tmp_path / "half" / "baseline").mkdir(parents=True)
+    half = refusal(tmp_path / "half")
+    assert "holds baseline/ but no candidate/" in half
+    assert f"spec-ab --out {tmp_path / 'half'} --resume" in half
 
 
 def _helps() -> dict[str, str]:
@@ -180,3 +195,16 @@ def test_every_commands_help_opens_for_its_user_and_names_no_internal_function()
         assert entries[option].endswith(f"(default: {default})"), entries[option]
     assert "(default: None)" not in helps["spec-sim"]
     assert "2 bad input" in helps["spec-verdict"]
+
+
+def test_a_spec_sim_typo_is_answered_in_two_lines_naming_the_option_it_meant(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        build_parser().parse_args(["--speculative-confg", "{}"])
+    assert exit_.value.code == 2
+    assert capsys.readouterr().err.splitlines() == [
+        "spec-sim: unrecognized arguments: --speculative-confg {} (did you mean --speculative-config?)",
+        "Try 'spec-sim --help' for the options."]
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["--port", "abc"])
+    err = capsys.readouterr().err
+    assert err.startswith("spec-sim: argument --port: invalid int value: 'abc'\n") and "usage:" not in err

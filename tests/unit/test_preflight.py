@@ -139,6 +139,14 @@ def test_baseline_draft_counters_that_move_mean_it_speculates():
     assert _judge(base=still) == [], "counters present but still: a shared exporter, not speculation"
 
 
+def test_swapped_arms_are_one_line_asking_whether_they_were_swapped():
+    (problem,) = _judge(base=_seen(True), cand=_seen(False))
+    assert problem.arm == "both" and "the baseline (http://a:8000) drafted" in problem.what
+    assert problem.fix.startswith("did you swap --baseline and --candidate?")
+    # one arm wrong alone is not a swap: its own fix, as before
+    assert "did you swap" not in _judge(base=_seen(True))[0].fix
+
+
 def test_unreadable_metrics_name_the_option_or_the_token():
     gone = _judge(cand=_seen(True, metrics_after=None, metrics_error="HTTP 404: Not Found"))
     assert gone[0].fix == "pass --metrics-url-candidate URL of that server's /metrics"

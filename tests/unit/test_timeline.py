@@ -82,6 +82,17 @@ def test_client_points_are_the_last_window_of_requests_with_exact_percentiles():
     assert column(tl, "client", "users") == [4, 4, 4, 4]
 
 
+def test_itl_points_are_the_median_of_the_requests_own_p50_and_the_p99_of_their_p99():
+    tl = Timeline(tick_s=2.0, window_s=2.0)
+    tl.start(0.0)
+    for p50, p99 in ((4.0, 9.0), (5.0, 30.0), (6.0, 11.0)):
+        tl.request(ttft_ms=50.0, tpot_ms=p50, output_tokens=20, ok=True, itl_ms=(p50, p99))
+    tl.request(ttft_ms=50.0, tpot_ms=None, output_tokens=1, ok=True)  # one token: no gap, no ITL
+    tl.tick(2.0, users=2, lag_summaries={})
+    assert column(tl, "client", "itl_p50") == [pytest.approx(5.0, rel=0.01)]
+    assert column(tl, "client", "itl_p99") == [pytest.approx(30.0, rel=0.01)]
+
+
 def test_window_percentiles_match_numpy_within_the_histograms_precision():
     rng = random.Random(7)
     values = [rng.lognormvariate(3, 0.6) for _ in range(3000)]

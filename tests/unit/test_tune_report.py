@@ -30,6 +30,9 @@ def test_every_format_carries_the_schedule_and_the_confirmation():
     text = report.render(r, "text")
     assert "[[1, 8, 4], [9, 256, 0]]" in text and "--speculative-config" in text and "COLLAPSE" in text
     assert "1 user: k=4 is best" in text
+    # what the fixed-k arm is, said where the confirmation prints
+    assert ("Confirmation on the ladder (the schedule against static k=4: the one fixed k best over the "
+            "whole ladder") in text
     data = json.loads(report.render(r, "json"))
     assert data["schedule"][schedule.KEY] == [[1, 8, 4], [9, 256, 0]]
     assert data["confirmation"]["swings"][0]["collapse"] is True
