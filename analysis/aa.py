@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import orjson
 
-from .model import Level, Verdict, level_label
+from .model import NO_DETECTION, Level, Verdict, detectable, level_label
 from .stats import BETTER, WORSE
 from .verdict import LABELS, LATENCY_KEYS, SHIP, fmt_change
 
@@ -92,8 +92,13 @@ def render_json(found: SelfTest) -> str:
 
 
 def _floor_text(floor: dict[str, float | None]) -> str:
-    return ", ".join(f"{LABELS[k][0]} " + ("no interval" if v is None else f"+-{v:.1f}%")
-                     for k, v in floor.items())
+    return ", ".join(f"{LABELS[k][0]} {_floor(v)}" for k, v in floor.items())
+
+
+def _floor(mde_pct: float | None) -> str:
+    if mde_pct is None:
+        return "no interval"
+    return f"+-{mde_pct:.1f}%" if detectable(mde_pct) else NO_DETECTION
 
 
 def render_text(found: SelfTest) -> str:

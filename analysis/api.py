@@ -7,12 +7,26 @@ from dataclasses import replace
 from pathlib import Path
 
 from locust_spec.core.design import SEQUENTIAL
+from locust_spec.metrics import power
 from locust_spec.metrics.crosscheck import CANDIDATE_METRICS_OPTIONS
 
-from . import answers, provenance, tasks
+from . import answers, cost, provenance, tasks
 from . import levels as lv
-from .model import DesignInfo, LevelInput, PlotData, Slo, Verdict, worst_arrivals, worst_lag
+from .model import (
+    ArmMetrics,
+    ArmsValue,
+    DesignInfo,
+    LevelInput,
+    PlotData,
+    PowerSource,
+    Pricing,
+    Slo,
+    Verdict,
+    worst_arrivals,
+    worst_lag,
+)
 from .runs import InputError, RunData, discover, read_run
+from .stats import Interval
 from .verdict import Thresholds, build_verdict
 
 
@@ -34,12 +48,17 @@ def verdict_for(
     serving_concurrency: int | None = None,
     slo: Slo | None = None,
     force: bool = False,
+    pricing: Pricing | None = None,
+    power_gpus: dict[str, power.GpuSelection | None] | None = None,
     **thresholds: float,
 ) -> Verdict:
     """Read both arms (prefixes or folders; several = repeats) and judge every level they share.
 
     Keyword thresholds are `locust_spec.analysis.verdict.Thresholds` fields (e.g. ship_acceptance=0.7).
     With an SLO, goodput (tokens of requests meeting it, per second) is the throughput judged.
+    With `pricing`, each level gets the cost per million output tokens; runs whose server metrics hold GPU
+    power series (a DCGM exporter's) get watts and joules per token, of the GPUs `power_gpus` selects per arm
+    ("baseline", "candidate"; None: every GPU).
     Raises InputError (one line) on bad input, and on arms that cannot be compared (different models, the
     same run twice, swapped) unless `force`.
     """
@@ -61,7 +80,10 @@ def verdict_for(
     if not common:
         raise InputError(f"baseline and candidate share no concurrency level (baseline: "
                          f"{_levels_text(base_users)}; candidate: {_levels_text(cand_users)})")
-    inputs, notes, cdf = [], list(provenance_notes), {}
+    inputs, notes, cdf, economy = [], list(provenance_notes), {}, {}
+    selections = power_gpus or {}
+    curves = {arm: [power.curves(r.snapshots or (), selections.get(arm)) for r in runs]
+              for arm, runs in (("baseline", base_runs), ("candidate", cand_runs))}
     base_drafted = 0.0
     for users in common:
         base_pairs = [(run, levels[users]) for run, levels in zip(base_runs, base_levels, strict=True)
@@ -76,6 +98,8 @@ def verdict_for(
                             if (s := lv.spec_stats(run, level)) is not None)
         base_m, cand_m = lv.combine(base_at), lv.combine(cand_at)
         changes, design = lv.change_intervals(base_at, cand_at, base_m, cand_m)
+        economy[users] = level_economy(users, base_levels, cand_levels, curves, base_m, cand_m,
+                                       changes["output_tok_s"], pricing)
         inputs.append(LevelInput(
             users=users,
             baseline=base_m,
@@ -118,11 +142,44 @@ def verdict_for(
                             class_stats=lv.class_stats(base_runs, cand_runs),
                             run_warnings=warnings, crosscheck=disagreements, notes=notes,
                             plots=PlotData(itl_cdf=cdf), slo=slo, design=design_info(base_runs, cand_runs))
-    verdict = replace(verdict, provenance=records)
+    verdict = replace(verdict, provenance=records, pricing=pricing,
+                      power=power_sources(curves, selections),
+                      levels=tuple(replace(level, economy=economy[level.users]) for level in verdict.levels))
+    said = cost.headline(verdict.levels, th.noise_pct, serving_concurrency)
+    if said:
+        verdict = replace(verdict, summary=f"{verdict.summary} {said}")
     by_task = tasks.task_verdicts(base_runs, cand_runs, inputs, th, slo)
     if not by_task:
         return verdict
     return replace(verdict, tasks=by_task, summary=f"{verdict.summary} {tasks.summary(by_task)}")
+
+
+def level_economy(users: float, base_levels: Sequence[dict], cand_levels: Sequence[dict],
+                  curves: dict[str, list[list[power.Curve]]], base_m: ArmMetrics, cand_m: ArmMetrics,
+                  throughput: Interval, pricing: Pricing | None) -> tuple[ArmsValue, ...]:
+    """One level's cost (with `pricing`) and energy (from the runs' GPU power series, when they hold any)."""
+    found = []
+    if pricing is not None:
+        found.append(cost.cost_value(pricing, base_m, cand_m, throughput))
+    arms = []
+    for arm, levels in (("baseline", base_levels), ("candidate", cand_levels)):
+        at = [(levels_of[users], c) for levels_of, c in zip(levels, curves[arm], strict=True)
+              if users in levels_of]
+        arms.append(([level for level, _ in at], [cost.block_joules(c, level) for level, c in at]))
+    return (*found, *cost.energy_values(*arms[0], *arms[1]))
+
+
+def power_sources(curves: dict[str, list[list[power.Curve]]],
+                  selections: dict[str, power.GpuSelection | None]) -> dict[str, PowerSource]:
+    """Per arm whose runs held GPU power series: what they were read from, how many GPUs, which label."""
+    out = {}
+    for arm, runs in curves.items():
+        found = [c for run in runs for c in run]
+        if found:
+            picked = selections.get(arm)
+            out[arm] = PowerSource(power.source_of(found), max(len(run) for run in runs),
+                                   None if picked is None else str(picked))
+    return out
 
 
 def check_one_axis(runs: Sequence[RunData]) -> None:

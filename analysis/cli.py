@@ -7,7 +7,10 @@ from pathlib import Path
 
 import click
 
-from .model import Slo
+from locust_spec.metrics import power
+
+from .cost import pricing_from
+from .model import Pricing, Slo
 from .runs import InputError
 from .verdict import DEPENDS, INCONCLUSIVE, OFF, TRADEOFF, Thresholds
 
@@ -35,6 +38,53 @@ def parse_slo(text: str) -> Slo:
             raise InputError(f"--slo: {key} must be a positive number of milliseconds")
         bounds[key] = bound
     return Slo(**bounds)
+
+
+def pricing_options(command):
+    """--gpu-cost-per-hour and the GPU counts, the same in spec-verdict, spec-ab and spec-tune."""
+    for option in reversed((
+        click.option("--gpu-cost-per-hour", type=float, metavar="USD",
+                     help="What one GPU-hour costs: each level gets the cost per million output tokens "
+                          "per arm (docs/cost.md)."),
+        click.option("--gpus", type=float, metavar="N",
+                     help="GPUs each arm's server holds (default 1), for the cost."),
+        click.option("--gpus-baseline", type=float, metavar="N",
+                     help="The baseline's GPUs, when they differ."),
+        click.option("--gpus-candidate", type=float, metavar="N",
+                     help="The candidate's GPUs, when they differ (a draft model may need more)."),
+    )):
+        command = option(command)
+    return command
+
+
+def pricing_of(gpu_cost_per_hour: float | None, gpus: float | None, gpus_baseline: float | None,
+               gpus_candidate: float | None) -> Pricing | None:
+    """The pricing options' values -> Pricing; click's BadParameter saying what is wrong."""
+    try:
+        return pricing_from(gpu_cost_per_hour, gpus, gpus_baseline, gpus_candidate)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from None
+
+
+def power_selection_options(command):
+    """Which GPUs of the runs' DCGM series count for each arm (spec-verdict, spec-ab)."""
+    for arm in ("candidate", "baseline"):
+        command = click.option(
+            f"--power-gpus-{arm}", metavar="LABEL=V[,V]",
+            help=f"The {arm}'s GPUs among the power series (DCGM's labels, e.g. gpu=0,1 or UUID=GPU-...); "
+                 "default every GPU its runs' /metrics exposed.")(command)
+    return command
+
+
+def power_selections(baseline: str | None, candidate: str | None) -> dict[str, power.GpuSelection | None]:
+    """The selection options' values per arm; click's BadParameter saying which is wrong."""
+    out = {}
+    for arm, text in (("baseline", baseline), ("candidate", candidate)):
+        try:
+            out[arm] = power.parse_selection(text)
+        except ValueError as exc:
+            raise click.BadParameter(f"--power-gpus-{arm}: {exc}") from None
+    return out
 
 
 class DefaultCompareGroup(click.Group):
@@ -142,11 +192,15 @@ def ab_arms(folder: Path) -> tuple[Path, Path]:
 @click.option("--slo", "slo_text", metavar="ttft_ms=X,tpot_ms=Y",
               help="A latency objective: per arm and level, the share of requests meeting it and the goodput "
                    "(their tokens per second), which becomes the throughput the verdict judges.")
+@pricing_options
+@power_selection_options
 @click.option("--fail-on", multiple=True, type=click.Choice((OFF, TRADEOFF, DEPENDS, INCONCLUSIVE)),
               help="Exit 1 when the overall verdict is this (repeatable), for CI; depends: the levels "
                    "disagree (with --serving-concurrency the overall verdict is one level's).")
 def compare(baseline: Path, candidate: Path | None, fmt: str, outputs: tuple[Path, ...],
             serving_concurrency: int | None, slo_text: str | None, fail_on: tuple[str, ...], force: bool,
+            gpu_cost_per_hour: float | None, gpus: float | None, gpus_baseline: float | None,
+            gpus_candidate: float | None, power_gpus_baseline: str | None, power_gpus_candidate: str | None,
             **thresholds: float) -> int:
     """Compare BASELINE (speculation off) with CANDIDATE (speculation on) and print the verdict; given one
     folder, spec-ab's --out, compare its baseline/ and candidate/."""
@@ -158,8 +212,10 @@ def compare(baseline: Path, candidate: Path | None, fmt: str, outputs: tuple[Pat
     for path in outputs:
         format_for(path)
     slo = parse_slo(slo_text) if slo_text else None
+    pricing = pricing_of(gpu_cost_per_hour, gpus, gpus_baseline, gpus_candidate)
+    selections = power_selections(power_gpus_baseline, power_gpus_candidate)
     verdict = verdict_for([baseline], [candidate], serving_concurrency=serving_concurrency, slo=slo,
-                          force=force, **thresholds)
+                          force=force, pricing=pricing, power_gpus=selections, **thresholds)
     write_outputs(verdict, outputs)
     click.echo(render(verdict, fmt), nl=False)
     return 1 if verdict.verdict in fail_on else 0

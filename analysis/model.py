@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -34,6 +35,19 @@ def level_label(level: float, *, concurrent: bool = False) -> str:
         return f"{float(level):g} req/s"
     users = f"{level:g}" if isinstance(level, float) else str(level)
     return f"{users} {'concurrent ' if concurrent else ''}user" + ("" if level == 1 else "s")
+
+
+MDE_LIMIT_PCT = 900.0
+"""A smallest detectable change past this, a tenfold change either way, is no number to read: no
+speculative config makes a latency or a throughput ten times better or worse, so a level that could see
+nothing smaller sees nothing a config does. Such a figure comes of intervals with no usable spread (after
+a 30 s server stall: +-2,386,748%)."""
+NO_DETECTION = "cannot detect any change with this data"
+
+
+def detectable(mde_pct: float) -> bool:
+    """Whether a smallest detectable change (stats.Interval.mde_pct) is one to print as a number."""
+    return math.isfinite(mde_pct) and mde_pct <= MDE_LIMIT_PCT
 
 
 def same_kind(level: float, value: float | None) -> float | None:
@@ -254,6 +268,47 @@ class Diagnosis:
 
 
 @dataclass(frozen=True)
+class Pricing:
+    """What a GPU-hour costs and how many GPUs each arm's server holds (a draft model may need more)."""
+
+    usd_per_gpu_hour: float
+    gpus_baseline: float = 1.0
+    gpus_candidate: float = 1.0
+
+    def as_dict(self) -> dict:
+        return {"usd_per_gpu_hour": self.usd_per_gpu_hour,
+                "gpus": {"baseline": self.gpus_baseline, "candidate": self.gpus_candidate}}
+
+
+@dataclass(frozen=True)
+class PowerSource:
+    """Where one arm's energy was read: the DCGM series (`locust_spec.metrics.power`), the GPUs counted
+    (per run, the most) and the label that selected them."""
+
+    source: str
+    gpus: int
+    selection: str | None = None
+
+    def as_dict(self) -> dict:
+        return {"source": self.source, "gpus": self.gpus, "selection": self.selection}
+
+
+@dataclass(frozen=True)
+class ArmsValue:
+    """One quantity in a team's units (cost, energy: analysis/cost.py) per arm at a level, with its change
+    (candidate vs baseline, %) and that change's interval."""
+
+    key: str
+    baseline: float | None
+    candidate: float | None
+    change: Interval
+
+    def as_dict(self) -> dict:
+        return {"baseline": self.baseline, "candidate": self.candidate, "change_pct": self.change.estimate,
+                "ci95_pct": self.change.as_list() if self.change.method != "point" else None}
+
+
+@dataclass(frozen=True)
 class LevelVerdict:
     users: int
     verdict: str
@@ -279,6 +334,8 @@ class LevelVerdict:
     power_note: str | None = None
     """Why the level is under-powered, when it is."""
     design: str = "sequential"
+    economy: tuple[ArmsValue, ...] = ()
+    """Cost per million output tokens, power and energy per token, when priced or measured (cost.py)."""
 
     @property
     def change_pct(self) -> dict[str, float | None]:
@@ -368,3 +425,7 @@ class Verdict:
         """What the levels are: "users" (a concurrency ladder) or "rate" (open-loop arrivals, req/s)."""
         return "rate" if self.levels and isinstance(self.levels[0].users, Rate) else "users"
     design: DesignInfo = field(default_factory=lambda: DesignInfo("sequential"))
+    pricing: Pricing | None = None
+    """`--gpu-cost-per-hour`, `--gpus`: the cost per million output tokens is in each level's economy."""
+    power: dict[str, PowerSource] = field(default_factory=dict)
+    """Per arm whose runs held GPU power series: where its energy came from."""

@@ -19,6 +19,7 @@ from locust_spec.core.runfiles import REQUESTS, RunFiles
 from locust_spec.metrics import counters
 
 from . import provenance
+from .blocks import interrupted
 from .model import ClientLag, Level, Rate
 
 REQUESTS_COLUMNS = runfiles.REQUIRED_COLUMNS
@@ -411,6 +412,28 @@ def leave_out_lost(path: Path, frame: pd.DataFrame,
     return frame, tuple(notes)
 
 
+def cut_off_at_stop(frame: pd.DataFrame) -> tuple[str, ...]:
+    """A line naming the requests the run's stop cut off (`interrupted`): every level's statistics leave
+    them out, which is right for a request that just started but hides one the server stalled on (after a
+    30 s stall the verdict had not a word of it). Said with how long the longest had waited, and whether
+    that is longer than any request that finished."""
+    cut = interrupted(frame)
+    if not cut.any():
+        return ()
+    line = (f"{int(cut.sum())} request(s) still in flight when the run stopped (interrupted) are left out of "
+            "the statistics")
+    waited = frame.loc[cut, "e2e_ms"].max()
+    if pd.isna(waited):
+        return (line,)
+    line += f"; the longest had waited {waited / 1000:.1f} s"
+    finished = frame.loc[frame["error"].isna().to_numpy() & ~cut, "e2e_ms"].max()
+    if pd.isna(finished):
+        line += ", and no request finished: a stall no percentile shows"
+    elif waited > finished:
+        line += f", longer than any that finished ({finished / 1000:.1f} s): a stall no percentile shows"
+    return (line,)
+
+
 def _count(where: str, value: object) -> int | None:
     if value is None:
         return None
@@ -480,7 +503,7 @@ def read_run(prefix: Path) -> RunData:
         provenance=read_provenance(files.run, prefix),
         latency=latency,
         snapshots=read_server_metrics(files.server_metrics),
-        warnings=summary.warnings + left_out,
+        warnings=summary.warnings + left_out + cut_off_at_stop(requests),
         crosscheck=summary.crosscheck,
         client_lag=summary.client_lag,
         design=read_design(files.design),

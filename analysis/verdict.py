@@ -10,6 +10,7 @@ from locust_spec.core.design import SEQUENTIAL
 
 from . import answers, diagnoses
 from .model import (
+    NO_DETECTION,
     ArmMetrics,
     ClassStats,
     CrossPoint,
@@ -21,6 +22,7 @@ from .model import (
     Rate,
     Slo,
     Verdict,
+    detectable,
     level_label,
     same_kind,
 )
@@ -386,6 +388,10 @@ def power_note(level: LevelInput, mde: dict[str, float | None], deciding: Sequen
     large = [(k, v) for k, v in mde.items() if v is not None and v > th.mde_target_pct]
     if not large:
         return None
+    blind = [LABELS[k][0] for k, v in large if not detectable(v)]
+    if blind:
+        return (f"under-powered: this level {NO_DETECTION} ({', '.join(blind)}, over {units} independent "
+                "units); measure longer or repeat")
     shown = ", ".join(f"{LABELS[k][0]} +-{v:.0f}%" for k, v in large)
     return (f"under-powered: the smallest changes this level could detect are {shown} (over {units} "
             f"independent units), above the {th.mde_target_pct:g}% worth detecting; measure longer or repeat")

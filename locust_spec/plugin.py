@@ -17,13 +17,14 @@ import time
 import gevent
 from locust import argument_parser, events
 from locust.runners import STATE_RUNNING, STATE_SPAWNING, LocalRunner, MasterRunner, WorkerRunner
-from locust.stats import CSV_STATS_INTERVAL_SEC, StatsCSVFileWriter
+from locust.stats import CSV_STATS_INTERVAL_SEC, StatsCSV, StatsCSVFileWriter
 from locust.stats import console_logger as STATS_LOG
 
 from locust_spec.core.level import MESSAGE as LEVEL_MESSAGE
 from locust_spec.core.level import Level
 from locust_spec.core.prompts import PromptError
 from locust_spec.recording import scraper
+from locust_spec.recording.records import spreadsheet_safe
 from locust_spec.recording.writes import WriteFailed
 from locust_spec.web import live, webui
 from locust_spec.wiring import distributed, guard, openloop, options, shared_clock
@@ -53,6 +54,38 @@ def _csv_writer_ends_before_its_files_close() -> None:
 
 
 _csv_writer_ends_before_its_files_close()
+
+
+class _TextCells:
+    """A csv writer whose text cells a spreadsheet shows as text (records.spreadsheet_safe); numbers as
+    they are."""
+
+    def __init__(self, writer) -> None:
+        self._writer = writer
+
+    def writerow(self, row) -> None:
+        self._writer.writerow([spreadsheet_safe(c) if isinstance(c, str) else c for c in row])
+
+
+def _locusts_csv_cells_as_text() -> None:
+    """Locust's own PREFIX_stats.csv, _stats_history.csv, _failures.csv and _exceptions.csv (and the web
+    UI's CSV downloads) name each request by its prompt class and carry the server's error texts, both
+    from outside: `=HYPERLINK(...)` or `@SUM(1)` went in raw while the plugin's files escape them
+    (docs/contracts.md, text cells). Every data row goes through the same escaping; the header rows are
+    Locust's. Locust internals: pinned below 3 in pyproject.toml."""
+
+    def escaped(rows):
+        @functools.wraps(rows)
+        def write(self, csv_writer, *args) -> None:
+            rows(self, _TextCells(csv_writer), *args)
+        return write
+
+    for cls, name in ((StatsCSV, "_requests_data_rows"), (StatsCSV, "_failures_data_rows"),
+                      (StatsCSV, "_exceptions_data_rows"), (StatsCSVFileWriter, "_stats_history_data_rows")):
+        setattr(cls, name, escaped(getattr(cls, name)))
+
+
+_locusts_csv_cells_as_text()
 
 
 def _locusts_own_options_read_once() -> None:

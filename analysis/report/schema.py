@@ -1,14 +1,15 @@
-"""verdict.json: the Verdict as the documented JSON document (schema 4, docs/contracts.md)."""
+"""verdict.json: the Verdict as the documented JSON document (schema 5, docs/contracts.md)."""
 
 from __future__ import annotations
 
 import orjson
 
+from .. import cost
 from ..model import LevelVerdict, Rate, Verdict
 from ..stats import POINT, Interval
 from ..verdict import CHANGE_KEYS
 
-SCHEMA = 4
+SCHEMA = 5
 
 
 def units_dict(ci: Interval | None) -> dict | None:
@@ -52,7 +53,15 @@ def level_dict(lv: LevelVerdict) -> dict:
         "reasons": list(lv.reasons),
         "diagnoses": [d.as_dict() for d in lv.diagnoses],
         "answers": lv.answers.as_dict() if lv.answers is not None else None,
+        **economy_dict(lv),
     }
+
+
+def economy_dict(lv: LevelVerdict) -> dict:
+    """Schema 5: cost and energy per arm with their change; null when not priced (--gpu-cost-per-hour) or
+    not measured (no GPU power series in the runs)."""
+    found = {v.key: v for v in lv.economy}
+    return {key: found[key].as_dict() if key in found else None for key in cost.KEYS}
 
 
 def to_dict(verdict: Verdict) -> dict:
@@ -62,6 +71,9 @@ def to_dict(verdict: Verdict) -> dict:
         "verdict": verdict.verdict,
         "summary": verdict.summary,
         "slo": verdict.slo.as_dict() if verdict.slo else None,
+        "pricing": verdict.pricing.as_dict() if verdict.pricing else None,
+        "power": {arm: source.as_dict() if (source := verdict.power.get(arm)) else None
+                  for arm in ("baseline", "candidate")},
         "design": verdict.design.as_dict(),
         "levels": [level_dict(lv) for lv in verdict.levels],
         "crossover": {p.metric: p.as_dict(rate_axis=verdict.axis == "rate") for p in verdict.crossover},

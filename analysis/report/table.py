@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from .. import provenance
+from .. import cost, provenance
 from ..model import (
+    NO_DETECTION,
     ArmMetrics,
     Arrivals,
     Batch,
@@ -12,6 +13,7 @@ from ..model import (
     LevelVerdict,
     Rate,
     Verdict,
+    detectable,
     level_label,
 )
 from ..verdict import LABELS, fmt_change
@@ -64,6 +66,10 @@ def rows(lv: LevelVerdict) -> list[tuple[str, str, str, str]]:
         change = lv.changes.get(key)
         out.append((label, cell(lv.baseline, key, fmt), cell(lv.candidate, key, fmt),
                     "" if change is None or change.estimate is None else fmt_change(change)))
+    for value in lv.economy:
+        label, fmt = cost.LABELS[value.key]
+        out.append((label, *("-" if v is None else fmt.format(v) for v in (value.baseline, value.candidate)),
+                    "" if value.change.estimate is None else fmt_change(value.change)))
     return out
 
 
@@ -173,9 +179,13 @@ def evidence_line(lv: LevelVerdict) -> str | None:
     units = next((c for k, c in lv.changes.items() if k in lv.mde_pct and c.measured and c.units), None)
     if units is not None:
         parts.append(f"intervals over {units.units} {units.unit} ({lv.design})")
-    mde = [f"{LABELS[k][0]} +-{v:.1f}%" for k, v in lv.mde_pct.items() if v is not None]
+    found = {LABELS[k][0]: v for k, v in lv.mde_pct.items() if v is not None}
+    mde = [f"{label} +-{v:.1f}%" for label, v in found.items() if detectable(v)]
     if mde:
         parts.append("smallest detectable change " + ", ".join(mde))
+    blind = [label for label, v in found.items() if not detectable(v)]
+    if blind:
+        parts.append(f"{NO_DETECTION} ({', '.join(blind)})")
     return "; ".join(parts) or None
 
 

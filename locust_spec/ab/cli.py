@@ -22,7 +22,8 @@ from locust_spec.ab import capacity, children, keep, preflight, progress, sessio
 from locust_spec.ab.children import ARMS, CLIENT_CPU, ChildError
 from locust_spec.ab.sessions import Run, SessionError, schedule
 from locust_spec.analysis import aa, api
-from locust_spec.analysis.model import Verdict, level_label
+from locust_spec.analysis.cli import power_selection_options, power_selections, pricing_of, pricing_options
+from locust_spec.analysis.model import Pricing, Verdict, level_label
 from locust_spec.analysis.runs import InputError
 from locust_spec.analysis.verdict import CLIENT_BEHIND
 from locust_spec.client import server_api
@@ -36,7 +37,8 @@ from locust_spec.core.hosts import on_this_machine
 from locust_spec.core.prompts import Prompt, PromptError, load_prompt_set, parse_weighted
 from locust_spec.core.resources import locustfile
 from locust_spec.core.runfiles import RunFiles
-from locust_spec.recording.scraper import TOKEN_ENV
+from locust_spec.metrics.power import GpuSelection
+from locust_spec.recording.scraper import TOKEN_ENV, default_metrics_url
 from locust_spec.sim import roofline
 from locust_spec.wiring.openloop import parse_burstiness
 from locust_spec.wiring.shape import (
@@ -55,6 +57,8 @@ SWEEP_LOCUSTFILE = locustfile("sweep")
 SIM_SPECULATIVE_CONFIG = {"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_max": 4,
                           "prompt_lookup_min": 2}
 VERDICT_FILES = ("verdict.json", "report.html", "report.md")
+SIM_POWER_PATH = "/metrics/dcgm"
+"""Where spec-sim serves its modelled GPU's DCGM-style power series (sim/power.py)."""
 
 
 @dataclass(frozen=True)
@@ -205,6 +209,14 @@ def locust_command(run: Run, host: str, ladder: Ladder, load: Load,
     return cmd
 
 
+def scraped_urls(metrics_url: str | None, power_url: str | None, host: str) -> str | None:
+    """What an arm's Locust scrapes: its server's /metrics (given, else HOST/metrics) and, when given, its
+    GPUs' DCGM exporter, whose power series then sit beside the server's counters (docs/cost.md)."""
+    if not power_url:
+        return metrics_url
+    return f"{metrics_url or default_metrics_url(host)} {power_url}"
+
+
 def child_env(metrics_url: str | None) -> dict[str, str]:
     """The environment of one run's Locust: the arm's /metrics URL travels here, not in the command line,
     where its user:password or query token would be visible to every user of the machine (`ps`)."""
@@ -311,10 +323,15 @@ def folder_entries(out: Path) -> list[str]:
     return sorted(p.name for p in out.iterdir()) if out.is_dir() else []
 
 
-def servers_record(where: dict[str, str], metrics: dict[str, str | None], self_test: bool) -> dict:
-    """spec-ab.json: what the folder's runs were measured on (their own files hold the rest)."""
-    return {"schema": keep.SETTINGS_SCHEMA, "servers": where, "self_test": self_test,
-            "metrics_urls": {arm: display_url(url) if url else None for arm, url in metrics.items()}}
+def servers_record(where: dict[str, str], metrics: dict[str, str | None], self_test: bool,
+                   power: dict[str, str | None] | None = None) -> dict:
+    """spec-ab.json: what the folder's runs were measured on (their own files hold the rest); the GPUs'
+    power exporters only when given, so that a folder measured before them still resumes."""
+    found = {"schema": keep.SETTINGS_SCHEMA, "servers": where, "self_test": self_test,
+             "metrics_urls": {arm: display_url(url) if url else None for arm, url in metrics.items()}}
+    if power and any(power.values()):
+        found["power_metrics_urls"] = {arm: display_url(url) if url else None for arm, url in power.items()}
+    return found
 
 
 def read_recorded(run: Run) -> keep.Recorded:
@@ -366,14 +383,16 @@ def raise_interrupt(_signum, _frame) -> None:
 
 
 def write_verdict(out: Path, runs: list[Run], display: progress.Display,
-                  serving: int | None = None) -> Verdict:
+                  serving: int | None = None, pricing: Pricing | None = None,
+                  power_gpus: dict[str, GpuSelection | None] | None = None) -> Verdict:
     """Judge both arms' runs and write the verdict files into `out` (`serving`: the overall verdict is that
-    level's, as spec-verdict's --serving-concurrency)."""
+    level's, as spec-verdict's --serving-concurrency; `pricing`, `power_gpus`: as its cost and power
+    options)."""
     try:
         with progress.phase(display, lambda s: f"spec-ab: computing the verdict ({s:.0f}s)"):
             verdict = api.verdict_for([r.prefix for r in runs if r.arm == "baseline"],
                                       [r.prefix for r in runs if r.arm == "candidate"],
-                                      serving_concurrency=serving)
+                                      serving_concurrency=serving, pricing=pricing, power_gpus=power_gpus)
             api.write_outputs(verdict, [out / name for name in VERDICT_FILES])
     except InputError as exc:
         raise AbError(f"no verdict: {exc}") from None
@@ -489,6 +508,13 @@ def auto_processes(levels: str, simulated: bool, out: Path, say: Callable[[str],
               help=capacity.PROCESSES_HELP)
 @click.option("--metrics-url-baseline", metavar="URL", help="Baseline /metrics (default: URL/metrics).")
 @click.option("--metrics-url-candidate", metavar="URL", help="Candidate /metrics (default: URL/metrics).")
+@click.option("--power-metrics-url-baseline", metavar="URL",
+              help="The baseline GPUs' DCGM exporter (/metrics with DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION or "
+                   "DCGM_FI_DEV_POWER_USAGE), scraped beside the server: watts and joules per output token "
+                   "per level (docs/cost.md). On the simulators, their modelled /metrics/dcgm.")
+@click.option("--power-metrics-url-candidate", metavar="URL", help="The candidate GPUs' DCGM exporter.")
+@power_selection_options
+@pricing_options
 @click.option("--time-scale", type=click.FloatRange(min=0, min_open=True), default=DEMO_TIME_SCALE,
               show_default=True, help="Simulators only: spec-sim's --time-scale.")
 @click.option("--sim-gpu", type=click.Choice(sorted(roofline.GPUS)), default=DEMO_GPU, show_default=True,
@@ -521,9 +547,12 @@ def main(baseline: str | None, candidate: str | None, levels: str | None, stage_
          category: tuple[str, ...], prompt_limit: int | None, min_prompt_chars: int | None,
          max_prompt_chars: int | None, turns: str, max_tokens: int | None, ignore_eos: bool, seed: int,
          model: str, processes: int | str, metrics_url_baseline: str | None,
-         metrics_url_candidate: str | None, time_scale: float, sim_gpu: str, speculative_config: str,
-         prime: bool, skip_preflight: bool, serving_concurrency: int | None, out: Path, overwrite: bool,
-         resume: bool) -> None:
+         metrics_url_candidate: str | None, power_metrics_url_baseline: str | None,
+         power_metrics_url_candidate: str | None, power_gpus_baseline: str | None,
+         power_gpus_candidate: str | None, gpu_cost_per_hour: float | None, gpus: float | None,
+         gpus_baseline: float | None, gpus_candidate: float | None, time_scale: float, sim_gpu: str,
+         speculative_config: str, prime: bool, skip_preflight: bool, serving_concurrency: int | None,
+         out: Path, overwrite: bool, resume: bool) -> None:
     """Run the concurrency ladder (or with --rates the open-loop rate ladder) against a baseline and a
     candidate server, then print the verdict.
 
@@ -565,10 +594,14 @@ def main(baseline: str | None, candidate: str | None, levels: str | None, stage_
                              block_time or (DEMO_BLOCK_TIME if simulated else REAL_BLOCK_TIME))
         sim_config = json.loads(speculative_config)
         for option, url in (("--metrics-url-baseline", metrics_url_baseline),
-                            ("--metrics-url-candidate", metrics_url_candidate)):
+                            ("--metrics-url-candidate", metrics_url_candidate),
+                            ("--power-metrics-url-baseline", power_metrics_url_baseline),
+                            ("--power-metrics-url-candidate", power_metrics_url_candidate)):
             check_urls([url] if url else [], option)
     except (ValueError, UrlError) as exc:
         raise click.BadParameter(str(exc)) from None
+    pricing = pricing_of(gpu_cost_per_hour, gpus, gpus_baseline, gpus_candidate)
+    power_gpus = power_selections(power_gpus_baseline, power_gpus_candidate)
     prompts = prompts or (DEMO_PROMPTS if simulated else ())
     # Before --processes auto, whose calibration would write into the folder.
     held = keep.results(folder_entries(out))
@@ -596,6 +629,8 @@ def main(baseline: str | None, candidate: str | None, levels: str | None, stage_
     plans = sessions.sessions(runs, plan)
     metrics = {"baseline": metrics_url_baseline,
                "candidate": metrics_url_baseline if self_test else metrics_url_candidate}
+    power_urls = {"baseline": power_metrics_url_baseline,
+                  "candidate": power_metrics_url_baseline if self_test else power_metrics_url_candidate}
     if simulated:
         sim = f"spec-sim --gpu {sim_gpu} --time-scale {time_scale:g}"
         where = {"baseline": sim, "candidate": sim if self_test else
@@ -603,7 +638,7 @@ def main(baseline: str | None, candidate: str | None, levels: str | None, stage_
     else:
         where = {"baseline": display_url(base_url(baseline or "")),
                  "candidate": display_url(base_url((baseline if self_test else candidate) or ""))}
-    record = servers_record(where, metrics, self_test)
+    record = servers_record(where, metrics, self_test, power_urls)
     todo = list(plans)
     if resume and held:
         resumed = resume_plan(out, plans, record,
@@ -641,9 +676,14 @@ def main(baseline: str | None, candidate: str | None, levels: str | None, stage_
                     run_preflight(urls, metrics, load, display, ARMS[:1] if self_test else ARMS)
                 start_writing(out, logs, record, todo, display)
 
+                # The simulators model their GPU's power: scraped too, so energy per token runs without one.
+                gpus_at = ({arm: base_url(url) + SIM_POWER_PATH for arm, url in urls.items()} if simulated
+                           else power_urls)
+
                 def command(run: Run, run_design: Design) -> tuple[list[str], dict[str, str]]:
                     cmd = locust_command(run, base_url(urls[run.arm]), ladder, load, run_design)
-                    env = child_env(metrics[run.arm])
+                    env = child_env(scraped_urls(metrics[run.arm], gpus_at.get(run.arm),
+                                                 base_url(urls[run.arm])))
                     return (children.pinned(cmd, CLIENT_CPU) if simulated else cmd), env
 
                 for session in todo:
@@ -653,7 +693,7 @@ def main(baseline: str | None, candidate: str | None, levels: str | None, stage_
                         primed.update(fresh)
                     sessions.run(session, command, display)
                     done.extend(session.runs)
-        verdict = write_verdict(out, runs, display, serving_concurrency)
+        verdict = write_verdict(out, runs, display, serving_concurrency, pricing, power_gpus)
         if self_test:
             found = aa.self_test(verdict)
             (out / aa.FILE).write_text(aa.render_json(found))

@@ -21,6 +21,7 @@ import orjson
 from gevent import GreenletExit
 
 from locust_spec.client.backoff import (
+    REFUSED_ALIKE,
     RETRY_AFTER_MAX_S,
     SERVER_BACKOFF_S,
     SLOW_DOWN,
@@ -164,12 +165,18 @@ class Server:
     told_to_wait: bool = False
 
     def slowed_down(self, kind: str, retry_after: float | None) -> None:
-        if not self.told_to_wait:
-            self.told_to_wait = True
+        if self.told_to_wait:
+            return
+        self.told_to_wait = True
+        if kind in SLOW_DOWN:
             asked = f"Retry-After {retry_after:g} s" if retry_after is not None else "no Retry-After"
             log.warning("locust-spec: %s answered %s (%s): its users wait before sending again (Retry-After "
                         "honoured up to %g s, else from %g s doubling); the time they wait is in the summary",
                         self.host, kind, asked, RETRY_AFTER_MAX_S, SERVER_BACKOFF_S[0])
+        else:
+            log.warning("locust-spec: %s answered %s, as it would any request: its users wait before sending "
+                        "again (from %g s doubling to %g s); the time they wait is in the summary",
+                        self.host, kind, *SERVER_BACKOFF_S)
 
     def reject_continuous_usage(self) -> None:
         if self.continuous_usage:
@@ -255,7 +262,7 @@ class ChatClient:
         asked = retry_after_s(retry_after, time.time())
         self._wait_s = next_wait(self._wait_s, refused, asked)
         self._send_at = time.monotonic() + self._wait_s
-        if refused in SLOW_DOWN:
+        if refused in SLOW_DOWN or refused in REFUSED_ALIKE:
             self.server.slowed_down(refused, asked)
         return capture
 

@@ -368,7 +368,7 @@ class Connection:
         except TimeoutError:
             self.close()
             phase = reading.phase if reading is not None else _FIRST_TOKEN
-            raise StreamFailure(phase, "no bytes from the server") from None
+            raise StreamFailure(phase, _what_came(reading)) from None
         except (HTTPParseError, OSError) as e:
             self.close()
             raise StreamFailure("reset", str(e) or type(e).__name__) from None
@@ -523,6 +523,20 @@ class _Body:
 
     def ended(self) -> None:
         self.dog.disarm()
+
+
+def _what_came(reading: _Body | None) -> str:
+    """What a timed-out request had received. Once tokens flow, any byte moves the idle timeout: none came.
+    Before the first token, bytes without one (SSE comments, a role-only chunk) do not move it: said so,
+    not "no bytes"."""
+    if reading is None:
+        return "no answer from the server"
+    if reading.phase is _IDLE:
+        return "no bytes from the server"
+    size = len(reading.body)
+    if not size:
+        return "the answer's head, then no bytes"
+    return f"{size} bytes from the server but no token (SSE comments or events without text)"
 
 
 class _Unanswered(Exception):

@@ -12,6 +12,12 @@ What a window counts, and why:
 - **The model under test.** A /metrics shared by several models (`model_name`) is counted for the model
   under test only; the others are named as left out. Not knowing the model, a window counts a /metrics
   with one model, and none of several.
+- **Another speculative config.** vLLM exposes one per-position acceptance series per draft position
+  (`num_speculative_tokens`): when their number changes between two scrapes of a model at a URL, the
+  server came back with another config (k=4 to k=1). The window's acceptance counters then count from
+  the change on, so its per-position acceptance is one config's, and the change is named. Before, it read
+  as "counters reset (server restarted?)" and the positions of both configs were divided by the drafts of
+  both.
 """
 
 from __future__ import annotations
@@ -67,8 +73,11 @@ HISTOGRAMS = {
 # finished_reason values that are not a request served to its end.
 UNSUCCESSFUL = frozenset({"abort", "error"})
 
+SPEC_COUNTERS = frozenset(f"{p}:{name}" for p in V1_SCHEMA
+                          for name in (DRAFTS, DRAFT_TOKENS, ACCEPTED, PER_POS))
+PER_POSITION = frozenset(f"{p}:{PER_POS}" for p in V1_SCHEMA)
 COUNTERS = frozenset(
-    {f"{p}:{name}" for p in V1_SCHEMA for name in (DRAFTS, DRAFT_TOKENS, ACCEPTED, PER_POS)}
+    SPEC_COUNTERS
     | {V0_EMITTED, GENERATION, SUCCESS}
     | {f"{h}_{part}" for h in HISTOGRAMS.values() for part in ("sum", "count")}
 )
@@ -192,6 +201,8 @@ class WindowAccumulator:
         self._gauge_n: dict[tuple[str, str | None], int] = defaultdict(int)
         self._resets: dict[str | None, int] = defaultdict(int)
         self._anomalies: dict[tuple[str, str, str, str | None], Anomaly] = {}
+        # per (url, model): the draft positions before the first config change seen, after the last, count
+        self._switches: dict[tuple[str, str | None], tuple[int, int, int]] = {}
         self.scrapes = 0
         self.start_unix_s: float | None = None
         self.end_unix_s: float | None = None
@@ -264,11 +275,26 @@ class WindowAccumulator:
             return  # left out: the next scrape is counted from the one before this
         self._prev[(snapshot.url, model)] = now
         self._resets[model] += bool(restarted)
+        if self._switched(snapshot.url, model, prev, now):
+            restarted = restarted | {key for key in now if key not in prev}
         for key, (value, _) in now.items():
             if key in restarted:
                 self._increase[key] += value
             elif key in prev:
                 self._increase[key] += value - prev[key][0]
+
+    def _switched(self, url: str, model: str | None, prev: Series, now: Series) -> bool:
+        """True when the model's draft positions at `url` changed between two scrapes (another speculative
+        config): its acceptance counted so far is dropped (every URL's: the increases are summed over URLs),
+        so the window counts one config's."""
+        before, after = _positions(prev), _positions(now)
+        if not before or not after or before == after:
+            return False
+        for key in [key for key in self._increase if key[0] in SPEC_COUNTERS and _model(key[1]) == model]:
+            del self._increase[key]
+        first, _, count = self._switches.get((url, model), (before, after, 0))
+        self._switches[(url, model)] = (first, after, count + 1)
+        return True
 
     def _anomaly(self, kind: str, snapshot: Snapshot, model: str | None, key: tuple[str, Labels],
                  detail: str) -> None:
@@ -363,6 +389,10 @@ class WindowAccumulator:
         resets = sum(n for model, n in self._resets.items() if model in counting)
         if resets:
             notes.append(f"server counters reset {resets} time(s) in the window (server restarted?)")
+        notes += [f"speculative config changed in the window at {url}: {before} draft positions, then {after}"
+                  + (f" ({count} changes)" if count > 1 else "") + " (the server came back with another "
+                  "num_speculative_tokens); acceptance counts the last config only, from its change on"
+                  for (url, model), (before, after, count) in self._switches.items() if model in counting]
         anomalies = tuple(a for (_, _, _, model), a in self._anomalies.items() if model in counting)
         notes += model_notes + [a.note() for a in anomalies]
         if self.scrapes < 2:
@@ -449,6 +479,11 @@ def _judge(prev: Series, now: Series, process_restarted: bool) -> tuple[set, set
     undated = {key for key in common if key not in dated}
     restarted = moved | (undated if process else set())
     return restarted, fell - restarted
+
+
+def _positions(series: Series) -> int:
+    """The draft positions the per-position acceptance series name (0 without them)."""
+    return len({dict(labels).get("position") for metric, labels in series if metric in PER_POSITION})
 
 
 def _model(labels: Labels) -> str | None:

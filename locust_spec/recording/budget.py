@@ -1,8 +1,9 @@
 """The load generator's own budget per ladder level: token chunks it handled per second and the share of a
 core it used doing so, so that a reader of PREFIX_summary.json sees whether the client had headroom (the
 numbers it reports were not capped by it) or was the bottleneck; and how many processes a load needs.
-Also per level: the time its users were held back because the server refused them (429/503, refused
-connects: client/backoff.py), during which the server had fewer users than the level's.
+Also per level: the time its users were held back because the server refused them (429/503, an answer
+any request would get, refused connects: client/backoff.py), during which the server had fewer users
+than the level's.
 
 The cost per chunk depends on the machine (benchmarks/capacity.py: ~15 us on a fast one, ~30 on a slow
 2-core VM, everything a Locust process does included) and on how many streams a process serves (its one

@@ -161,9 +161,9 @@ def generator_warnings(generators: dict, rows: int | None) -> list[str]:
             share = budget.held_share(int(users), spent) if str(users).isdigit() else None
             of_time = f" ({share:.1%} of the level's user time)" if share is not None else ""
             warnings.append(
-                f"at {describe(parse_key(str(users)))} the server refused requests (429/503 or connections) "
-                f"and its users waited {float(spent['held_s']):.1f} s in all before sending again{of_time}: "
-                "the server had fewer users than that while they waited")
+                f"at {describe(parse_key(str(users)))} the server refused requests (429/503, an answer any "
+                f"request would get, or connections) and its users waited {float(spent['held_s']):.1f} s in "
+                f"all before sending again{of_time}: the server had fewer users than that while they waited")
     measured = generators.get("requests") or 0
     if rows is not None and measured > rows:
         warnings.append(f"{measured - rows} of {measured} requests measured by the load generators have no "

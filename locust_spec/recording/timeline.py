@@ -25,6 +25,7 @@ import numpy as np
 from hdrh.histogram import HdrHistogram
 
 from locust_spec.core.level import LevelKey
+from locust_spec.metrics import power
 from locust_spec.metrics.counters import RUNNING, WAITING, Snapshot, WindowAccumulator
 from locust_spec.recording.histograms import HIGHEST_US, LOWEST_US, percentiles_us, record_ms
 from locust_spec.recording.task_board import TaskBoard
@@ -42,7 +43,7 @@ LIVE_SIGNIFICANT_FIGURES = 2
 
 CLIENT_FIELDS = ("t", "users", "requests", "errors", "tok_s", "ttft_p50", "tpot_p50", "tpot_p99", "lag_pct",
                  "cpu_pct", "rate_target", "rate_sent", "late_p99", "itl_p50", "itl_p99")
-SERVER_FIELDS = ("t", "acceptance", "mean_len", "per_position", "running", "waiting", "gen_tok_s")
+SERVER_FIELDS = ("t", "acceptance", "mean_len", "per_position", "running", "waiting", "gen_tok_s", "power_w")
 
 
 class Series:
@@ -259,6 +260,20 @@ class ServerPoint:
     running: float | None
     waiting: float | None
     gen_tok_s: float | None
+    power_w: float | None = None
+
+
+def _watts(pairs: Sequence[tuple[Snapshot, Snapshot]]) -> float | None:
+    """The GPUs' mean power between each URL's previous scrape and this one (a DCGM exporter's energy
+    counter, else its power gauge), summed over URLs; None when no URL exposes GPU power."""
+    total, seen = 0.0, False
+    for before, snap in pairs:
+        t0, t1 = before.timestamp_unix_s, snap.timestamp_unix_s
+        joules = power.window_joules(power.curves([before, snap]), np.array([t0]), np.array([t1]))
+        if joules is not None:
+            total += float(joules[0]) / (t1 - t0)
+            seen = True
+    return total if seen else None
 
 
 def server_point(previous: Mapping[str, Snapshot], taken: Sequence[Snapshot]) -> ServerPoint | None:
@@ -266,11 +281,13 @@ def server_point(previous: Mapping[str, Snapshot], taken: Sequence[Snapshot]) ->
     if not taken:
         return None
     acc = WindowAccumulator()
+    pairs = []
     for snap in taken:
         before = previous.get(snap.url)
         if before is not None and snap.timestamp_unix_s - before.timestamp_unix_s >= MIN_SPAN_S:
             acc.add(before)
             acc.add(snap)
+            pairs.append((before, snap))
     window = acc.window() if acc.scrapes else None
     span = window.end_unix_s - window.start_unix_s if window is not None else 0.0
     gen = window.generation_tokens if window is not None else None
@@ -282,6 +299,7 @@ def server_point(previous: Mapping[str, Snapshot], taken: Sequence[Snapshot]) ->
         running=_gauge(taken, RUNNING),
         waiting=_gauge(taken, WAITING),
         gen_tok_s=gen / span if gen is not None and span > 0 else None,
+        power_w=_watts(pairs),
     )
 
 
@@ -343,7 +361,7 @@ class Timeline:
                 self._last_snapshots[snap.url] = snap
         if point is not None:
             self.server.append((point.t, point.acceptance, point.mean_len, list(point.per_position),
-                                point.running, point.waiting, point.gen_tok_s))
+                                point.running, point.waiting, point.gen_tok_s, point.power_w))
 
     def level(self, now_unix_s: float, users: LevelKey) -> None:
         """The ladder's level (or the target user count, or a rate key) as of now: marked when it changes (a

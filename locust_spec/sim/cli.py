@@ -21,6 +21,7 @@ from locust_spec.sim.engine import Engine, EngineConfig
 from locust_spec.sim.faults import FaultConfig
 from locust_spec.sim.metrics import SimMetrics
 from locust_spec.sim.model import tokenizer, warm
+from locust_spec.sim.power import power_model
 from locust_spec.sim.sendlog import FORMAT, SendLog
 from locust_spec.sim.server import ServerOptions, SimServer, serve
 
@@ -90,6 +91,10 @@ def build_parser() -> argparse.ArgumentParser:
                         "speculation (--time-scale does not apply): a known clock for client-fidelity checks")
     p.add_argument("--gpu", choices=sorted(roofline.GPUS), default="h100", help="the GPU modelled")
     p.add_argument("--model-size", default="8b", help="1b, 3b, 8b, 70b or a size in billions of parameters")
+    p.add_argument("--gpu-power", metavar="IDLE,BUSY",
+                   help="watts the modelled GPU draws idle and while stepping, served as a DCGM exporter's "
+                        "series at /metrics/dcgm (default: the --gpu's board power busy, 15%% of it idle; "
+                        "divided by --time-scale)")
     p.add_argument("--draft-size", default="1b", help="draft model size for method draft_model")
     p.add_argument("--send-log", type=Path, help="CSV of arrivals and chunks sent (format below)")
     p.add_argument("--per-request-spec-decode-metrics", choices=["detailed"],
@@ -153,6 +158,10 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(f"spec-sim: {e}")
     if args.time_scale <= 0:
         sys.exit("spec-sim: --time-scale must be positive")
+    try:
+        gpu_power = power_model(roofline.GPUS[args.gpu], args.gpu_power, args.time_scale)
+    except ValueError as e:
+        sys.exit(f"spec-sim: {e}")
     if args.fixed_step_ms < 0:
         sys.exit("spec-sim: --fixed-step-ms must not be negative")
     if args.idle_timeout <= 0:
@@ -170,7 +179,7 @@ def main(argv: list[str] | None = None) -> None:
     detailed = args.per_request_spec_decode_metrics == "detailed"
     opts = ServerOptions(args.served_model_name, args.max_model_len, detailed, args.grammar_disables_spec,
                          faults, args.seed, args.idle_timeout, os.environ.get(ADMIN_ENV) or None,
-                         args.metrics_format == "openmetrics")
+                         args.metrics_format == "openmetrics", gpu_power)
     send_log = SendLog(args.send_log) if args.send_log else None
     sim = SimServer(engine, opts, send_log)
     srv = serve(sim, args.host, args.port)

@@ -159,6 +159,8 @@ class Engine:
         # The k of the proposals verified in the next step: vLLM looks it up with the batch of the step
         # after which the proposer drafts.
         self.next_k = spec.num_speculative_tokens if spec is not None else 0
+        self._stepping: tuple[float, float] | None = None
+        """The step under way on the modelled GPU: its start (perf_counter) and length."""
 
     def start(self) -> None:
         self._loop = gevent.spawn(self._run)
@@ -225,12 +227,23 @@ class Engine:
             # finished writing (vLLM sends outputs from another process while the GPU runs on); only a
             # loop more than a step behind gives up catching up and slips.
             deadline = (now if now - deadline > dur else deadline) + dur
+            self._stepping = (deadline - dur, dur)
             cpu = time.thread_time() - cpu
             gevent.sleep(max(0.0, deadline - time.perf_counter()))
             emit_at = time.perf_counter()
             cpu -= time.thread_time()
             self._emit(plan, emit_at)
             self._record_schedule(emit_at - deadline, dur, len(active), cpu + time.thread_time())
+            self._stepping = None
+
+    def busy_s(self, now: float) -> float:
+        """Seconds the modelled GPU has stepped by `now` (perf_counter): the steps done and the part of the
+        one under way, so that its modelled energy grows through a step, as a real GPU's does."""
+        done = self.schedule.sum_step_s
+        if self._stepping is None:
+            return done
+        start, dur = self._stepping
+        return done + min(max(now - start, 0.0), dur)
 
     def _step_seconds(self, load: roofline.StepLoad, k: int) -> float:
         """`k`: the step's proposal length; at 0 (a schedule's off range) nothing is drafted or paid for."""

@@ -7,13 +7,15 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class Gpu:
-    """A GPU's datasheet numbers: memory bandwidth (bytes/s) and dense BF16 tensor throughput (FLOP/s)."""
+    """A GPU's datasheet numbers: memory bandwidth (bytes/s), dense BF16 tensor throughput (FLOP/s), memory
+    (bytes) and maximum board power (watts: what spec-sim's modelled DCGM series draw while it steps)."""
 
     name: str
     mem_bw: float
     peak_flops: float
     memory: float
     source: str
+    board_w: float = 0.0
 
     def kv_capacity_tokens(self, model: ModelShape) -> int:
         """KV-cache tokens that fit beside the weights at vLLM's default gpu_memory_utilization (0.9)."""
@@ -23,12 +25,17 @@ class Gpu:
 GPUS: dict[str, Gpu] = {
     g.name: g
     for g in (
-        Gpu("h100", 3.35e12, 989e12, 80e9, "NVIDIA H100 SXM5 sheet: HBM3 3.35 TB/s, BF16 dense 989 TFLOPS"),
-        Gpu("h200", 4.8e12, 989e12, 141e9, "NVIDIA H200 SXM sheet: HBM3e 4.8 TB/s, BF16 dense 989 TFLOPS"),
-        Gpu("a100", 2.039e12, 312e12, 80e9, "NVIDIA A100 80GB SXM sheet: HBM2e 2,039 GB/s, BF16 312 TFLOPS"),
-        Gpu("l40s", 864e9, 362e12, 48e9, "NVIDIA L40S sheet: GDDR6 864 GB/s, BF16 dense 362 TFLOPS"),
-        Gpu("l4", 300e9, 121e12, 24e9, "NVIDIA L4 sheet: GDDR6 300 GB/s, BF16 dense 121 TFLOPS"),
-        Gpu("mi300x", 5.3e12, 1307e12, 192e9, "AMD MI300X sheet: HBM3 5.3 TB/s, BF16 dense 1307 TFLOPS"),
+        Gpu("h100", 3.35e12, 989e12, 80e9, "NVIDIA H100 SXM5 sheet: HBM3 3.35 TB/s, BF16 dense 989 TFLOPS, "
+            "up to 700 W", 700.0),
+        Gpu("h200", 4.8e12, 989e12, 141e9, "NVIDIA H200 SXM sheet: HBM3e 4.8 TB/s, BF16 dense 989 TFLOPS, "
+            "up to 700 W", 700.0),
+        Gpu("a100", 2.039e12, 312e12, 80e9, "NVIDIA A100 80GB SXM sheet: HBM2e 2,039 GB/s, BF16 312 TFLOPS, "
+            "400 W", 400.0),
+        Gpu("l40s", 864e9, 362e12, 48e9, "NVIDIA L40S sheet: GDDR6 864 GB/s, BF16 dense 362 TFLOPS, 350 W",
+            350.0),
+        Gpu("l4", 300e9, 121e12, 24e9, "NVIDIA L4 sheet: GDDR6 300 GB/s, BF16 dense 121 TFLOPS, 72 W", 72.0),
+        Gpu("mi300x", 5.3e12, 1307e12, 192e9, "AMD MI300X sheet: HBM3 5.3 TB/s, BF16 dense 1307 TFLOPS, "
+            "750 W", 750.0),
     )
 }
 

@@ -23,6 +23,7 @@ from locust_spec.sim import protocol, sendlog
 from locust_spec.sim.engine import Engine, Request, StepOutput
 from locust_spec.sim.faults import FaultConfig, RequestFaults, draw
 from locust_spec.sim.metrics import SimMetrics
+from locust_spec.sim.power import GpuPower, PowerModel
 from locust_spec.sim.sendlog import SendLog
 
 REASONS = {200: "OK", 400: "Bad Request", 403: "Forbidden", 404: "Not Found", 429: "Too Many Requests",
@@ -49,6 +50,8 @@ class ServerOptions:
     no web page can send without a CORS preflight, which spec-sim never grants."""
     openmetrics: bool = False
     """/metrics as OpenMetrics 1.0 whatever Accept asks for, as vLLM's Rust frontend serves it."""
+    gpu_power: PowerModel | None = None
+    """The modelled GPU's idle and busy watts, served as a DCGM exporter's series at /metrics/dcgm."""
 
 
 def _head(status: int, ctype: bytes, length: int | None, extra: bytes = b"") -> bytes:
@@ -193,6 +196,8 @@ class SimServer:
         self.created = int(time.time())
         self.inflight: dict[str, tuple[object, gevent.event.Event]] = {}
         self.restarts = 0
+        self.power = (GpuPower(opts.gpu_power, engine.cfg.gpu.name.upper()) if opts.gpu_power is not None
+                      else None)
 
     def restart(self) -> None:
         """A process restart as seen from outside: in-flight connections drop, counters start at zero."""
@@ -266,6 +271,9 @@ class SimServer:
             kind = (b"application/openmetrics-text; version=1.0.0; charset=utf-8" if self.opts.openmetrics
                     else b"text/plain; version=0.0.4; charset=utf-8")
             sock.sendall(_head(200, kind, len(text)) + text)
+        elif path == b"/metrics/dcgm" and method == b"GET" and self.power is not None:
+            text = self.power.exposition(self.engine.busy_s)
+            sock.sendall(_head(200, b"text/plain; version=0.0.4; charset=utf-8", len(text)) + text)
         elif path == b"/version" and method == b"GET":  # vLLM's; the simulator says what it is
             self._json(sock, 200, orjson.dumps({"version": f"spec-sim {installed_version() or 'unknown'}"}))
         elif path == b"/v1/models" and method == b"GET":

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from locust_spec.analysis.cost import cost_interval
+from locust_spec.analysis.model import NO_DETECTION, Pricing, detectable
 from locust_spec.tune import intervals
 from locust_spec.tune.intervals import Interval
 
@@ -98,6 +100,8 @@ class ArmResult:
     interval: Interval | None
     versus_best: Interval | None = None
     note: str = ""
+    cost_per_mtok_usd: Interval | None = None
+    """With --gpu-cost-per-hour: dollars per million output tokens at this k, from its throughput."""
 
     @property
     def mde_pct(self) -> float | None:
@@ -109,7 +113,7 @@ class ArmResult:
                 "interval": intervals.as_dict(self.interval),
                 "versus_best_pct": intervals.as_dict(self.versus_best), "mde_pct": self.mde_pct,
                 "units": self.versus_best.units if self.versus_best is not None else None,
-                "note": self.note or None}
+                "note": self.note or None, "cost_per_mtok_usd": intervals.as_dict(self.cost_per_mtok_usd)}
 
 
 @dataclass(frozen=True)
@@ -191,10 +195,17 @@ def choose(samples: Sequence[Sample], objective: str) -> Decision:
                   f"statistically tied with it and smaller")
     weak = [(a.k, a.mde_pct) for a in arms if a.versus_best is not None
             and (a.mde_pct is None or a.mde_pct > MDE_TARGET_PCT)]
-    if weak:
-        shown = ", ".join(f"k={k} " + ("no interval" if m is None else f"+-{m:.0f}%") for k, m in weak)
+    shown = [f"k={k} " + ("no interval" if m is None else f"+-{m:.0f}%") for k, m in weak
+             if m is None or detectable(m)]
+    blind = [f"k={k}" for k, m in weak if m is not None and not detectable(m)]
+    if shown:
         reason += (f"; under-powered: the smallest differences from k={best.k} this level could show are "
-                   f"{shown} (above {MDE_TARGET_PCT:g}%): a tie may hide a real difference")
+                   f"{', '.join(shown)} (above {MDE_TARGET_PCT:g}%)")
+    if blind:
+        lead = "; " if shown else "; under-powered: "
+        reason += f"{lead}{', '.join(blind)} against k={best.k}: {NO_DETECTION}"
+    if weak:
+        reason += ": a tie may hide a real difference"
     chosen_sample = next(s for s, _ in usable if s.k == chosen)
     return Decision(users, chosen, best.k, tuple(sorted(tied)), chosen_sample.batch, reason, tuple(arms))
 
@@ -216,3 +227,18 @@ def best_static(decisions: Sequence[Decision], objective: str) -> int | None:
     if not complete:
         return None
     return min(complete, key=lambda k: (-round(complete[k], 9), k))
+
+
+def priced(decisions: Sequence[Decision], throughput: dict[int, dict], pricing: Pricing
+           ) -> tuple[Decision, ...]:
+    """Every arm's cost per million output tokens at its level, from its throughput sample (`throughput`:
+    per k, per level); k 0 holds the baseline's GPUs, every other k the candidate's (a draft model's)."""
+    def arm(a: ArmResult, users: object) -> ArmResult:
+        sample = throughput.get(a.k, {}).get(users)
+        if sample is None:
+            return a
+        gpus = pricing.gpus_baseline if a.k == 0 else pricing.gpus_candidate
+        return replace(a, cost_per_mtok_usd=cost_interval(pricing.usd_per_gpu_hour, gpus,
+                                                          estimate(sample, "throughput")))
+
+    return tuple(replace(d, arms=tuple(arm(a, d.users) for a in d.arms)) for d in decisions)

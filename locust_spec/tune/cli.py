@@ -18,6 +18,8 @@ from locust_spec.ab import cli as ab
 from locust_spec.ab.children import CLIENT_CPU, ChildError
 from locust_spec.ab.cli import AbError, Ladder, Load, Run
 from locust_spec.ab.sessions import SessionError
+from locust_spec.analysis.cli import pricing_of, pricing_options
+from locust_spec.analysis.model import Pricing
 from locust_spec.analysis.report.table import users_label
 from locust_spec.analysis.runs import InputError, read_run
 from locust_spec.analysis.tasks import tasks_of
@@ -55,6 +57,7 @@ class Settings:
     design: str = designs.INTERLEAVED
     block_time: str = ab.DEMO_BLOCK_TIME
     max_servers: int | None = None
+    pricing: Pricing | None = None
 
 
 def parse_ks(text: str) -> tuple[int, ...]:
@@ -148,6 +151,11 @@ def decide(runs: list[Run], s: Settings) -> tuple[tuple[choose.Decision, ...], T
     by_k = {k: measure.task_samples(prefixes(runs, f"k{k}"), k, s.objective, s.slo, [None, *tasks])
             for k in s.ks}
     decisions = _choices({k: by_k[k][None] for k in s.ks}, s)
+    if s.pricing is not None:
+        throughput = ({k: by_k[k][None] for k in s.ks} if s.objective == "throughput" else
+                      {k: measure.level_samples(prefixes(runs, f"k{k}"), k, "throughput", None)
+                       for k in s.ks})
+        decisions = choose.priced(decisions, throughput, s.pricing)
     per_task = tuple((task, _choices({k: by_k[k][task] for k in s.ks}, s)) for task in tasks)
     notes = [f"{users_label(d.users)}: {d.reason}" for d in decisions if d.k is None]
     return decisions, per_task, notes
@@ -261,7 +269,7 @@ def run_tune(out: Path, s: Settings, pool: servers.Servers, do_confirm: bool,
     config = schedule.speculative_config(s.base_config, built.entries) if built else None
     static_k = choose.best_static(decisions, s.objective)
     result = TuneResult(s.objective, s.slo, s.ks, tuple(d.users for d in decisions), s.max_num_seqs,
-                        decisions, built, config, static_k, None, tuple(notes), per_task)
+                        decisions, built, config, static_k, None, tuple(notes), per_task, s.pricing)
     write_outputs(out, result)
     display.say(f"spec-tune: schedule written to {out / 'schedule.json'}")
     if not do_confirm:
@@ -286,8 +294,9 @@ def run_tune(out: Path, s: Settings, pool: servers.Servers, do_confirm: bool,
               help="Speculation lengths to measure (num_speculative_tokens; 0 = off).")
 @click.option("--server-cmd", metavar="TEMPLATE",
               help="Start each arm's server with this command: {port} and {speculative_config} (the JSON; "
-                   "with k=0 the word and the option before it are dropped) are filled in. spec-tune waits "
-                   "for /health, keeps the log in OUT/servers/, stops it by pid.")
+                   "with k=0 the placeholder and the long option before it are dropped, nothing else; inside "
+                   "a quoted shell command, sh -c \"...\", the JSON goes in shell-quoted) are filled in. "
+                   "spec-tune waits for /health, keeps the log in OUT/servers/, stops it by pid.")
 @click.option("--server", "server_urls", multiple=True, metavar="K=URL",
               help="A running server for k (repeatable); schedule=URL for the confirmation pass.")
 @click.option("--levels", help=f"Users per ladder level (default {ab.REAL_LADDER.levels}; "
@@ -314,6 +323,7 @@ def run_tune(out: Path, s: Settings, pool: servers.Servers, do_confirm: bool,
               help="What a level's best k maximises (default throughput; with --rates tpot: at a rate both "
                    "arms serve the same arrivals, so throughput is the offered load).")
 @click.option("--slo", help="Goodput's per-request limits, e.g. ttft=500,tpot=50 (ms).")
+@pricing_options
 @click.option("--speculative-config", "base_config", default=json.dumps(BASE_CONFIG), show_default=True,
               help="The speculative config every arm shares; num_speculative_tokens is set per arm.")
 @click.option("--max-num-seqs", type=click.IntRange(min=1), default=256, show_default=True,
@@ -344,8 +354,9 @@ def run_tune(out: Path, s: Settings, pool: servers.Servers, do_confirm: bool,
 def main(ks: str, server_cmd: str | None, server_urls: tuple[str, ...], levels: str | None,
          rates: str | None, stage_time: str | None, warmup: str | None, repeats: int, design: str,
          block_time: str | None, max_servers: int | None, objective: str | None, slo: str | None,
-         base_config: str, max_num_seqs: int, confirm: bool, swing_stage_time: str,
-         prompts: tuple[str, ...], category: tuple[str, ...], prompt_limit: int | None,
+         gpu_cost_per_hour: float | None, gpus: float | None, gpus_baseline: float | None,
+         gpus_candidate: float | None, base_config: str, max_num_seqs: int, confirm: bool,
+         swing_stage_time: str, prompts: tuple[str, ...], category: tuple[str, ...], prompt_limit: int | None,
          min_prompt_chars: int | None, max_prompt_chars: int | None, turns: str, max_tokens: int | None,
          ignore_eos: bool, seed: int, model: str, processes: int | str, time_scale: float, sim_gpu: str,
          prime: bool, out: Path, overwrite: bool) -> None:
@@ -353,8 +364,11 @@ def main(ks: str, server_cmd: str | None, server_urls: tuple[str, ...], levels: 
 
     Every k runs the same ladder with the same prompts, seed and order, arms interleaved. Per level the k
     with the best objective is chosen, or the smallest k statistically tied with it. Without --server-cmd
-    or --server, one spec-sim per k runs on this machine.
+    or --server, one spec-sim per k runs on this machine. With --gpu-cost-per-hour every k's cost per
+    million output tokens is reported per level (k 0 on --gpus-baseline GPUs, the others on
+    --gpus-candidate).
     """
+    pricing = pricing_of(gpu_cost_per_hour, gpus, gpus_baseline, gpus_candidate)
     if server_cmd and server_urls:
         raise click.UsageError("give --server-cmd or --server URLs, not both")
     simulated = not server_cmd and not server_urls
@@ -414,7 +428,7 @@ def main(ks: str, server_cmd: str | None, server_urls: tuple[str, ...], levels: 
                         Load(prompts or (ab.DEMO_PROMPTS if simulated else ()), max_tokens, ignore_eos, seed,
                              model, processes, selection=selection),
                         objective, slo_value, base, max_num_seqs, prime, simulated, swing_stage_time, design,
-                        block_time, max_servers)
+                        block_time, max_servers, pricing)
     sim = (servers.SimSettings(time_scale, sim_gpu, ("--max-num-seqs", str(max_num_seqs),
                                                      "--per-request-spec-decode-metrics", "detailed"))
            if simulated else None)

@@ -14,6 +14,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402  (the backend must be chosen first)
 
 from locust_spec.analysis.report.table import users_label  # noqa: E402
+from locust_spec.tune.choose import Decision  # noqa: E402
 from locust_spec.tune.confirm import ARMS, static_text  # noqa: E402
 from locust_spec.tune.intervals import Interval  # noqa: E402
 from locust_spec.tune.result import TuneResult  # noqa: E402
@@ -31,7 +32,9 @@ def _batch(b: float | None) -> str:
 
 def level_table(r: TuneResult) -> tuple[list[str], list[list[str]]]:
     """Per level: the server's batch, every k's estimate [95% interval], the k chosen."""
-    header = ["users", "batch", *(f"k={k}" for k in r.ks), "chosen"]
+    priced = r.pricing is not None
+    header = ["users", "batch", *(f"k={k}" for k in r.ks), "chosen",
+              *(["$ per M output tokens: chosen k (k=0)"] if priced else [])]
     rows = []
     for d in r.decisions:
         cells = [str(d.users), _batch(d.batch)]
@@ -40,8 +43,17 @@ def level_table(r: TuneResult) -> tuple[list[str], list[list[str]]]:
             cell = _iv(arm.interval) if arm else "-"
             cells.append(cell + (" *" if arm and k == d.k else ""))
         cells.append("-" if d.k is None else str(d.k))
+        if priced:
+            cells.append(f"{_usd(d, d.k)} ({_usd(d, 0)})")
         rows.append(cells)
     return header, rows
+
+
+def _usd(d: Decision, k: int | None) -> str:
+    """An arm's cost per million output tokens at a level, '-' when not measured."""
+    arm = d.arm(k) if k is not None else None
+    found = arm.cost_per_mtok_usd if arm is not None else None
+    return "-" if found is None or found.estimate is None else f"${found.estimate:.2f}"
 
 
 def task_table(r: TuneResult) -> tuple[list[str], list[list[str]]] | None:

@@ -6,11 +6,12 @@ import json
 import shlex
 from dataclasses import dataclass
 
+from locust_spec.analysis.model import Pricing
 from locust_spec.core.schedule import KEY, Built
 from locust_spec.tune.choose import UNITS, Decision, Slo
 from locust_spec.tune.confirm import Confirmation
 
-SCHEMA = "locust-spec/tune/2"
+SCHEMA = "locust-spec/tune/3"
 SCHEDULE_SCHEMA = "locust-spec/tune-schedule/1"
 
 
@@ -32,6 +33,8 @@ class TuneResult:
     confirmation: Confirmation | None
     notes: tuple[str, ...]
     tasks: TaskDecisions = ()
+    pricing: Pricing | None = None
+    """--gpu-cost-per-hour: every arm's cost per million output tokens is in its decision."""
 
     @property
     def unit(self) -> str:
@@ -76,4 +79,5 @@ class TuneResult:
             "notes": list(self.notes),
             "tasks": [{"task": task, "decisions": [d.as_dict() for d in decisions]}
                       for task, decisions in self.tasks],
+            "pricing": self.pricing.as_dict() if self.pricing else None,
         }

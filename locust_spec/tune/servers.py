@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 import shlex
 import subprocess
 from dataclasses import dataclass, field
@@ -30,18 +31,35 @@ def parse_template(template: str) -> list[str]:
 
 def command_for(words: list[str], port: int, config: dict | None) -> list[str]:
     """Fill the template: the JSON config as one word, or with no speculation (None) the config word
-    dropped, together with the option right before it (`--speculative-config {speculative_config}`)."""
+    dropped, together with the long option right before it (`--speculative-config {speculative_config}`),
+    and nothing else. A word with spaces around the placeholder is a shell command (`sh -c "... {port}
+    ... --speculative-config {speculative_config}"`): the config goes in shell-quoted, and with none its
+    option and placeholder are cut out of that command alone, the command and the words before it kept."""
+    text = json.dumps(config, separators=(",", ":")) if config is not None else None
     out: list[str] = []
     for word in words:
         word = word.replace(PORT, str(port))
-        if CONFIG in word:
-            if config is None:
-                if word == CONFIG and out and out[-1].startswith("-"):
+        if CONFIG in word and any(c.isspace() for c in word):
+            word = _fill_shell(word, text)
+        elif CONFIG in word:
+            if text is None:
+                if word == CONFIG and out and out[-1].startswith("--"):
                     out.pop()
                 continue
-            word = word.replace(CONFIG, json.dumps(config, separators=(",", ":")))
+            word = word.replace(CONFIG, text)
         out.append(word)
     return out
+
+
+# In a shell command: the placeholder, bare or in quotes, with the long option right before it.
+_SHELL_CONFIG = re.compile(r"(?P<lead>\s*)(?P<option>--[A-Za-z][\w.-]*(?:=|\s+))?(?P<q>['\"]?)"
+                           + re.escape(CONFIG) + r"(?P=q)")
+
+
+def _fill_shell(command: str, text: str | None) -> str:
+    if text is None:
+        return _SHELL_CONFIG.sub("", command).strip()
+    return _SHELL_CONFIG.sub(lambda m: m["lead"] + (m["option"] or "") + shlex.quote(text), command)
 
 
 def parse_server(text: str) -> tuple[str, str]:

@@ -46,7 +46,11 @@
               step: true}]},
     {id: "lateness", title: "Lateness p99", source: "send after the intended start", unit: "ms", optional: true,
      rules: [{y: 50, label: "50 ms: schedule not kept", color: "#d1242f"}],
-     lines: [{series: "client", key: "late_p99", label: "p99", color: COLORS[6], width: 2}]}
+     lines: [{series: "client", key: "late_p99", label: "p99", color: COLORS[6], width: 2}]},
+    // With a GPU power exporter among the metrics URLs (docs/cost.md): drawn once a point has it.
+    {id: "power", title: "GPU power", source: "DCGM exporter, every GPU scraped (spec-sim: modelled)", unit: "W",
+     optional: true,
+     lines: [{series: "server", key: "power_w", label: "power", color: COLORS[5], width: 2}]}
   ];
 
   function levelText(level) {

@@ -19,6 +19,7 @@ from locust_spec.core.answers import fingerprint
 from locust_spec.metrics.batch import INFERENCE_SUM
 from locust_spec.metrics.counters import RUNNING
 from locust_spec.metrics.exposition import Sample, Snapshot, parse_exposition, rows_from_snapshot
+from locust_spec.metrics.power import ENERGY, POWER
 from locust_spec.recording.histograms import LatencyHistograms
 from locust_spec.recording.records import COLUMNS
 from tests.support import REFERENCE
@@ -28,6 +29,8 @@ CAPTURES = REFERENCE / "vllm-0.32-cpu"
 PER_POSITION = (0.794, 0.569, 0.424, 0.318)
 T0 = 1_800_000_000.0
 COUNTER_SUFFIXES = ("_total", "_sum", "_count", "_bucket")
+POWER_URL = "http://127.0.0.1:9400/metrics"
+IDLE_W = 60.0
 SCRAPES_PER_LEVEL = 4
 
 
@@ -61,6 +64,11 @@ class ArmSpec:
     changed_answers: float = 0.0
     # PREFIX_run.json: the model served (its /v1/models root); None writes none, as runs before it.
     model_root: str | None = "/models/tiny-llama"
+    # A DCGM exporter beside the server (POWER_URL, scraped every second): per GPU (`gpu` label 0, 1, ...)
+    # these watts while any request is in flight, IDLE_W otherwise; its energy counter integrates them
+    # exactly, its power gauge reads them with a +-10% ripple (DCGM's samples fluctuate around the mean).
+    gpu_watts: tuple[float, ...] = ()
+    power_series: tuple[str, ...] = (ENERGY, POWER)
 
 
 def record(prefix: Path, arm: ArmSpec) -> dict:
@@ -171,6 +179,34 @@ def _server_rows(arm: ArmSpec, requests: list[tuple[float, float, int]], scrape_
         yield from rows_from_snapshot(Snapshot(t, "http://127.0.0.1:8000/metrics", samples))
 
 
+def _busy_s(spans: list[tuple[float, float, int]], t: float) -> float:
+    """Seconds up to `t` during which any request was in flight."""
+    busy, reach = 0.0, -float("inf")
+    for s, e, _ in sorted(spans):
+        s, e = max(s, reach), min(e, t)
+        if e > s:
+            busy += e - s
+        reach = max(reach, e)
+    return busy
+
+
+def _power_rows(arm: ArmSpec, spans: list[tuple[float, float, int]], end: float):
+    """The DCGM exporter's scrapes, one a second from T0 to `end`."""
+    for k in range(int(end - T0) + 2):
+        t = T0 + k
+        busy = _busy_s(spans, t)
+        loaded = any(s <= t < e for s, e, _ in spans)
+        samples = []
+        for gpu, watts in enumerate(arm.gpu_watts):
+            labels = (("UUID", f"GPU-{gpu}"), ("gpu", str(gpu)))
+            if ENERGY in arm.power_series:
+                joules = IDLE_W * (t - T0) + (watts - IDLE_W) * busy
+                samples.append(Sample(ENERGY, labels, 5e9 + joules * 1000.0))
+            if POWER in arm.power_series:
+                samples.append(Sample(POWER, labels, (watts if loaded else IDLE_W) * (1 + 0.1 * ((-1) ** k))))
+        yield from rows_from_snapshot(Snapshot(t, POWER_URL, tuple(samples)))
+
+
 def write_run(prefix: Path, arm: ArmSpec) -> Path:
     """Write PREFIX_requests.csv, _latency.json, _server_metrics.csv and _summary.json; return the prefix."""
     rng = random.Random(arm.seed)
@@ -212,6 +248,8 @@ def write_run(prefix: Path, arm: ArmSpec) -> Path:
             writer = csv.writer(fh)
             writer.writerow(("timestamp_unix_s", "url", "metric", "labels", "value"))
             writer.writerows(_server_rows(arm, spans, sorted(scrapes)))
+            if arm.gpu_watts:
+                writer.writerows(_power_rows(arm, spans, now))
     checks = {f"check{i}": {"name": f"check{i}", "warning": w} for i, w in enumerate(arm.warnings)}
     client = {}
     if arm.client_late_share is not None:

@@ -49,7 +49,8 @@ def test_spec_ab_on_simulators_ships_at_one_user_and_not_at_64_with_every_file(t
     out = tmp_path / "run"
     # interleaved (the default): 20 s a level in 8 blocks of 2.5 s, 4 block pairs
     cmd = [SPEC_AB, "--out", str(out), "--levels", "1,64", "--stage-time", "10s", "--warmup", "1.5s",
-           "--block-time", "2.5s", "--no-prime", *_fast(tmp_path)]  # priming: test_prime, the Compose test
+           "--block-time", "2.5s", "--no-prime", "--gpu-cost-per-hour", "2.5", *_fast(tmp_path)]
+    # (priming: test_prime, the Compose test)
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=240, cwd=REPO)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
 
@@ -62,6 +63,17 @@ def test_spec_ab_on_simulators_ships_at_one_user_and_not_at_64_with_every_file(t
     assert by_users[64]["verdict"] != "ship", by_users[64]["reasons"]
     assert by_users[64]["acceptance"] > 0.3, "the candidate speculated"
     assert "VERDICT" in done.stdout.upper() and verdict["summary"] in done.stdout
+    # priced, and the simulators' modelled GPU power scraped beside their counters (docs/cost.md)
+    assert verdict["pricing"] == {"usd_per_gpu_hour": 2.5, "gpus": {"baseline": 1.0, "candidate": 1.0}}
+    assert verdict["power"]["candidate"]["source"] == "energy counter"
+    for level in verdict["levels"]:
+        for arm in ("baseline", "candidate"):
+            tok_s = level["metrics"]["output_tok_s"][arm]
+            assert level["cost_per_mtok_usd"][arm] == pytest.approx(2.5 / 3600 / tok_s * 1e6, rel=0.005)
+            # a100: idle to busy (the scrapes' timestamps are the midpoints of their round trips)
+            assert 60 * 0.9 < level["power_w"][arm] <= 400 * 1.05, level["power_w"]
+            assert level["joules_per_token"][arm] == pytest.approx(level["power_w"][arm] / tok_s, rel=0.02)
+    assert "cost per million output tokens from $" in verdict["summary"]
 
     for name in ("verdict.json", "report.html", "report.md"):
         assert (out / name).stat().st_size > 0, name

@@ -2,7 +2,8 @@
 (bounded), else a wait that doubles, before it sends again; the wait is in no request's latency and is
 counted on the request it delayed. The user's client in this process, a refusing server on loopback.
 
-Before: one user sent ~1,900 requests a second to a server asking it to wait 5 s."""
+Before: one user sent ~1,900 requests a second to a server asking it to wait 5 s, and 2,081 in 3 s to one
+answering every request with a JSON 200 (no stream)."""
 
 from __future__ import annotations
 
@@ -62,3 +63,14 @@ def test_the_wait_is_counted_on_the_request_it_delayed_not_in_its_latency(hostil
     assert after.timing().e2e_ms < 500  # its own time, from sending; the wait came before it
     user.stream(MESSAGES)
     assert kept.captures[-1].held_s == 0.0  # an answer ends the waits
+
+
+@pytest.mark.parametrize("kind", ["fast", "openai"])
+def test_a_200_that_is_no_stream_is_waited_for_as_a_503_is(hostile, kind):
+    server = hostile({CHAT: lambda handler: send(handler, 200, b'{"choices": []}', "application/json")})
+    user, kept = client(server.url, kind)
+    for _ in range(3):
+        user.stream(MESSAGES)
+    assert [kept.error(n) for n in range(3)] == ["not_event_stream: content-type application/json"] * 3
+    held = waits(kept, 3)
+    assert held[0] == 0.0 and 0.15 < held[1] <= 0.25 and 0.4 < held[2] <= 0.5

@@ -186,6 +186,22 @@ def test_processes_auto_leaves_a_core_to_servers_on_this_machine(tmp_path, monke
     assert remote == min(3, cores) and "40.0 us" in why and "left to them" not in why
 
 
+def test_an_arms_gpu_power_exporter_is_scraped_beside_its_server_and_recorded_only_when_given():
+    assert ab.scraped_urls(None, None, "http://a:8000") is None  # the child's default: HOST/metrics
+    assert ab.scraped_urls(None, "http://a:9400/metrics", "http://a:8000") == \
+        "http://a:8000/metrics http://a:9400/metrics"
+    assert ab.scraped_urls("http://m/metrics", "http://a:9400/metrics", "http://a:8000") == \
+        "http://m/metrics http://a:9400/metrics"
+    metrics = {"baseline": None, "candidate": None}
+    before = ab.servers_record({"baseline": "b", "candidate": "c"}, metrics, False)
+    assert "power_metrics_urls" not in before  # a folder measured before the option still resumes
+    assert before == ab.servers_record({"baseline": "b", "candidate": "c"}, metrics, False,
+                                       {"baseline": None, "candidate": None})
+    given = ab.servers_record({"baseline": "b", "candidate": "c"}, metrics, False,
+                              {"baseline": "http://u:p@a:9400/metrics?t=1", "candidate": None})
+    assert given["power_metrics_urls"] == {"baseline": "http://a:9400/metrics", "candidate": None}
+
+
 def test_the_start_line_says_a_levels_length_and_why_it_is_twice_the_stage_time():
     from locust_spec.core.design import Design
 

@@ -39,3 +39,15 @@ def test_without_retry_after_the_wait_doubles_to_a_cap_and_ends_with_the_refusal
 def test_a_refused_connect_waits_from_50_ms_to_1_s():
     assert [next_wait(w, "connect", None) for w in (0.0, 0.05, 0.8)] == [0.05, 0.1, 1.0]
     assert next_wait(0.0, "timeout_connect", None) == 0.05
+
+
+@pytest.mark.parametrize("kind", ["not_event_stream", "compressed", "http_401", "http_403", "http_404"])
+def test_an_answer_every_request_would_get_is_waited_for_as_a_503_without_retry_after(kind):
+    """Before: no wait after a JSON 200 (one user sent 2,081 requests in 3 s)."""
+    assert [next_wait(w, kind, None) for w in (0.0, 0.25, 8.0)] == [0.25, 0.5, 10.0]
+    assert next_wait(0.0, kind, 30.0) == 0.25  # Retry-After is a 429's or a 503's to give
+
+
+@pytest.mark.parametrize("kind", ["http_400", "http_413", "http_422", "timeout_first_token", "no_done"])
+def test_a_failure_of_that_request_alone_sends_the_next_at_once(kind):
+    assert next_wait(0.0, kind, None) == 0.0

@@ -179,9 +179,9 @@ def test_time_held_back_at_the_servers_request_adds_up_over_processes_and_is_a_w
     summary = build_summary(None, None, [], {"w1": {"budget_by_level": one.summary()},
                                              "w2": {"budget_by_level": two.summary()}})
     held = [w for w in summary["warnings"] if "waited" in w]
-    assert held == ["at 4 users the server refused requests (429/503 or connections) and its users waited "
-                    "10.0 s in all before sending again (25.0% of the level's user time): the server had "
-                    "fewer users than that while they waited"]
+    assert held == ["at 4 users the server refused requests (429/503, an answer any request would get, or "
+                    "connections) and its users waited 10.0 s in all before sending again (25.0% of the "
+                    "level's user time): the server had fewer users than that while they waited"]
 
 
 def test_chunks_read_together_add_up_over_processes_and_past_one_percent_are_a_warning():

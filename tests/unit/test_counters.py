@@ -356,3 +356,37 @@ def test_a_series_exposed_twice_in_one_scrape_leaves_its_scrape_out():
     w = spec_window(snaps, 0, 10)
     assert w.acceptance_rate == pytest.approx(0.25) and w.resets == 0  # before: a false restart
     assert [a.kind for a in w.anomalies] == ["duplicate_series"]
+
+
+PER_POS = "vllm:spec_decode_num_accepted_tokens_per_pos_total"
+
+
+def configured(t: float, created: float, drafts: int, per_position: list[int]) -> Snapshot:
+    """A scrape of a server drafting len(per_position) tokens (vLLM's one series per position)."""
+    k, accepted = len(per_position), sum(per_position)
+    pos = [Sample(PER_POS, (("engine", "0"), ("model_name", "m"), ("position", str(i))), float(n))
+           for i, n in enumerate(per_position)]
+    pos += [Sample(PER_POS.replace("_total", "_created"), s.labels, created) for s in pos]
+    return Snapshot(t, "u", scrape(t, created=created, acc=accepted, draft=k * drafts, drafts=drafts,
+                                   extra=pos).samples)
+
+
+def test_a_server_back_with_another_speculative_config_is_named_and_its_windows_not_mixed():
+    """k=4 for the level's first part, then the server restarted with k=1: the window counts the k=1 part
+    alone. Before: one more "counters reset (server restarted?)", and per position 170/250, 60/250, 40/250,
+    20/250 (four positions over the drafts of both configs)."""
+    snaps = [configured(0, 100.0, 1000, [800, 600, 400, 200]),
+             configured(1, 100.0, 1100, [880, 660, 440, 220]),
+             configured(2, 200.0, 50, [30]), configured(3, 200.0, 150, [90])]
+    w = spec_window(snaps, 0, 10)
+    assert w.per_position == pytest.approx((0.6,))
+    assert (w.drafts, w.accepted, w.acceptance_rate) == (150, 90, pytest.approx(0.6))
+    assert w.mean_acceptance_length == pytest.approx(1.6)
+    assert any(n.startswith("speculative config changed in the window at u: 4 draft positions, then 1 (")
+               for n in w.notes), w.notes
+    # the same restart at the same k is one window of both parts, and no config change
+    same = [*snaps[:2], configured(2, 200.0, 50, [30, 20, 10, 5]),
+            configured(3, 200.0, 150, [90, 60, 30, 15])]
+    w = spec_window(same, 0, 10)
+    assert w.drafts == 250 and w.per_position == pytest.approx((170 / 250, 120 / 250, 70 / 250, 35 / 250))
+    assert not any("speculative config changed" in n for n in w.notes)

@@ -164,7 +164,8 @@ def test_unknown_output_suffix(good, tmp_path, capsys):
 def test_usage_error_is_one_line(capsys):
     _fails_with_one_line(capsys, ["one", "two", "three"], "Got unexpected extra argument (three)")
     # one argument that is not spec-ab's folder: what to give instead (test_messages: one that is)
-    _fails_with_one_line(capsys, ["only-one"], "only-one: no such file or folder (give BASELINE and CANDIDATE")
+    _fails_with_one_line(capsys, ["only-one"],
+                         "only-one: no such file or folder (give BASELINE and CANDIDATE")
 
 
 @pytest.mark.parametrize("case", ["truncated", "text in numeric", "foreign csv"])

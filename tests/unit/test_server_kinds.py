@@ -65,6 +65,9 @@ def test_a_diffusion_server_is_recognised_and_not_taken_for_one_without_speculat
 
 @pytest.mark.parametrize(("per_position", "drafts", "length"), [
     ((1.0, 1.0, 0.5, 0.0), 1000, 3.5),     # vLLM's own resolution of 3.5 over 4 positions
+    ((1.0, 1.0, 1.0, 0.5), 1000, 4.5),     # 4.5 over 4: the fraction at the last position, no 0.0 after
+    ((1.0, 0.25), 400, 2.25),
+    ((1.0, 1.0, 1.0, 0.0), 1000, 4.0),
     ((1.0, 0.6, 0.0), 1000, 2.6),
     ((1.0, 0.0, 0.0), 500, 2.0),
     ((0.37, 0.0, 0.0, 0.0), 500, 1.37),
@@ -73,6 +76,8 @@ def test_a_diffusion_server_is_recognised_and_not_taken_for_one_without_speculat
     ((0.0, 0.0, 0.0), 1000, None),         # a draft that never agrees
     ((1.0, 0.6, 0.0), 20, None),           # too few drafts to tell
     ((1.0, 0.6, 0.01), 1000, None),
+    ((1.0, 0.6, 0.5), 1000, None),         # two fractions: not the schedule
+    ((0.9, 0.5), 1000, None),
     ((0.9,), 1000, None),
 ])
 def test_synthetic_acceptance_is_recognised_by_its_shape_only(per_position, drafts, length):

@@ -121,6 +121,19 @@ def test_server_points_are_the_counters_increase_between_scrapes():
     assert column(tl, "server", "t") == [100.0, 200.0]
 
 
+def test_the_live_page_gets_the_gpus_power_from_a_dcgm_exporter_beside_the_server():
+    energy, gauge = "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", "DCGM_FI_DEV_POWER_USAGE"
+    dcgm = "http://gpu:9400/metrics"
+    tl = Timeline()
+    tl.start(0.0)
+    for t, mj in ((100.0, 5e6), (102.0, 5e6 + 700_000)):  # 700 J in 2 s on GPU 0
+        gpus = (Sample(energy, (("gpu", "0"),), mj), Sample(gauge, (("gpu", "1"),), 90.0))
+        tl.scrape([snap(t, "metrics_ngram_before.txt"), Snapshot(t, dcgm, gpus)])
+    # GPU 0 from its energy counter, GPU 1 from its gauge: 350 + 90 W
+    assert column(tl, "server", "power_w") == [None, pytest.approx(440.0)]
+    assert column(tl, "server", "running")[1] == 0.0  # the exporter adds no server gauge
+
+
 def test_a_scrape_right_after_another_keeps_the_older_baseline():
     gauge = "vllm:num_requests_running"
     tl = Timeline()

@@ -3,6 +3,8 @@ filling a server command template; judging the confirmation pass."""
 
 from __future__ import annotations
 
+import json
+import shlex
 from dataclasses import replace
 
 import numpy as np
@@ -161,6 +163,38 @@ def test_server_command_template():
         servers.parse_server("http://a")
 
 
+CONFIG = {"method": "ngram", "num_speculative_tokens": 2, "model": "it's"}
+JSON = json.dumps(CONFIG, separators=(",", ":"))
+
+
+@pytest.mark.parametrize(("template", "off", "on"), [
+    ('sh -c "exec vllm serve m --port {port} --speculative-config {speculative_config}"',
+     "exec vllm serve m --port 8123",
+     ["exec", "vllm", "serve", "m", "--port", "8123", "--speculative-config", JSON]),
+    ("""sh -c 'cd /srv && vllm serve m --speculative-config "{speculative_config}" --port {port} -v'""",
+     "cd /srv && vllm serve m --port 8123 -v",
+     ["cd", "/srv", "&&", "vllm", "serve", "m", "--speculative-config", JSON, "--port", "8123", "-v"]),
+    ("""bash -lc "vllm serve m --speculative-config='{speculative_config}' --port {port}" """,
+     "vllm serve m --port 8123",
+     ["vllm", "serve", "m", f"--speculative-config={JSON}", "--port", "8123"]),
+])
+def test_a_shell_command_template_keeps_every_other_word_at_k0(template, off, on):
+    """`sh -c "..."`: the command is one word holding the placeholder. With no speculation only its option
+    and placeholder leave the command; with a config the JSON goes in shell-quoted (one word to the
+    shell, an apostrophe in it too). Before: at k=0 the whole command was dropped, `sh -c` left bare."""
+    words = servers.parse_template(template)
+    assert servers.command_for(words, 8123, None) == [*words[:2], off]
+    filled = servers.command_for(words, 8123, CONFIG)
+    assert filled[:2] == words[:2] and len(filled) == 3
+    assert shlex.split(filled[2]) == on
+
+
+def test_a_template_keeps_a_short_option_before_the_placeholder():
+    """Only a long option (`--speculative-config`) goes with the placeholder at k=0: a `-c` is the shell's."""
+    words = servers.parse_template("sh -c {speculative_config} --port {port}")
+    assert servers.command_for(words, 1, None) == ["sh", "-c", "--port", "1"]
+
+
 def test_swing_collapse_when_the_schedule_is_worse_than_every_fixed_arm():
     low = choose.choose([tokens(0, 100), tokens(4, 200)], "throughput")
     high = choose.choose([tokens(0, 5000, users=32), tokens(4, 3000, users=32)], "throughput")
@@ -190,3 +224,13 @@ def test_a_schedule_short_of_prediction_but_like_its_own_k_alongside_is_noise_or
     assert "not the schedule" in confirm.summarize([drift], [])
     worse = {**now, "static": tokens(4, 200, seed=6)}
     assert confirm.check_level(low, worse, "throughput", same="static").status == "short of prediction"
+
+
+def test_an_arm_compared_without_usable_spread_cannot_detect_any_change_and_says_so():
+    """Three wild blocks each: before, the reason said "could show are k=2 +-8549%"."""
+    wild = [replace(tokens(k, 100, blocks=3, spread=0.9, seed=seed), requests=100)
+            for k, seed in ((0, 3), (2, 5))]
+    d = choose.choose(wild, "throughput")
+    assert d.arm(2).mde_pct > 900
+    assert d.reason.endswith("; under-powered: k=2 against k=0: cannot detect any change with this data: "
+                             "a tie may hide a real difference")

@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
+
+import pytest
+from locust_spec.analysis.model import Pricing
 
 from locust_spec.core import schedule
 from locust_spec.tune import choose, confirm, report
@@ -44,3 +48,22 @@ def test_every_format_carries_the_schedule_and_the_confirmation():
     assert report.plot(r).startswith(b"\x89PNG")
     written = r.schedule_json()
     assert json.loads(written["speculative_config_arg"].split(" ", 1)[1].strip("'")) == r.speculative_config
+
+
+def test_priced_arms_carry_their_cost_per_million_tokens_from_their_throughput():
+    r = result()
+    samples = {0: {1: tokens(0, 100)}, 4: {1: tokens(4, 200)}}
+    pricing = Pricing(2.5, gpus_baseline=1, gpus_candidate=2)
+    low = choose.priced(r.decisions[:1], samples, pricing)[0]
+    for k, gpus in ((0, 1), (4, 2)):
+        tput, usd = low.arm(k).interval, low.arm(k).cost_per_mtok_usd
+        assert usd.estimate == pytest.approx(2.5 * gpus / 3600 / tput.estimate * 1e6)
+        assert (usd.lo, usd.hi) == pytest.approx((2.5 * gpus / 3600 / tput.hi * 1e6,
+                                                  2.5 * gpus / 3600 / tput.lo * 1e6))
+    priced = replace(r, decisions=(low, *r.decisions[1:]), pricing=pricing)
+    data = json.loads(report.render(priced, "json"))
+    assert data["schema"] == "locust-spec/tune/3" and data["pricing"]["gpus"]["candidate"] == 2
+    assert data["decisions"][0]["arms"][1]["cost_per_mtok_usd"]["estimate"] == pytest.approx(
+        low.arm(4).cost_per_mtok_usd.estimate)
+    assert data["decisions"][1]["arms"][0]["cost_per_mtok_usd"] is None
+    assert "$ per M output tokens: chosen k (k=0)" in report.render(priced, "markdown")

@@ -33,7 +33,7 @@ def test_every_format_shows_each_tasks_own_k_beside_the_mixs():
     text = report.render(r, "text")
     assert "translation  1      " in text and "the schedule is the mix's" in text
     data = json.loads(report.render(r, "json"))
-    assert data["schema"] == SCHEMA == "locust-spec/tune/2"
+    assert data["schema"] == SCHEMA == "locust-spec/tune/3"
     assert [(t["task"], t["decisions"][0]["k"]) for t in data["tasks"]] == [("rag", 4), ("translation", 0)]
     assert "| task | users | k=0 | k=4 | task's k | mix's k |" in report.render(r, "markdown")
     assert "<h2>Per task</h2>" in report.render_html(r, b"png")
