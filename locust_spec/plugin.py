@@ -136,6 +136,12 @@ def _on_init(environment, web_ui=None, **_kw) -> None:
         # An unusable --metrics-url stops every process at start (a worker would otherwise wait for a
         # master that has gone), in one line that holds none of its secrets.
         scraper.check_url_options(environment.parsed_options, os.environ)
+        # Options that cannot run together (a level of too many arrivals) stop it at start too.
+        openloop.check_run(environment.parsed_options)
+        openloop.check_processes(environment.parsed_options, isinstance(environment.runner, MasterRunner))
+        check_ladder = getattr(environment.shape_class, "check_options", None)
+        if check_ladder is not None:
+            check_ladder(environment.parsed_options)
     except ValueError as e:
         raise SystemExit(f"locust-spec: {e}") from None
     guard.guard_environment(environment, web_ui)
@@ -270,6 +276,11 @@ def _on_test_start(environment, **_kw) -> None:
         run.workers.start_test()
         run.readiness.reset()  # a worker says it is ready only after this test's spawn
     runner = environment.runner
+    if run.collector is not None and _plain_rate(environment):  # a test started from the web UI, say
+        why = openloop.users_refusal(int(runner.target_user_count or 0), runner.worker_count)
+        if why is not None:
+            run.give_up(why)
+            return
     if run.collector is not None and environment.shape_class is None and not _plain_rate(environment):
         # A ladder publishes its own levels, with their warm-up. Workers hear the total from Locust only
         # once spawning completes, after their first requests started: tell them now, before the spawn

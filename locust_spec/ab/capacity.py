@@ -39,6 +39,8 @@ CALIBRATION_STEP_MS = 10.0
 CALIBRATION_TOKENS = 64
 CALIBRATION_DIR = keep.CALIBRATION
 PREFIX, SECOND_PREFIX = "r1", "r2"
+PREFIXES = (PREFIX, SECOND_PREFIX)
+"""The calibration runs' files in CALIBRATION_DIR (spec-ab and spec-tune record them as their own)."""
 START_S = 30.0
 RUN_S = 120.0
 
@@ -98,7 +100,7 @@ def calibrations(max_users: int, work: Path, command: Command, available: list[i
     could serve many more, at that count; the worst case when a run fails."""
     costs: list[budget.Cost] = []
     users: int | None = CALIBRATION_USERS
-    for prefix in (PREFIX, SECOND_PREFIX):
+    for prefix in PREFIXES:
         if users is None:
             break
         say(f"--processes auto: measuring this machine's client cost per chunk ({users} streams for "

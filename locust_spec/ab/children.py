@@ -111,6 +111,14 @@ def log_reason(text: str) -> str:
     return lines[-1] if lines else "no output"
 
 
+def signal_name(number: int) -> str:
+    """'SIGKILL' for 9; 'signal 64' for one without a name."""
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
+
+
 def reason(log: Path) -> str:
     return log_reason(log.read_text(errors="replace")) if log.exists() else "no log"
 

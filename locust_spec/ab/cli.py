@@ -9,22 +9,22 @@ import os
 import shutil
 import signal
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 import click
 
-from locust_spec.ab import capacity, children, keep, preflight, progress, sessions
+from locust_spec.ab import capacity, children, keep, outdir, preflight, progress, sessions
 from locust_spec.ab.children import ARMS, CLIENT_CPU, ChildError
 from locust_spec.ab.sessions import Run, SessionError, schedule
 from locust_spec.analysis import aa, api
 from locust_spec.analysis.cli import power_selection_options, power_selections, pricing_of, pricing_options
 from locust_spec.analysis.model import Pricing, Verdict, level_label
-from locust_spec.analysis.runs import InputError
+from locust_spec.analysis.runs import InputError, read_run
 from locust_spec.analysis.verdict import CLIENT_BEHIND
 from locust_spec.client import server_api
 from locust_spec.client.headers import HeaderValueError, credential
@@ -34,11 +34,12 @@ from locust_spec.core.arrivals import ARRIVALS, POISSON
 from locust_spec.core.design import Design
 from locust_spec.core.formats import EVERYTHING, TURNS, Selection
 from locust_spec.core.hosts import on_this_machine
-from locust_spec.core.prompts import Prompt, PromptError, load_prompt_set, parse_weighted
+from locust_spec.core.prompts import Prompt, PromptError, PromptFiles, load_prompt_set, parse_weighted
 from locust_spec.core.resources import locustfile
 from locust_spec.core.runfiles import RunFiles
 from locust_spec.metrics.power import GpuSelection
 from locust_spec.recording.scraper import TOKEN_ENV, default_metrics_url
+from locust_spec.recording.writes import write_whole
 from locust_spec.sim import roofline
 from locust_spec.wiring.openloop import parse_burstiness
 from locust_spec.wiring.shape import (
@@ -230,12 +231,17 @@ class AbError(Exception):
     """A failure the user sees as one line."""
 
 
+PROMPT_FILES = PromptFiles()
+"""The prompt files this command has read: the preflight and every arm's priming ask for the prompts, and a
+700 MB ShareGPT dump is read once."""
+
+
 def load_prompts(load: Load) -> list[Prompt]:
     """Every prompt of the run's sets that its filters keep, once each."""
     try:
         specs = load.prompts or ("all",)
         found = {p.id: p for spec in specs
-                 for p in load_prompt_set(parse_weighted(spec)[0], load.selection)}
+                 for p in load_prompt_set(parse_weighted(spec)[0], load.selection, PROMPT_FILES)}
         if not found:
             raise PromptError(f"no prompt passes the filters ({load.selection.describe()})")
         return list(found.values())
@@ -272,9 +278,11 @@ PRIME_CHUNK = 32
 """Prompts per priming call: the count shown while priming moves at least this often (8 at a time)."""
 
 
-def prime_arm(arm: str, host: str, load: Load, display: progress.Display) -> None:
+def prime_arm(arm: str, host: str, load: Load, display: progress.Display,
+              stop: threading.Event | None = None) -> None:
     """Send every prompt once before the arm's first sweep (see server_api.prime: a fair prefix cache),
-    saying how far it got every few seconds (against real vLLM it takes minutes)."""
+    saying how far it got every few seconds (against real vLLM it takes minutes); no more once `stop` is
+    set."""
     api_key = os.environ.get("OPENAI_API_KEY", "")
     prompts = load_prompts(load)
     try:
@@ -287,7 +295,9 @@ def prime_arm(arm: str, host: str, load: Load, display: progress.Display) -> Non
     with progress.phase(display, lambda s: f"{arm}: priming the prefix cache, {sent}/{len(prompts)} "
                                            f"prompts sent ({s:.0f}s)"):
         for i in range(0, len(prompts), PRIME_CHUNK):
-            result = server_api.prime(host, prompts[i:i + PRIME_CHUNK], model, api_key)
+            if stop is not None and stop.is_set():
+                return
+            result = server_api.prime(host, prompts[i:i + PRIME_CHUNK], model, api_key, stop=stop)
             sent, failed = sent + result.sent, failed + result.failed
             first_error = first_error or result.first_error
     if failed == sent:
@@ -301,26 +311,22 @@ def prime_arm(arm: str, host: str, load: Load, display: progress.Display) -> Non
 def prime_arms(hosts: dict[str, str], load: Load, display: progress.Display) -> None:
     """Prime every given arm's server ({arm: host}) at the same time: the arms of a session start together,
     and a server waiting for its turn to be primed is time lost."""
-    with ThreadPoolExecutor(max_workers=max(1, len(hosts))) as pool:
-        for done in [pool.submit(prime_arm, arm, host, load, display) for arm, host in hosts.items()]:
-            done.result()
+    stop = threading.Event()
+    try:
+        server_api.each_until(lambda pair: prime_arm(*pair, load, display, stop), list(hosts.items()),
+                              len(hosts))
+    except KeyboardInterrupt:  # Ctrl-C or SIGTERM: no prompt more, and no wait for those in flight
+        stop.set()
+        raise
 
 
-def clear_previous(out: Path) -> None:
-    """Remove what an earlier spec-ab wrote into `out` (only its own files), so runs never mix: with
-    --overwrite, once the preflight has passed."""
-    for arm in ARMS:
-        shutil.rmtree(out / arm, ignore_errors=True)
-    for name in (*VERDICT_FILES, aa.FILE, keep.SETTINGS_FILE, *keep.LOGS):
-        (out / name).unlink(missing_ok=True)
+OWN_DIRS = (*ARMS, keep.CALIBRATION, keep.STAGING)
+OWN_FILES = (*VERDICT_FILES, aa.FILE, keep.SETTINGS_FILE, *sorted(keep.LOGS))
+"""What spec-ab keeps at the top of its folder: anything else of these names is refused (outdir.py)."""
 
 
 REFUSAL_OPTIONS = ("--overwrite replaces them (once the preflight has passed)",
                    "--resume keeps the repeats that finished with the same settings and measures the rest")
-
-
-def folder_entries(out: Path) -> list[str]:
-    return sorted(p.name for p in out.iterdir()) if out.is_dir() else []
 
 
 def servers_record(where: dict[str, str], metrics: dict[str, str | None], self_test: bool,
@@ -344,7 +350,13 @@ def read_recorded(run: Run) -> keep.Recorded:
             return None
         return data if isinstance(data, dict) else None
 
-    return keep.Recorded(files.requests.is_file(), json_of(files.run), json_of(files.design))
+    unreadable = None
+    if files.requests.is_file():
+        try:  # as the verdict will read it: a run it cannot read is measured again, not kept
+            read_run(run.prefix)
+        except InputError as exc:
+            unreadable = str(exc)
+    return keep.Recorded(files.requests.is_file(), json_of(files.run), json_of(files.design), unreadable)
 
 
 def resume_plan(out: Path, plans: list[sessions.Session], record: dict,
@@ -535,8 +547,9 @@ def auto_processes(levels: str, simulated: bool, out: Path, say: Callable[[str],
               help="Run folder: both arms' files, verdict.json, report.html, report.md (aa.json with --aa). "
                    "A folder that holds results is refused unless --overwrite or --resume.")
 @click.option("--overwrite", is_flag=True,
-              help="Replace the results in --out, once the preflight has passed (a failing preflight leaves "
-                   "every file as it was).")
+              help="Replace the results spec-ab wrote in --out (its record there lists them), once the "
+                   "preflight has passed (a failing preflight leaves every file as it was); a folder holding "
+                   "anything else is refused.")
 @click.option("--resume", is_flag=True,
               help="Keep the repeats in --out that finished with the same settings (interleaved: a repeat is "
                    "both arms' session; sequential: one arm's sweep), measure the rest, then judge them all. "
@@ -566,7 +579,8 @@ def main(baseline: str | None, candidate: str | None, levels: str | None, stage_
     at the concurrency you serve.
 
     Exit codes: 0 a verdict; 1 no verdict (a preflight check failed, an arm could not be primed or its
-    Locust failed; one line says why); 2 a bad option, or --out holds results (nothing is touched);
+    Locust failed; one line says why); 2 a bad option, or --out holds results, a file spec-ab did not write
+    (--overwrite), a link, or is in use by another run (nothing is touched);
     3 a verdict, but an arm failed most requests at some level; 130 interrupted (--resume finishes it).
     """
     if overwrite and resume:
@@ -604,13 +618,17 @@ def main(baseline: str | None, candidate: str | None, levels: str | None, stage_
     power_gpus = power_selections(power_gpus_baseline, power_gpus_candidate)
     prompts = prompts or (DEMO_PROMPTS if simulated else ())
     # Before --processes auto, whose calibration would write into the folder.
-    held = keep.results(folder_entries(out))
-    refused = None if overwrite or resume else keep.refusal("spec-ab", out, held, REFUSAL_OPTIONS)
-    if refused:
-        click.echo(refused, err=True)
+    folder = outdir.Folder(out, "spec-ab")
+    try:
+        held = folder.enter(lambda: keep.admit(folder, REFUSAL_OPTIONS, overwrite, resume, OWN_DIRS,
+                                               OWN_FILES))
+    except outdir.FolderError as exc:
+        click.echo(str(exc), err=True)
         sys.exit(2)
     display = progress.Display(sys.stdout)
     if processes == "auto":
+        for prefix in capacity.PREFIXES:
+            folder.prefix(out / keep.CALIBRATION / prefix)
         streams = (max_concurrency or DEFAULT_MAX_CONCURRENCY) if ladder.rates else None
         at_once = len(ARMS) if design == designs.SIMULTANEOUS else 1
         processes, reason = auto_processes(ladder.levels, simulated, out,
@@ -653,14 +671,23 @@ def main(baseline: str | None, candidate: str | None, levels: str | None, stage_
                     f"{len(todo)} of {len(plans)} session(s) to measure")
         for note in resumed.notes:
             display.say(f"spec-ab: --resume: {note}")
+        own(folder, runs)  # what it kept is the settings' own spec-ab's: a later --overwrite replaces it
+        for position, slot, rebuilt in resumed.restored:
+            run = plans[position].runs[slot]
+            display.say(f"spec-ab: --resume: {run.arm} r{run.repeat} had no design file: rebuilt "
+                        f"{sessions.design_path(run)}")
+            sessions.write_design(run, rebuilt)
     replacing = overwrite and bool(held)
     logs = out / keep.STAGING if replacing else out
     previous = signal.signal(signal.SIGTERM, raise_interrupt)
-    out.mkdir(parents=True, exist_ok=True)
     done: list[Run] = [r for s in plans if s not in todo for r in s.runs]
     primed: set[str] = set()
     try:
         if todo:
+            if logs != out:
+                folder.dir(logs)
+            for name in sorted(keep.LOGS) if simulated else ():
+                folder.file(logs / name)
             logs.mkdir(exist_ok=True)
             with _servers(simulated, logs, time_scale, sim_gpu, sim_config, baseline, candidate,
                           self_test, resume, display) as urls:
@@ -674,7 +701,7 @@ def main(baseline: str | None, candidate: str | None, levels: str | None, stage_
                             f"({steps}, {level_length_text(plan)}) on {where_text} -> {out}")
                 if not skip_preflight:
                     run_preflight(urls, metrics, load, display, ARMS[:1] if self_test else ARMS)
-                start_writing(out, logs, record, todo, display)
+                start_writing(folder, logs, record, runs, todo, display)
 
                 # The simulators model their GPU's power: scraped too, so energy per token runs without one.
                 gpus_at = ({arm: base_url(url) + SIM_POWER_PATH for arm, url in urls.items()} if simulated
@@ -693,6 +720,8 @@ def main(baseline: str | None, candidate: str | None, levels: str | None, stage_
                         primed.update(fresh)
                     sessions.run(session, command, display)
                     done.extend(session.runs)
+        for name in (*VERDICT_FILES, *((aa.FILE,) if self_test else ())):
+            folder.file(out / name)
         verdict = write_verdict(out, runs, display, serving_concurrency, pricing, power_gpus)
         if self_test:
             found = aa.self_test(verdict)
@@ -706,12 +735,10 @@ def main(baseline: str | None, candidate: str | None, levels: str | None, stage_
         if failed:
             display.say(f"spec-ab: the run is bad: {'; '.join(failed)} (see each arm's log in {out})")
             sys.exit(3)
-    except KeyboardInterrupt:
-        kept = ", ".join(f"{r.arm} r{r.repeat}" for r in done) or "nothing"
-        stopped = "Locust and the simulators" if simulated else "Locust"
+    except KeyboardInterrupt as exc:
         display.finish()
-        display.say(f"spec-ab: interrupted; {stopped} stopped, kept {kept} in {out}"
-                    + ("; the same command with --resume measures the rest" if done else ""))
+        display.say(sessions.interrupted_line("spec-ab", out, done, exc,
+                                              "Locust and the simulators" if simulated else "Locust"))
         sys.exit(130)
     except (AbError, ChildError, SessionError) as exc:
         display.finish()
@@ -723,22 +750,33 @@ def main(baseline: str | None, candidate: str | None, levels: str | None, stage_
             shutil.rmtree(logs, ignore_errors=True)  # our own staging folder: the preflight failed
 
 
-def start_writing(out: Path, logs: Path, record: dict, todo: list[sessions.Session],
-                  display: progress.Display) -> None:
-    """Once the preflight has passed: under --overwrite clear the earlier results and move the running
-    simulators' logs in (they keep writing to them); the unfinished sessions' leftovers go (they are
-    measured again); spec-ab.json records the servers."""
+def start_writing(folder: outdir.Folder, logs: Path, record: dict, runs: list[Run],
+                  todo: list[sessions.Session], display: progress.Display) -> None:
+    """Once the preflight has passed: under --overwrite clear the earlier results (what spec-ab wrote, its
+    record says: outdir.py) and move the running simulators' logs in (they keep writing to them); the
+    unfinished sessions' leftovers go (they are measured again); spec-ab.json records the servers."""
+    out = folder.root
     if logs != out:
-        clear_previous(out)
+        folder.clear(spare=(keep.CALIBRATION, keep.STAGING))
         for log in logs.iterdir():
-            os.replace(log, out / log.name)
+            os.replace(log, folder.file(out / log.name))
         logs.rmdir()
         display.say(f"spec-ab: --overwrite: cleared the earlier results in {out}")
+    own(folder, runs)
     for session in todo:
         for run in session.runs:
             for path in sessions.run_files(run):
                 path.unlink(missing_ok=True)
-    (out / keep.SETTINGS_FILE).write_text(json.dumps(record, indent=2) + "\n")
+    write_whole(folder.file(out / keep.SETTINGS_FILE), (json.dumps(record, indent=2) + "\n").encode())
+
+
+def own(folder: outdir.Folder, runs: list[Run]) -> None:
+    """Record the runs' files (by prefix), spec-ab.json and the simulators' logs there as spec-ab's own."""
+    for run in runs:
+        folder.prefix(run.prefix)
+    for name in (keep.SETTINGS_FILE, *sorted(keep.LOGS)):
+        if name == keep.SETTINGS_FILE or (folder.root / name).is_file():
+            folder.file(folder.root / name)
 
 
 def level_length_text(plan: Design) -> str:

@@ -20,10 +20,11 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from locust_spec.ab import outdir
 from locust_spec.core.design import Design
 
 SETTINGS_FILE = "spec-ab.json"
@@ -44,21 +45,43 @@ END_SLACK_S = 0.5
 """A run whose record ended this much before its ladder's end was stopped early (a hard kill of spec-ab)."""
 
 
-def results(entries: Sequence[str]) -> list[str]:
-    """The folder's entries that may be a user's results: all but spec-ab's own logs and its record of the
-    servers (alone, they are what a run whose preflight failed, or that stopped in its first session,
-    leaves)."""
-    return sorted(e for e in entries if e not in LOGS and e not in (STAGING, SETTINGS_FILE, CALIBRATION))
+def results(entries: Sequence[str], mine: Collection[str] = ()) -> list[str]:
+    """The folder's entries that may be a user's results: all but the record of what the tool wrote and its
+    lock (ab/outdir.py), and, where that record lists them (`mine`: its top-level names), spec-ab's own
+    logs, its record of the servers and its calibration (alone, they are what a run whose preflight failed,
+    or that stopped in its first session, leaves; a user's file of one of those names is a result)."""
+    own = (LOGS | {STAGING, SETTINGS_FILE, CALIBRATION}) & set(mine)
+    return sorted(e for e in entries if e not in own and e not in outdir.OWN)
 
 
-def refusal(command: str, out: Path, entries: Sequence[str], options: Sequence[str]) -> str | None:
-    """The one line that refuses a folder holding results (None: go ahead). `options` are the ways on that
-    the command offers (--overwrite, --resume), as `--x: what it does` texts."""
-    found = results(entries)
+def refusal(command: str, out: Path, found: Sequence[str], options: Sequence[str]) -> str | None:
+    """The one line that refuses a folder holding results (`found`, from `results`; None: go ahead).
+    `options` are the ways on that the command offers (--overwrite, --resume), as `--x: what it does`
+    texts."""
     if not found:
         return None
     shown = ", ".join(found[:3]) + (f" and {len(found) - 3} more" if len(found) > 3 else "")
     return f"{command}: {out} already holds results ({shown}), left untouched; {'; '.join(options)}"
+
+
+def admit(folder: outdir.Folder, options: Sequence[str], overwrite: bool, resume: bool,
+          dirs: Sequence[str], files: Sequence[str]) -> list[str]:
+    """The results the folder holds, once it may be used as asked (outdir.FolderError, one line, when
+    not): no link or wrong-type entry in it (`dirs`, `files`: the tool's own names); with --overwrite
+    nothing the tool did not write; without --overwrite or --resume no result."""
+    top = folder.top()
+    owned = folder.owned()
+    held = results([e.rel for e in top], owned.top())
+    if overwrite:
+        folder.check_overwrite(owned)
+    elif held and not resume:
+        raise outdir.FolderError(refusal(folder.tool, folder.root, held, options))
+    elif held and not any(e.rel == SETTINGS_FILE and e.kind == "file" for e in top):
+        raise outdir.FolderError(f"{folder.tool}: --resume refused, {folder.root} left untouched: it has "
+                                 f"no readable {SETTINGS_FILE} (not written by this spec-ab); give another "
+                                 "--out")
+    folder.check(dirs, files)  # the whole folder walked (bounded) only once it is the tool's to use
+    return held
 
 
 @dataclass(frozen=True)
@@ -71,6 +94,8 @@ class Recorded:
     """PREFIX_run.json."""
     design: dict | None
     """PREFIX_design.json."""
+    unreadable: str | None = None
+    """Why spec-verdict cannot read the run's files (a truncated or corrupt CSV), said by its reader."""
 
 
 def options_of(argv: Sequence[str]) -> dict[str, tuple[str, ...]]:
@@ -133,6 +158,8 @@ def unfinished(found: Recorded, design: Design | None) -> str | None:
     zero = design.clock_unix_s if design.clock_unix_s is not None else started
     if not isinstance(zero, (int, float)) or ended < zero + design.seconds - END_SLACK_S:
         return "it stopped before its ladder's end"
+    if found.unreadable is not None:
+        return f"its files do not read ({found.unreadable})"
     return None
 
 
@@ -161,6 +188,8 @@ class Plan:
     todo: tuple[int, ...]
     notes: tuple[str, ...]
     conflict: str | None = None
+    restored: tuple[tuple[int, int, Design], ...] = ()
+    """(session, slot, design): the design files that kept runs lack, rebuilt, for the command to write."""
 
 
 @dataclass(frozen=True)
@@ -174,14 +203,42 @@ class Expected:
     design: Design
 
 
+def rebuilt_design(run: Expected, session: Sequence[Expected]) -> Design | None:
+    """The design file a run lacks, rebuilt: sequential, the design as planned (it has no clock); blocked,
+    its slot's with the shared clock another run of its session holds; None when none does."""
+    if not run.design.blocked:
+        return run.design
+    for other in session:
+        try:
+            design = Design.from_dict(other.found.design) if other.found.design is not None else None
+        except ValueError:
+            continue
+        if design is not None and design.clock_unix_s is not None:
+            return replace(run.design, clock_unix_s=design.clock_unix_s)
+    return None
+
+
 def plan(sessions: Sequence[Sequence[Expected]]) -> Plan:
     """Keep every session whose runs all finished as expected; measure the others. A finished run whose
-    settings differ is a conflict: resuming would judge two settings as one."""
-    kept, todo, notes = [], [], []
+    settings differ is a conflict: resuming would judge two settings as one. A finished run without its
+    design file keeps it rebuilt (`rebuilt_design`); where it cannot be, the resume is refused too:
+    measuring that session again would delete a finished run."""
+    kept, todo, notes, restored = [], [], [], []
     for position, runs in enumerate(sessions):
-        reasons = []
-        for run in runs:
-            why, differs = judge_run(run.found, run.command, run.design)
+        reasons, lost, rebuilt = [], [], []
+        for slot, run in enumerate(runs):
+            found = run.found
+            if found.design is None and found.requests:
+                design = rebuilt_design(run, runs)
+                if design is None:  # judged from its start (the clock's zero was a few seconds later)
+                    lost.append(run.name)
+                    started = (found.run or {}).get("started_unix_s")
+                    if isinstance(started, (int, float)):
+                        found = replace(found, design=replace(run.design, clock_unix_s=started).to_dict())
+                else:
+                    found = replace(found, design=design.to_dict())
+                    rebuilt.append((position, slot, design))
+            why, differs = judge_run(found, run.command, run.design)
             if differs is not None:
                 return Plan((), (), (), f"{run.name} was measured with other settings (its Locust command "
                                         f"and design, in its _run.json and _design.json): {differs}")
@@ -191,9 +248,15 @@ def plan(sessions: Sequence[Sequence[Expected]]) -> Plan:
             todo.append(position)
             if any(r.found.requests or r.found.run is not None for r in runs):
                 notes.append(f"measuring {' + '.join(r.name for r in runs)} again ({'; '.join(reasons)})")
+        elif lost:
+            return Plan((), (), (), f"{lost[0]} finished, but its _design.json (the shared clock's zero) is "
+                                    "missing and no other run of its session holds it: measuring the session "
+                                    "again would delete a finished run; restore the file, or give another "
+                                    "--out")
         else:
             kept.append(position)
-    return Plan(tuple(kept), tuple(todo), tuple(notes))
+            restored += rebuilt
+    return Plan(tuple(kept), tuple(todo), tuple(notes), None, tuple(restored))
 
 
 def settings_difference(recorded: object, now: dict) -> str | None:

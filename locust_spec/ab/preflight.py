@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 import orjson
 
 from locust_spec.client import context, server_api, sse
-from locust_spec.client.settings import DEFAULT_MAX_TOKENS
+from locust_spec.core.max_tokens import effective_max_tokens
 from locust_spec.core.prompts import Prompt
 from locust_spec.metrics import counters
 from locust_spec.metrics.exposition import Parsed, Snapshot
@@ -69,6 +69,7 @@ class Flags:
     model: str = "--model"
     prompts: str = "--prompts"
     max_tokens: str = "--max-tokens"
+    max_prompt_chars: str = "--max-prompt-chars"
 
 
 SPEC_AB = Flags()
@@ -116,10 +117,16 @@ class Observed:
     metrics_before: Parsed | None
     metrics_after: Parsed | None
     metrics_error: str | None
+    left_out: tuple[context.TooLong, ...] = ()
+    """Prompts that cannot fit its context with the max_tokens they are sent with: the runs leave them out
+    (wiring/run.py), so the probes skip them too."""
+    counted: bool = False
+    """Whether `left_out` was counted by the server's /tokenize (else estimated from below)."""
 
 
 def max_tokens_of(prompt: Prompt, max_tokens: int | None) -> int:
-    return prompt.max_tokens or max_tokens or DEFAULT_MAX_TOKENS
+    """What the runs send with `prompt` under `--max-tokens` (core/max_tokens.py): never its own above it."""
+    return effective_max_tokens(prompt.max_tokens, max_tokens)
 
 
 def estimated_tokens(prompt: Prompt) -> int:
@@ -198,7 +205,8 @@ def _context_fix(error: str, flags: Flags) -> str:
         room = int(context[1]) - int(next(g for g in prompt.groups() if g))
         if room > 0:
             return f"pass {flags.max_tokens} {room} or less"
-        return f"shorten that prompt or leave out its prompt set ({flags.prompts})"
+        return (f"leave that prompt out ({flags.max_prompt_chars} below its length) or its prompt set "
+                f"({flags.prompts})")
     return f"lower {flags.max_tokens}, or leave out its prompt set ({flags.prompts})"
 
 
@@ -231,6 +239,28 @@ def _judge_context(arm: Arm, seen: Observed, prompts: Sequence[Prompt], max_toke
     return [Problem(arm.name, f"{len(over)} prompt(s) ask for up to {asked} tokens, at or above the model's "
                               f"context of {seen.max_model_len} (max_model_len)",
                     f"pass {flags.max_tokens} below {seen.max_model_len}")]
+
+
+def _judge_fit(arm: Arm, seen: Observed, prompts: Sequence[Prompt], flags: Flags) -> list[Problem]:
+    """Prompts that cannot fit the context are left out of the runs (a note, as Locust's warning); none
+    left is fatal. Those whose max_tokens alone fills the context are _judge_context's."""
+    length = seen.max_model_len
+    found = [f for f in seen.left_out if length is not None and f.max_tokens < length]
+    if not found:
+        return []
+    if len(seen.left_out) >= len(prompts):
+        return [Problem(arm.name, f"no prompt fits the model's context of {length} (max_model_len) with the "
+                                  "max_tokens it is sent with",
+                        f"lower {flags.max_tokens}, or give other prompts ({flags.prompts})")]
+    how = "counted by its /tokenize" if seen.counted else "estimated from below, without /tokenize"
+    named = ", ".join(f"{f.prompt.id} ({f.tokens} + {f.max_tokens} tokens)" for f in found[:5])
+    more = f" and {len(found) - 5} more" if len(found) > 5 else ""
+    chars = min(f.prompt.chars for f in found) - 1
+    return [Problem(arm.name, f"{len(found)} of {len(prompts)} prompts cannot fit the model's context of "
+                              f"{length} with the max_tokens they are sent with ({how}): {named}{more}; the "
+                              "runs leave them out, as Locust does",
+                    f"{flags.max_prompt_chars} {chars} leaves them out of the prompt sets (the same on both "
+                    "arms, whatever their contexts)", fatal=False)]
 
 
 def _window(seen: Observed, url: str) -> counters.SpecWindow | None:
@@ -327,6 +357,7 @@ def judge(arms: Sequence[Arm], seen: Sequence[Observed], model: str, prompts: Se
     for arm, s in zip(arms, seen, strict=True):
         out += _judge_models(arm, s, model, flags)
         out += _judge_context(arm, s, prompts, max_tokens, flags)
+        out += _judge_fit(arm, s, prompts, flags)
         out += _judge_probes(arm, s, flags)
         out += [] if swapped else _judge_metrics(arm, s)
     return out
@@ -396,14 +427,34 @@ def observe(arm: Arm, model: str, prompts: Sequence[Prompt], max_tokens: int | N
     before, error = _scrape(fetch, url) if url else (None, None)
     chosen = model or (models[0] if models else None)
     probes: tuple[Probe, ...] = ()
+    left_out: tuple[context.TooLong, ...] = ()
+    count = None
     if models and chosen in models:
         count = context.server_counter(arm.url, credentials.api_key, chosen, CALL_TIMEOUT_S)
+        left_out = unfit(prompts, length, max_tokens, count)
+        gone = {id(f.prompt) for f in left_out}
+        sent = [p for p in prompts if id(p) not in gone]
         probes = tuple(stream_probe(arm.url, p, chosen, max_tokens_of(p, max_tokens), credentials.api_key)
-                       for p in riskiest(prompts, max_tokens, count=count, max_model_len=length))
+                       for p in riskiest(sent, max_tokens, count=count, max_model_len=length))
     after = None
     if url and error is None:
         after, error = _scrape(fetch, url)
-    return Observed(models, models_error, length, chosen if models else None, probes, before, after, error)
+    return Observed(models, models_error, length, chosen if models else None, probes, before, after, error,
+                    left_out, count is not None)
+
+
+def unfit(prompts: Sequence[Prompt], max_model_len: int | None, max_tokens: int | None,
+          count: Callable[[Prompt], int] | None) -> tuple[context.TooLong, ...]:
+    """The prompts a run leaves out at this context (wiring/run.py asks the same, with the same counter:
+    the server's /tokenize, else a lower bound), each with the max_tokens it would be sent with."""
+    if max_model_len is None:
+        return ()
+    try:
+        return tuple(context.too_long(prompts, max_model_len,
+                                      lambda own: effective_max_tokens(own, max_tokens),
+                                      count or context.lower_bound))
+    except (OSError, ValueError):
+        return ()  # a run that cannot count sends every prompt: so do the probes
 
 
 def check(arms: Sequence[Arm], model: str, prompts: Sequence[Prompt], max_tokens: int | None,

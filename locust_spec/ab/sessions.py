@@ -10,8 +10,10 @@ one arm alone, as spec-ab always ran.
 from __future__ import annotations
 
 import json
+import math
 import os
 import shutil
+import signal
 import subprocess
 import tempfile
 import time
@@ -105,9 +107,46 @@ Command = Callable[[Run, Design], tuple[list[str], dict[str, str]]]
 """A run's Locust command line and environment, given its design (slot and clock included)."""
 
 
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C (or SIGTERM) during a blocked session after its first `levels` levels had ended on the shared
+    clock: their files are kept (every arm's blocks of those levels are in them, paired)."""
+
+    def __init__(self, session: Session, levels: int) -> None:
+        super().__init__()
+        self.session = session
+        self.levels = levels
+
+    def line(self) -> str:
+        design = self.session.design
+        steps = ", ".join(f"{s:g}" for s in design.steps[:self.levels]) + (" req/s" if design.rates else "")
+        return (f"the {self.levels} level(s) of {'+'.join(self.session.arms)} r{self.session.repeat} that "
+                f"had ended ({steps})")
+
+
+def interrupted_line(tool: str, out: Path, done: Sequence[Run], exc: KeyboardInterrupt, stopped: str) -> str:
+    """What an interrupt kept (`done`: the finished sessions' runs) and how to go on."""
+    kept = ", ".join(f"{r.arm} r{r.repeat}" for r in done)
+    if not isinstance(exc, Interrupted):
+        return (f"{tool}: interrupted; {stopped} stopped, kept {kept or 'nothing'} in {out}"
+                + ("; the same command with --resume measures the rest" if done else ""))
+    return (f"{tool}: interrupted; {stopped} stopped, kept {kept + ' and ' if kept else ''}{exc.line()} in "
+            f"{out} (spec-verdict {out} judges what was measured); the same command with --resume measures "
+            "the rest, the interrupted session again whole")
+
+
+def finished_levels(plan: Design, clock: float | None, now: float) -> int:
+    """How many of a blocked session's levels had ended on its clock by `now` (0 before its clock, or
+    sequential: each run's Locust keeps its own time there)."""
+    if clock is None or not plan.blocked:
+        return 0
+    return max(0, min(len(plan.steps), math.floor((now - clock) / plan.stage_s)))
+
+
 def run(session: Session, command: Command, display: progress.Display) -> None:
     """Start every run of the session, show progress until all end; on any failure or interrupt stop
-    them all and discard the session's files (finished sessions are kept)."""
+    them all and discard the session's files but its logs (finished sessions are kept; a failure's line
+    names the log that says more). An interrupt after a blocked session's first levels ended keeps its
+    files and raises Interrupted: the measured levels are not thrown away."""
     plan = session.design
     # under a blocked design the clock's zero is provisional until every process has said it is up
     provisional = time.time() + READY_WAIT_S if plan.blocked else None
@@ -115,12 +154,13 @@ def run(session: Session, command: Command, display: progress.Display) -> None:
     procs: list[subprocess.Popen] = []
     watches = []
     started = time.monotonic()
+    clock = None
     try:
         for slot, r in enumerate(session.runs):
             design = plan.for_slot(slot, provisional) if plan.blocked else plan
             r.prefix.parent.mkdir(parents=True, exist_ok=True)
             if not plan.blocked:  # a blocked run's design is written once its clock's zero is known
-                _write_design(r, design)
+                write_design(r, design)
             cmd, env = command(r, design)
             if meeting is not None:
                 env = {**(os.environ if env is None else env), CLOCK_DIR_ENV: str(meeting)}
@@ -128,13 +168,20 @@ def run(session: Session, command: Command, display: progress.Display) -> None:
             watches.append(progress.Watch(r.prefix))
         clock = _start_clock(session, procs, meeting, provisional) if meeting is not None else None
         _watch(session, procs, watches, clock, started, display)
-    except BaseException:
+    except BaseException as exc:
+        ended = finished_levels(plan, clock, time.time()) if isinstance(exc, KeyboardInterrupt) else 0
         display.finish()
         for proc in procs:
-            children.stop(proc)
+            # SIGINT: Locust ends its run and writes its files (its SIGTERM handler never takes hold in
+            # these children: SIGTERM kills them at once, rows still buffered, no summary); SIGTERM where
+            # nothing is kept
+            children.stop(proc, signal.SIGINT if ended else signal.SIGTERM)
+        if ended:
+            raise Interrupted(session, ended) from None
         for r in session.runs:
             for path in run_files(r):
-                path.unlink(missing_ok=True)
+                if path != r.prefix.with_suffix(".log"):
+                    path.unlink(missing_ok=True)
         raise
     finally:
         if meeting is not None:
@@ -158,14 +205,14 @@ def _start_clock(session: Session, procs: list[subprocess.Popen], meeting: Path,
         time.sleep(0.02)
     zero = min(time.time() + READY_MARGIN_S, provisional)
     for slot, r in enumerate(session.runs):
-        _write_design(r, session.design.for_slot(slot, zero))
+        write_design(r, session.design.for_slot(slot, zero))
     written = meeting / f"{CLOCK_FILE}.new"
     written.write_text(repr(zero))
     os.replace(written, meeting / CLOCK_FILE)  # whole, for processes reading it meanwhile
     return zero
 
 
-def _write_design(run: Run, design: Design) -> None:
+def write_design(run: Run, design: Design) -> None:
     design_path(run).write_text(json.dumps(design.to_dict()) + "\n")
 
 
@@ -205,4 +252,9 @@ def _ok(r: Run, proc: subprocess.Popen) -> bool:
 
 def _failure(r: Run, proc: subprocess.Popen) -> str:
     log = r.prefix.with_suffix(".log")
-    return f"locust ({r.arm} r{r.repeat}) failed, exit {proc.returncode}: {children.reason(log)} (log: {log})"
+    if proc.returncode < 0:  # a signal from outside (spec-ab stops its children only after a failure)
+        how = f"killed by {children.signal_name(-proc.returncode)} mid-run (not by spec-ab: the kernel's " \
+              "out-of-memory killer, or someone on this machine)"
+    else:
+        how = f"failed, exit {proc.returncode}: {children.reason(log)}"
+    return f"locust ({r.arm} r{r.repeat}) {how} (log: {log})"

@@ -192,7 +192,7 @@ def chat_body(settings: RequestSettings, messages: Sequence[dict], continuous_us
     body: dict = {
         "model": settings.model,
         "messages": list(messages),
-        "max_tokens": settings.max_tokens,
+        "max_tokens": settings.max_tokens_for(None),
         "temperature": settings.temperature,
         "stream": True,
         "stream_options": {"include_usage": True, "continuous_usage_stats": True}

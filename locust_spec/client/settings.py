@@ -6,8 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from locust_spec.client.transport import MAX_LINE_BYTES, MAX_RESPONSE_BYTES
-
-DEFAULT_MAX_TOKENS = 256
+from locust_spec.core.max_tokens import effective_max_tokens
 
 
 @dataclass(frozen=True)
@@ -31,6 +30,6 @@ class RequestSettings:
     max_response_bytes: int = MAX_RESPONSE_BYTES
 
     def max_tokens_for(self, own: int | None) -> int:
-        """What a request asks for: its own max_tokens (else the default), never above the cap."""
-        value = own if own is not None else self.max_tokens
-        return min(value, self.max_tokens_cap) if self.max_tokens_cap is not None else value
+        """What a request asks for (core/max_tokens.py): its own max_tokens (else the default), never above
+        the cap."""
+        return effective_max_tokens(own, self.max_tokens_cap, self.max_tokens)

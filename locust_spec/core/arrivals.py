@@ -20,6 +20,16 @@ POISSON, CONSTANT, GAMMA = "poisson", "constant", "gamma"
 ARRIVALS = (POISSON, CONSTANT, GAMMA)
 BLOCK = 4096
 """Arrival gaps are drawn this many at a time: a long run's schedule is never held whole."""
+MAX_RATE = 10_000.0
+"""Requests per second, the most a rate may ask: a load generator process sends a few hundred to a few
+thousand a second, so more is a typo; and counting a level's arrivals holds the event loop for as long
+as they take to draw (`--rate 1e9`: minutes, the run deaf to SIGTERM)."""
+MIN_BURSTINESS, MAX_BURSTINESS = 0.05, 1000.0
+"""Gamma's shape: 0.05 is gaps with a coefficient of variation of 4.5, far burstier than any traffic
+measured; below, the gaps underflow to zero and a level's count has no useful bound (1e-9 drew 68.5
+million arrivals for a 10 req/s, 5 s level). 1000 is already constant gaps within 3%."""
+MAX_LEVEL_ARRIVALS = 5_000_000
+"""Arrivals one level may schedule (rate x the level's seconds): counting them takes about a second."""
 
 
 @dataclass(frozen=True)
@@ -46,8 +56,7 @@ class ArrivalPlan:
         check_rate(self.rate)
         if self.arrival not in ARRIVALS:
             raise ValueError(f"arrival must be one of {', '.join(ARRIVALS)}, not {self.arrival!r}")
-        if not (self.burstiness > 0 and math.isfinite(self.burstiness)):
-            raise ValueError(f"burstiness must be a positive number, not {self.burstiness!r}")
+        check_burstiness(self.burstiness)
         if not self.slots:
             raise ValueError("an arrival plan needs at least one slot")
         pairs = zip(self.windows, self.windows[1:], strict=False)
@@ -87,7 +96,24 @@ class ArrivalPlan:
 def check_rate(rate: float) -> float:
     if not (isinstance(rate, (int, float)) and rate > 0 and math.isfinite(rate)):
         raise ValueError(f"a rate must be a positive number of requests per second, not {rate!r}")
+    if rate > MAX_RATE:
+        raise ValueError(f"a rate of {rate:g} requests per second is above the {MAX_RATE:g} allowed")
     return float(rate)
+
+
+def check_burstiness(value: float) -> float:
+    if not (isinstance(value, (int, float)) and MIN_BURSTINESS <= value <= MAX_BURSTINESS):
+        raise ValueError(f"burstiness must be between {MIN_BURSTINESS:g} and {MAX_BURSTINESS:g} "
+                         f"(1: Poisson), not {value!r}")
+    return float(value)
+
+
+def check_level_arrivals(rate: float, seconds: float) -> None:
+    """Refuse a level that would schedule more than MAX_LEVEL_ARRIVALS (one line: what to lower)."""
+    if rate * seconds > MAX_LEVEL_ARRIVALS:
+        raise ValueError(f"{rate:g} requests per second for {seconds:g} s is {rate * seconds:,.0f} arrivals "
+                         f"in one level, above the {MAX_LEVEL_ARRIVALS:,} allowed: lower the rate or shorten "
+                         "the level")
 
 
 def level_seed(seed: int, level_index: int) -> int:

@@ -21,11 +21,12 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 import logging
+import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 import orjson
 
@@ -219,68 +220,146 @@ def parse_row(obj: object, where: str, default_id: str, stem: str, turns: str = 
 # ---------------------------------------------------------------- files -> rows
 
 
-def _decode(path: Path, data: bytes) -> str:
+CHUNK_BYTES = 1 << 20
+"""A prompt file is read this much at a time: memory holds a chunk and the row being read, whatever the
+file's size (a ShareGPT dump is 700 MB)."""
+MAX_ROW_BYTES = 64 << 20
+"""The longest row (a JSONL line, a JSON array element) read; longer is refused, so a file with no line
+breaks cannot fill the memory."""
+MAX_DEPTH = 64
+"""How deeply a JSON array's row may nest: every supported shape needs four levels; more is no prompt (and
+Python's json parser, used before, overflowed its stack on a deeply nested file). orjson refuses a JSONL
+row nested beyond 1,024 levels itself."""
+_BRACKET = re.compile(rb"[\[\]{}]")
+_SPACE = re.compile(rb"[^ \t\r\n]")
+BOM = b"\xef\xbb\xbf"
+
+
+def _loads(path: Path, line: int, data: bytes | bytearray) -> object:
     try:
-        return data.decode("utf-8-sig")
-    except UnicodeDecodeError as e:
-        line = data[:e.start].count(b"\n") + 1
-        raise PromptError(f"{path}:{line}: not UTF-8 text") from None
+        return orjson.loads(data)
+    except orjson.JSONDecodeError as e:
+        raise PromptError(f"{path}:{line + getattr(e, 'lineno', 1) - 1}: not JSON ({e})") from None
 
 
-def _jsonl_rows(path: Path, data: bytes) -> Iterator[tuple[int, object]]:
-    data = data.removeprefix(b"\xef\xbb\xbf")  # a byte-order mark, as some editors save UTF-8
-    for lineno, line in enumerate(data.splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            yield lineno, orjson.loads(line)
-        except orjson.JSONDecodeError as e:
-            raise PromptError(f"{path}:{lineno}: not JSON ({e})") from None
+def _jsonl_rows(path: Path, handle: BinaryIO) -> Iterator[tuple[int, object]]:
+    lineno = 0
+    while line := handle.readline(MAX_ROW_BYTES + 1):
+        lineno += 1
+        if lineno == 1:
+            line = line.removeprefix(BOM)  # a byte-order mark, as some editors save UTF-8
+        if len(line) > MAX_ROW_BYTES and not line.endswith(b"\n"):
+            raise PromptError(f"{path}:{lineno}: a line longer than {MAX_ROW_BYTES >> 20} MiB")
+        if line.strip():
+            yield lineno, _loads(path, lineno, line)
 
 
-def _json_rows(path: Path, data: bytes) -> Iterator[tuple[int, object]]:
-    """The elements of a JSON array one at a time, each with the line it starts on: a malformed element
-    names its line, and a row limit stops reading there (ShareGPT dumps are hundreds of MB)."""
-    text = _decode(path, data)
-    decoder = json.JSONDecoder()
-    pos, line, counted = 0, 1, 0
+def _string_end(data: bytes | bytearray, start: int) -> int:
+    """The index after the closing quote of the string whose opening quote is at `start`, -1 when it does
+    not end within the data (memchr-fast: a string's text is never looked at byte by byte)."""
+    at = start + 1
+    while (quote := data.find(b'"', at)) >= 0:
+        slash = quote
+        while data[slash - 1] == 0x5C:  # a quote after an odd number of backslashes is escaped
+            slash -= 1
+        if (quote - slash) % 2 == 0:
+            return quote + 1
+        at = quote + 1
+    return -1
 
-    def skip(i: int) -> int:
-        while i < len(text) and text[i] in " \t\r\n":
-            i += 1
-        return i
 
-    def line_at(i: int) -> int:
-        nonlocal line, counted
-        line += text.count("\n", counted, i)
-        counted = i
-        return line
+def value_end(data: bytes | bytearray, where: str) -> int | None:
+    """Where the JSON object or array at the start of `data` ends, or None when it does not end within
+    it (read more). PromptError when it nests deeper than MAX_DEPTH."""
+    depth, at = 0, 0
+    while True:
+        quote = data.find(b'"', at)
+        for m in _BRACKET.finditer(data, at, len(data) if quote < 0 else quote):
+            if data[m.start()] in b"[{":
+                depth += 1
+                if depth > MAX_DEPTH:
+                    raise PromptError(f"{where}: nested deeper than {MAX_DEPTH} levels: not a prompt row")
+            else:
+                depth -= 1
+                if depth <= 0:
+                    return m.end()
+        if quote < 0 or (at := _string_end(data, quote)) < 0:
+            return None
 
-    pos = skip(pos)
-    if pos >= len(text) or text[pos] != "[":
-        raise PromptError(f"{path}:{line_at(pos)}: a JSON prompt file must be an array of objects "
+
+class _Buffer:
+    """A file read a chunk at a time: `data` holds what is not yet consumed, `line` the line its first
+    byte is on."""
+
+    def __init__(self, path: Path, handle: BinaryIO) -> None:
+        self.path, self.handle = path, handle
+        self.data = bytearray(handle.read(CHUNK_BYTES).removeprefix(BOM))
+        self.line = 1
+
+    def more(self) -> bool:
+        """Read on: at least a chunk, and as much as is held (a long row is scanned again as often as
+        the data doubles, not once a chunk)."""
+        chunk = self.handle.read(max(CHUNK_BYTES, len(self.data)))
+        self.data += chunk
+        return bool(chunk)
+
+    def consume(self, n: int) -> None:
+        self.line += self.data.count(b"\n", 0, n)
+        del self.data[:n]
+
+    def next_byte(self) -> int | None:
+        """The next byte that is not white space (consuming the space before it), None at the end."""
+        while True:
+            m = _SPACE.search(self.data)
+            if m is not None:
+                self.consume(m.start())
+                return self.data[0]
+            self.consume(len(self.data))
+            if not self.more():
+                return None
+
+    def element(self) -> bytes:
+        """The JSON object or array starting at the buffer's start, whole (it is consumed)."""
+        while (end := value_end(self.data, f"{self.path}:{self.line}")) is None:
+            if len(self.data) > MAX_ROW_BYTES:
+                raise PromptError(f"{self.path}:{self.line}: a row longer than {MAX_ROW_BYTES >> 20} MiB")
+            if not self.more():
+                raise PromptError(f"{self.path}:{self.line}: not JSON (the file ends inside a row)")
+        if end > MAX_ROW_BYTES:
+            raise PromptError(f"{self.path}:{self.line}: a row longer than {MAX_ROW_BYTES >> 20} MiB")
+        found = bytes(self.data[:end])
+        self.consume(end)
+        return found
+
+
+def _json_rows(path: Path, handle: BinaryIO) -> Iterator[tuple[int, object]]:
+    """The elements of a JSON array one at a time, each with the line it starts on, read a chunk at a time:
+    a malformed element names its line, and a row limit stops reading there (ShareGPT dumps are hundreds
+    of MB)."""
+    buf = _Buffer(path, handle)
+    if buf.next_byte() != ord("["):
+        raise PromptError(f"{path}:{buf.line}: a JSON prompt file must be an array of objects "
                           "(ShareGPT's layout); one object a line is .jsonl")
-    pos = skip(pos + 1)
-    if pos < len(text) and text[pos] == "]":
+    buf.consume(1)
+    if buf.next_byte() == ord("]"):
         return
     while True:
-        start = line_at(pos)
-        try:
-            obj, pos = decoder.raw_decode(text, pos)
-        except json.JSONDecodeError as e:
-            raise PromptError(f"{path}:{line_at(min(e.pos, len(text)))}: not JSON ({e.msg})") from None
-        yield start, obj
-        pos = skip(pos)
-        if pos < len(text) and text[pos] == ",":
-            pos = skip(pos + 1)
-        elif pos < len(text) and text[pos] == "]":
+        if buf.next_byte() not in (ord("{"), ord("[")):
+            raise PromptError(f"{path}:{buf.line}: expected an object")
+        line = buf.line
+        yield line, _loads(path, line, buf.element())
+        after = buf.next_byte()
+        if after == ord(","):
+            buf.consume(1)
+        elif after == ord("]"):
             return
         else:
-            raise PromptError(f"{path}:{line_at(min(pos, len(text)))}: expected ',' or ']' between rows")
+            raise PromptError(f"{path}:{buf.line}: expected ',' or ']' between rows")
 
 
-def _csv_rows(path: Path, data: bytes) -> Iterator[tuple[int, object]]:
-    reader = csv.DictReader(io.StringIO(_decode(path, data), newline=""), restkey="\x00extra")
+def _csv_rows(path: Path, handle: BinaryIO) -> Iterator[tuple[int, object]]:
+    text = io.TextIOWrapper(handle, encoding="utf-8-sig", newline="")
+    reader = csv.DictReader(text, restkey="\x00extra")
     try:
         fields = [f.strip().lower() for f in reader.fieldnames or []]
         if "prompt" not in fields:
@@ -296,26 +375,30 @@ def _csv_rows(path: Path, data: bytes) -> Iterator[tuple[int, object]]:
                                                                           "max_tokens") and v != ""}
     except csv.Error as e:
         raise PromptError(f"{path}:{reader.line_num}: not CSV ({e})") from None
+    except UnicodeDecodeError:
+        raise PromptError(f"{path}:{reader.line_num + 1}: not UTF-8 text") from None
 
 
 def rows(path: Path) -> Iterator[tuple[int, object]]:
-    """(line, parsed row) of a prompt file: `.json` an array, `.csv` a table, anything else JSONL."""
+    """(line, parsed row) of a prompt file: `.json` an array, `.csv` a table, anything else JSONL; read a
+    chunk at a time, so a caller that stops early reads no further."""
     try:
-        data = path.read_bytes()
+        handle = path.open("rb")
     except OSError as e:
         raise PromptError(f"{path}: cannot read ({e.strerror})") from None
     suffix = path.suffix.lower()
-    if suffix == ".json":
-        return _json_rows(path, data)
-    if suffix == ".csv":
-        return _csv_rows(path, data)
-    return _jsonl_rows(path, data)
+    reader = _json_rows if suffix == ".json" else _csv_rows if suffix == ".csv" else _jsonl_rows
+    with handle:
+        try:
+            yield from reader(path, handle)
+        except OSError as e:
+            raise PromptError(f"{path}: cannot read ({e.strerror})") from None
 
 
-def _grouped(prompts: list[Prompt]) -> list[Prompt]:
+def _grouped(prompts: list[Prompt], classes: set[str]) -> list[Prompt]:
     """SpecBench's question.jsonl keeps MT-Bench's eight categories, and its evaluation reports them as one
-    task, `mt_bench`: in a file that also holds SpecBench's other tasks they become that class."""
-    classes = {p.cls for p in prompts}
+    task, `mt_bench`: in a file that also holds SpecBench's other tasks (`classes`, every row's) they become
+    that class."""
     if not classes & set(SPECBENCH_TASKS[1:]) or not classes & MT_BENCH_CATEGORIES:
         return prompts
     return [Prompt(p.id, "mt_bench", p.messages, p.max_tokens, p.followups, p.cls)
@@ -324,8 +407,10 @@ def _grouped(prompts: list[Prompt]) -> list[Prompt]:
 
 def read_prompts(path: Path, selection: Selection = EVERYTHING) -> list[Prompt]:
     """Every prompt of a file that the selection keeps, in file order. PromptError (one line naming the
-    file and line) on the first malformed row or an empty file; a file the filters empty gives []."""
-    parsed: list[Prompt] = []
+    file and line) on the first malformed row or an empty file; a file the filters empty gives []. Rows
+    the filters leave out are not held (memory grows with what is kept, not with the file)."""
+    held: list[Prompt] = []
+    classes: set[str] = set()
     skipped = kept = 0
     questions = False
     for lineno, obj in rows(path):
@@ -333,8 +418,12 @@ def read_prompts(path: Path, selection: Selection = EVERYTHING) -> list[Prompt]:
         if prompt is None:
             skipped += 1
             continue
-        parsed.append(prompt)
+        classes.add(prompt.cls)
         kept += selection.keeps(prompt)
+        # an MT-Bench category may become `mt_bench` (_grouped): such a row's category is judged at the end
+        if selection.keeps(prompt) or (prompt.cls in MT_BENCH_CATEGORIES and selection.keeps(
+                Prompt(prompt.id, "mt_bench", prompt.messages, None, (), prompt.cls))):
+            held.append(prompt)
         # A question file's classes depend on all its categories (_grouped): it is read to the end. Other
         # files stop once the limit is reached (a ShareGPT dump holds about 90,000 conversations).
         questions = questions or (isinstance(obj, dict) and "turns" in obj)
@@ -342,7 +431,7 @@ def read_prompts(path: Path, selection: Selection = EVERYTHING) -> list[Prompt]:
             break
     if skipped:
         log.warning("locust-spec: %s: %d conversations without a human turn left out", path, skipped)
-    if not parsed:
+    if not classes:
         raise PromptError(f"{path}: no prompts")
-    chosen = [p for p in _grouped(parsed) if selection.keeps(p)]
+    chosen = [p for p in _grouped(held, classes) if selection.keeps(p)]
     return chosen[:selection.limit] if selection.limit is not None else chosen

@@ -18,9 +18,9 @@ from locust_spec.core.formats import (
 )
 from locust_spec.core.resources import prompts_dir
 
-__all__ = ["BUILTIN_DIR", "GROUPS", "Prompt", "PromptError", "PromptSampler", "Selection", "builtin_names",
-           "describe_sets", "load_prompt_set", "parse_weighted", "prompt_specs", "set_names", "set_paths",
-           "stream_seed"]
+__all__ = ["BUILTIN_DIR", "GROUPS", "Prompt", "PromptError", "PromptFiles", "PromptSampler", "Selection",
+           "builtin_names", "describe_sets", "load_prompt_set", "parse_weighted", "prompt_specs", "set_names",
+           "set_paths", "stream_seed"]
 
 log = logging.getLogger(__name__)
 
@@ -56,24 +56,54 @@ def set_paths(spec: str) -> list[Path]:
     return [path]
 
 
-def load_prompt_set(spec: str, selection: Selection = EVERYTHING) -> list[Prompt]:
-    """The prompts of a set (see `set_paths`), the selection's filters applied to each file. [] when the
-    filters leave nothing."""
-    return [p for path in set_paths(spec) for p in read_prompts(path, selection)]
+class PromptFiles:
+    """The prompt files one process has read, each read once per selection (a process builds its sampler
+    at start, again at every test, and describes the sets for PREFIX_run.json: a 700 MB ShareGPT dump was
+    parsed three times). Keyed by the file's path, size and modification time, so a file changed between
+    tests is read again; one selection per file is kept (the web UI may change the filters)."""
+
+    def __init__(self) -> None:
+        self._read: dict[str, tuple[tuple, list[Prompt]]] = {}
+
+    def read(self, path: Path, selection: Selection = EVERYTHING) -> list[Prompt]:
+        try:
+            stat = path.stat()
+        except OSError as e:
+            raise PromptError(f"{path}: cannot read ({e.strerror})") from None
+        name = str(path.resolve())
+        key = (stat.st_size, stat.st_mtime_ns, selection)
+        held = self._read.get(name)
+        if held is None or held[0] != key:
+            held = self._read[name] = (key, read_prompts(path, selection))
+        return held[1]
 
 
-def describe_sets(specs: list[str], selection: Selection = EVERYTHING) -> list[dict]:
+def load_prompt_set(spec: str, selection: Selection = EVERYTHING,
+                    files: PromptFiles | None = None) -> list[Prompt]:
+    """The prompts of a set (see `set_paths`), the selection's filters applied to each file (read once per
+    process through `files`). [] when the filters leave nothing."""
+    read = files.read if files is not None else read_prompts
+    return [p for path in set_paths(spec) for p in read(path, selection)]
+
+
+def _sha256(path: Path) -> str:
+    with path.open("rb") as handle:  # a chunk at a time: a prompt file may be larger than the memory
+        return hashlib.file_digest(handle, "sha256").hexdigest()
+
+
+def describe_sets(specs: list[str], selection: Selection = EVERYTHING,
+                  files: PromptFiles | None = None) -> list[dict]:
     """What each of a run's prompt sets is, to tell two runs' prompts apart: per file its set as given, its
     weight, whether it is built in, the prompts the selection keeps and the sha256 of its bytes. PromptError
     as loading."""
+    read = files.read if files is not None else read_prompts
     out = []
     for spec in specs:
         name, weight = parse_weighted(spec)
         for path in set_paths(name):
             builtin = path.parent == BUILTIN_DIR
             out.append({"set": name, "file": path.stem if builtin else str(path), "builtin": builtin,
-                        "weight": weight, "prompts": len(read_prompts(path, selection)),
-                        "sha256": hashlib.sha256(path.read_bytes()).hexdigest()})
+                        "weight": weight, "prompts": len(read(path, selection)), "sha256": _sha256(path)})
     return out
 
 
@@ -119,13 +149,14 @@ def stream_seed(run_seed: int, worker_index: int) -> int:
 class PromptSampler:
     """Draws prompts: a set chosen by weight, then that set's prompts in a seeded shuffled cycle."""
 
-    def __init__(self, specs: list[str], seed: int = 0, selection: Selection = EVERYTHING) -> None:
+    def __init__(self, specs: list[str], seed: int = 0, selection: Selection = EVERYTHING,
+                 files: PromptFiles | None = None) -> None:
         self._loaded: list[list[Prompt]] = []
         self._weights: list[float] = []
         emptied = []
         for spec in specs or ["all"]:
             name, weight = parse_weighted(spec)
-            prompts = load_prompt_set(name, selection)
+            prompts = load_prompt_set(name, selection, files)
             if not prompts:
                 emptied.append(name)
                 continue

@@ -31,8 +31,9 @@ from pathlib import Path
 import orjson
 
 from locust_spec.client.http_fetch import display_url
-from locust_spec.client.settings import DEFAULT_MAX_TOKENS
-from locust_spec.core.prompts import PromptError, describe_sets, prompt_specs
+from locust_spec.core.formats import EVERYTHING, Selection
+from locust_spec.core.max_tokens import DEFAULT_MAX_TOKENS
+from locust_spec.core.prompts import PromptError, PromptFiles, describe_sets, prompt_specs
 from locust_spec.core.resources import installed_version
 from locust_spec.core.runfiles import RUN_SCHEMA
 
@@ -74,14 +75,17 @@ def versions() -> dict:
             "python": platform.python_version()}
 
 
-def load_part(options) -> dict:
-    """What every request of the run was sent with, from the run's options (the web UI may change them)."""
+def load_part(options, selection: Selection | None = EVERYTHING, files: PromptFiles | None = None) -> dict:
+    """What every request of the run was sent with, from the run's options (the web UI may change them);
+    `selection` the run's prompt filters (None: unusable, the run says why), `files` the prompt files the
+    process has read (each file is read once)."""
     try:
-        prompts: list[dict] | None = describe_sets(prompt_specs(getattr(options, "prompts", None)))
+        prompts: list[dict] | None = None if selection is None else describe_sets(
+            prompt_specs(getattr(options, "prompts", None)), selection, files)
     except (PromptError, OSError):
         prompts = None  # the run itself says why it cannot load them
     cap = str(getattr(options, "max_tokens", None) or "")  # the web UI hands options back as text
-    # the filters as given (spec-verdict compares runs by them; `prompts` counts each file whole)
+    # the filters as given (spec-verdict compares runs by them; `prompts` counts what they keep of each file)
     filters = {key: getattr(options, key, None)
                for key in ("category", "prompt_limit", "min_prompt_chars", "max_prompt_chars", "turns")}
     return {"prompts": prompts, "prompt_filters": filters, "seed": getattr(options, "seed", None),
@@ -94,7 +98,7 @@ def load_part(options) -> dict:
 
 
 def started(options, argv: Sequence[str], host: str | None, now_unix_s: float, runner: str,
-            workers: int) -> dict:
+            workers: int, load: dict | None = None) -> dict:
     """The record at test start (pure but for reading the prompt files and the installed versions)."""
     return {
         "schema": RUN_SCHEMA,
@@ -106,7 +110,7 @@ def started(options, argv: Sequence[str], host: str | None, now_unix_s: float, r
         "host": display_url(host) if host else None,
         "model": getattr(options, "model", "") or None,
         "server": None,
-        "load": load_part(options),
+        "load": load_part(options) if load is None else load,
         "tools": versions(),
         "machine": {"cores": os.cpu_count(), "runner": runner, "workers": workers},
     }

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import errno
 import io
 import os
 from collections.abc import Iterable
@@ -21,8 +22,18 @@ class WriteFailed(Exception):
     """A run file could not be written; the message names the file and the cause, in one line."""
 
 
+_NOFOLLOW = os.O_CLOEXEC | os.O_NOFOLLOW
+"""Run files are never written through a symbolic link: one planted in a results folder would send them
+(and a truncation) anywhere the user may write."""
+
+
+def link_cause(e: OSError, name: object) -> str:
+    """An open's failure in words: O_NOFOLLOW's ELOOP is a link where a file was to be."""
+    return f"{name} is a symbolic link" if e.errno == errno.ELOOP else (e.strerror or str(e))
+
+
 def _failed(path: Path, e: OSError) -> WriteFailed:
-    return WriteFailed(f"cannot write {path}: {e.strerror or e}")
+    return WriteFailed(f"cannot write {path}: {link_cause(e, path.name)}")
 
 
 def csv_bytes(rows: Iterable[Iterable[object]]) -> bytes:
@@ -40,7 +51,7 @@ class RecordFile:
         self.path = path
         self.size = 0
         try:
-            self._fd: int | None = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o666)
+            self._fd: int | None = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | _NOFOLLOW, 0o666)
         except OSError as e:
             raise _failed(path, e) from None
 
@@ -79,8 +90,13 @@ def write_whole(path: Path, data: bytes) -> None:
     """Replace `path` with `data` atomically: a reader sees the old file or the new one, never half; on
     failure the old file stays, no temporary is left, and WriteFailed says why."""
     tmp = path.with_name(path.name + ".tmp")
+    try:  # os.replace puts the new file in place of a link at `path`: it never writes through one
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | _NOFOLLOW, 0o666)
+    except OSError as e:
+        raise _failed(path, e) from None  # (a link at the temporary's name is not ours to remove)
     try:
-        tmp.write_bytes(data)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
         os.replace(tmp, path)
     except OSError as e:
         with contextlib.suppress(OSError):  # the failure that matters is the one raised below

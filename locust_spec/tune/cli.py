@@ -4,16 +4,15 @@ serve it, and check it against the best fixed k and against off."""
 from __future__ import annotations
 
 import json
-import shutil
 import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 import click
 
-from locust_spec.ab import capacity, children, keep, progress, sessions
+from locust_spec.ab import capacity, children, keep, outdir, progress, sessions
 from locust_spec.ab import cli as ab
 from locust_spec.ab.children import CLIENT_CPU, ChildError
 from locust_spec.ab.cli import AbError, Ladder, Load, Run
@@ -39,6 +38,8 @@ SWING_CYCLES = 3
 """Each swing phase alternates its two levels this many times: six switches across the threshold."""
 OUTPUTS = ("schedule.json", "tune.json", "report.md", "report.html", "schedule.png")
 PHASES = ("tune", "confirm", "servers")
+OWN_DIRS = (*PHASES, keep.CALIBRATION)
+"""spec-tune's folders at the top of its run folder (and swing-T, one per threshold)."""
 
 
 @dataclass(frozen=True)
@@ -112,12 +113,14 @@ def cap_note(arms: Sequence[str], groups: Sequence[tuple[str, ...]], cap: int | 
 
 
 def run_arms(arms: dict[str, tuple[str, dict | None]], folder: Path, ladder: Ladder, s: Settings,
-            pool: servers.Servers, primed: set[str], display: progress.Display, kind: str) -> list[Run]:
+            pool: servers.Servers, primed: set[str], display: progress.Display, kind: str,
+            owner: outdir.Folder, ready: Callable[[], None] = lambda: None) -> list[Run]:
     """Every arm ({name: (server key, speculative config)}) on the ladder, at most --max-servers servers
-    at a time: each batch's servers started (the others stopped first), its runs interleaved by `kind`."""
+    at a time: each batch's servers started (the others stopped first), its runs interleaved by `kind`
+    (recorded in `owner`, the run folder, as they start); `ready` once the first batch's servers answer."""
     runs: list[Run] = []
     groups = batches(list(arms), s.max_servers if pool.starts_servers else None)
-    for group in groups:
+    for number, group in enumerate(groups):
         keys = {arms[a][0] for a in group}
         if len(groups) > 1:
             for started in list(pool.urls):
@@ -127,7 +130,11 @@ def run_arms(arms: dict[str, tuple[str, dict | None]], folder: Path, ladder: Lad
         for arm in group:
             key, config = arms[arm]
             urls[arm] = pool.start(key, config)
+        if number == 0:
+            ready()
         group_runs = ab.schedule(s.repeats, folder, group)
+        for run in group_runs:
+            owner.prefix(run.prefix)
         plan = ladder.design(kind, len(group), s.block_time)
         sweep(group_runs, urls, ladder, s, primed, display, plan)
         runs += group_runs
@@ -191,9 +198,10 @@ def swing_pairs(decisions: Sequence[choose.Decision],
     return pairs
 
 
-def confirmation(out: Path, decisions: Sequence[choose.Decision], built: schedule.Built, config: dict,
-                 static_k: int, pool: servers.Servers, s: Settings, primed: set[str],
+def confirmation(owner: outdir.Folder, decisions: Sequence[choose.Decision], built: schedule.Built,
+                 config: dict, static_k: int, pool: servers.Servers, s: Settings, primed: set[str],
                  display: progress.Display) -> confirm.Confirmation:
+    out = owner.root
     keys = {"schedule": "schedule", "static": f"k{static_k}", "off": "k0"}
     if static_k == 0:
         del keys["static"]
@@ -209,7 +217,7 @@ def confirmation(out: Path, decisions: Sequence[choose.Decision], built: schedul
     said += ["off: k=0"] if "off" in keys else []
     display.say(f"spec-tune: confirmation: {', '.join(arms)} on the ladder"
                 + (f" ({'; '.join(said)})" if said else ""))
-    runs = run_arms(configs, out / "confirm", s.ladder, s, pool, primed, display, s.design)
+    runs = run_arms(configs, out / "confirm", s.ladder, s, pool, primed, display, s.design, owner)
     # A sample's k only matters when choosing between ks; the confirmation compares arms by name.
     samples = {arm: measure.level_samples(prefixes(runs, arm), 0, s.objective, s.slo) for arm in arms}
 
@@ -225,13 +233,17 @@ def confirmation(out: Path, decisions: Sequence[choose.Decision], built: schedul
                   Ladder(steps, s.swing_stage_time, "0s"))
         display.say(f"spec-tune: swing {lo:g} <-> {users_label(hi)} across batch {t} (each arm alone: its "
                     "switches are what is measured)")
-        sruns = run_arms(configs, out / f"swing-{t}", ladder, s, pool, primed, display, designs.SEQUENTIAL)
+        sruns = run_arms(configs, out / f"swing-{t}", ladder, s, pool, primed, display, designs.SEQUENTIAL,
+                         owner)
         whole = {a: measure.whole_sample(prefixes(sruns, a), 0, s.objective, s.slo) for a in arms}
         swings.append(confirm.check_swing(t, (lo, hi), decisions, whole, s.objective))
     return confirm.Confirmation(static_k, checks, tuple(swings), confirm.summarize(checks, swings))
 
 
-def write_outputs(out: Path, result: TuneResult) -> None:
+def write_outputs(owner: outdir.Folder, result: TuneResult) -> None:
+    out = owner.root
+    for name in OUTPUTS:
+        owner.file(out / name)
     (out / "schedule.json").write_text(json.dumps(result.schedule_json(), indent=2) + "\n")
     (out / "tune.json").write_text(report.render(result, "json"))
     (out / "report.md").write_text(report.render(result, "markdown"))
@@ -240,24 +252,18 @@ def write_outputs(out: Path, result: TuneResult) -> None:
     (out / "report.html").write_text(report.render_html(result, png))
 
 
-def clear_previous(out: Path) -> None:
-    """Remove only what an earlier spec-tune wrote into `out`, so runs never mix."""
-    for name in PHASES:
-        shutil.rmtree(out / name, ignore_errors=True)
-    for path in out.glob("swing-*"):
-        shutil.rmtree(path, ignore_errors=True)
-    for name in OUTPUTS:
-        (out / name).unlink(missing_ok=True)
-
-
-def run_tune(out: Path, s: Settings, pool: servers.Servers, do_confirm: bool,
+def run_tune(owner: outdir.Folder, s: Settings, pool: servers.Servers, do_confirm: bool,
              display: progress.Display) -> TuneResult:
+    out = owner.root
     arms = {f"k{k}": (f"k{k}", arm_config(s.base_config, k)) for k in s.ks}
     steps = f"rates {s.ladder.rates} req/s" if s.ladder.rates else f"levels {s.ladder.levels}"
     display.say(f"spec-tune: k {','.join(map(str, s.ks))} on {steps}, {s.ladder.stage_time} each, {s.design} "
                 f"({s.repeats} repeat(s)) -> {out}")
     primed: set[str] = set()
-    runs = run_arms(arms, out / "tune", s.ladder, s, pool, primed, display, s.design)
+    # An earlier run's results go once the first servers answer (a server that fails to start leaves them);
+    # the servers' logs, just written, are spared (each new one replaced the old one of its k).
+    runs = run_arms(arms, out / "tune", s.ladder, s, pool, primed, display, s.design, owner,
+                    lambda: owner.clear(spare=(keep.CALIBRATION, "servers")))
     with progress.phase(display, lambda t: f"spec-tune: choosing k at each level ({t:.0f}s)"):
         decisions, per_task, notes = decide(runs, s)
     capped = cap_note(list(arms), batches(list(arms), s.max_servers if pool.starts_servers else None),
@@ -270,7 +276,7 @@ def run_tune(out: Path, s: Settings, pool: servers.Servers, do_confirm: bool,
     static_k = choose.best_static(decisions, s.objective)
     result = TuneResult(s.objective, s.slo, s.ks, tuple(d.users for d in decisions), s.max_num_seqs,
                         decisions, built, config, static_k, None, tuple(notes), per_task, s.pricing)
-    write_outputs(out, result)
+    write_outputs(owner, result)
     display.say(f"spec-tune: schedule written to {out / 'schedule.json'}")
     if not do_confirm:
         return result
@@ -283,9 +289,9 @@ def run_tune(out: Path, s: Settings, pool: servers.Servers, do_confirm: bool,
         notes.append(skip)
         result = replace(result, notes=tuple(notes))
     else:
-        conf = confirmation(out, decisions, built, config, static_k, pool, s, primed, display)
+        conf = confirmation(owner, decisions, built, config, static_k, pool, s, primed, display)
         result = replace(result, confirmation=conf)
-    write_outputs(out, result)
+    write_outputs(owner, result)
     return result
 
 
@@ -350,7 +356,9 @@ def run_tune(out: Path, s: Settings, pool: servers.Servers, do_confirm: bool,
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), required=True,
               help="Run folder: schedule.json, tune.json, report.md, report.html, schedule.png, the runs. A "
                    "folder that holds results is refused unless --overwrite.")
-@click.option("--overwrite", is_flag=True, help="Replace the results an earlier spec-tune wrote into --out.")
+@click.option("--overwrite", is_flag=True,
+              help="Replace the results an earlier spec-tune wrote into --out (its record there lists them); "
+                   "a folder holding anything else is refused.")
 def main(ks: str, server_cmd: str | None, server_urls: tuple[str, ...], levels: str | None,
          rates: str | None, stage_time: str | None, warmup: str | None, repeats: int, design: str,
          block_time: str | None, max_servers: int | None, objective: str | None, slo: str | None,
@@ -410,13 +418,17 @@ def main(ks: str, server_cmd: str | None, server_urls: tuple[str, ...], levels: 
     missing = [f"k{k}" for k in k_list if server_urls and f"k{k}" not in given]
     if missing:
         raise click.UsageError(f"no --server for {', '.join(m.removeprefix('k') for m in missing)}")
-    refused = None if overwrite else keep.refusal("spec-tune", out, ab.folder_entries(out),
-                                                  ("--overwrite replaces them",))
-    if refused:
-        click.echo(refused, err=True)
+    owner = outdir.Folder(out, "spec-tune")
+    try:
+        owner.enter(lambda: keep.admit(owner, ("--overwrite replaces them",), overwrite, False, OWN_DIRS,
+                                       OUTPUTS))
+    except outdir.FolderError as exc:
+        click.echo(str(exc), err=True)
         sys.exit(2)
     display = progress.Display(sys.stdout)
     if processes == "auto":
+        for prefix in capacity.PREFIXES:
+            owner.prefix(out / keep.CALIBRATION / prefix)
         at_once = max(map(len, batches(k_list, max_servers))) if design == designs.SIMULTANEOUS else 1
         processes, reason = ab.auto_processes(ladder.levels, simulated, out,
                                               lambda line: display.say(f"spec-tune: {line}"),
@@ -434,12 +446,10 @@ def main(ks: str, server_cmd: str | None, server_urls: tuple[str, ...], levels: 
            if simulated else None)
     if removed:  # a real server of vLLM 0.32 or older may still have it
         click.echo(f"spec-tune: note: {removed}; this config starts only on vLLM 0.32 or older")
-    out.mkdir(parents=True, exist_ok=True)
-    clear_previous(out)
-    pool = servers.Servers(out, sim, template, given, display)
+    pool = servers.Servers(out, sim, template, given, display, owner.file)
     previous = signal.signal(signal.SIGTERM, ab.raise_interrupt)
     try:
-        result = run_tune(out, settings, pool, confirm, display)
+        result = run_tune(owner, settings, pool, confirm, display)
         display.say(report.render(result, "text"))
     except KeyboardInterrupt:
         display.say(f"spec-tune: interrupted; servers and Locust stopped; finished runs kept in {out}")

@@ -8,6 +8,7 @@ import json
 import re
 import shlex
 import subprocess
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -89,6 +90,8 @@ class Servers:
     display: progress.Display | None = None
     """Where a server that is slow to start (a real one loads weights for minutes) or to stop is said to be
     starting or stopping, a line every few seconds."""
+    record: Callable[[Path], object] = Path
+    """Called with each file's path before it is written (spec-tune: its record of what it wrote)."""
     _procs: dict[str, subprocess.Popen] = field(default_factory=dict)
 
     @property
@@ -101,9 +104,11 @@ class Servers:
             return self.urls[arm]
         if not self.starts_servers:
             raise ChildError(f"no server for {arm}: give --server {arm.removeprefix('k')}=URL")
-        log = self.out / "servers" / f"{arm}.log"
+        log, settings = self.out / "servers" / f"{arm}.log", self.out / "servers" / f"{arm}.json"
+        for path in (log, settings):
+            self.record(path)
         log.parent.mkdir(parents=True, exist_ok=True)
-        (self.out / "servers" / f"{arm}.json").write_text(json.dumps({"speculative_config": config}) + "\n")
+        settings.write_text(json.dumps({"speculative_config": config}) + "\n")
         with self._saying(lambda t: f"spec-tune: waiting for server {arm} to answer ({t:.0f}s; log: {log})"):
             proc, url = self._launch(log, config, arm)
         self._procs[arm] = proc

@@ -21,7 +21,19 @@ from dataclasses import dataclass
 import gevent.event
 from locust.runners import MasterRunner, WorkerRunner
 
-from locust_spec.core.arrivals import ARRIVALS, POISSON, ArrivalPlan, arrivals, check_rate, level_seed
+from locust_spec.core.arrivals import (
+    ARRIVALS,
+    MAX_BURSTINESS,
+    MAX_RATE,
+    MIN_BURSTINESS,
+    POISSON,
+    ArrivalPlan,
+    arrivals,
+    check_burstiness,
+    check_level_arrivals,
+    check_rate,
+    level_seed,
+)
 from locust_spec.core.design import INTERLEAVED, Design
 from locust_spec.core.level import Arrival, Level
 from locust_spec.wiring.options import validated
@@ -45,21 +57,52 @@ still preparing sends its first arrivals late, and the summary says so)."""
 
 
 def parse_rate(text: str) -> float:
-    """Requests per second: a positive number."""
-    try:
-        return check_rate(float(text))
-    except ValueError:
-        raise ValueError(f"a rate must be a positive number of requests per second: {text!r}") from None
-
-
-def parse_burstiness(text: str) -> float:
+    """Requests per second: a positive number, at most core/arrivals.py's MAX_RATE."""
     try:
         value = float(text)
     except ValueError:
-        value = -1.0
-    if not (value > 0 and math.isfinite(value)):
-        raise ValueError(f"burstiness must be a positive number (1: Poisson): {text!r}")
-    return value
+        raise ValueError(f"a rate must be a positive number of requests per second: {text!r}") from None
+    return check_rate(value)
+
+
+def users_refusal(users: int, processes: int) -> str | None:
+    """Why an open loop cannot run `users` on `processes` load generators, or None. Every process takes a
+    share of the arrivals, but Locust gives a process no user when there are fewer users than processes:
+    that process never sends its share, and never says it is ready (a run sent 0 requests, exit 0)."""
+    if processes <= 1 or users >= processes:
+        return None
+    return (f"--rate sends through Locust's users, and each of the {processes} processes sends a share of "
+            f"the arrivals: {users} user{'s' if users != 1 else ''} leave{'s' if users == 1 else ''} a "
+            f"process none; give -u {processes} or more")
+
+
+def check_run(options) -> None:
+    """Refuse a plain `--rate` whose one level (the whole `-t`) would schedule too many arrivals."""
+    rate, run_time = getattr(options, "rate", None), getattr(options, "run_time", None)
+    if rate and run_time and not getattr(options, "rates", None):
+        check_level_arrivals(parse_rate(str(rate)), float(run_time))
+
+
+def check_processes(options, master: bool) -> None:
+    """A headless plain `--rate` on several processes (`--processes N`: the master and each worker it forks
+    know N, so all stop at once; a master's `--expect-workers N`): refuse at start when its users cannot
+    reach every process (users_refusal)."""
+    if not getattr(options, "rate", None) or getattr(options, "rates", None) or not options.headless:
+        return
+    processes = getattr(options, "processes", None) or (
+        getattr(options, "expect_workers", 1) if master else 1)
+    why = users_refusal(int(getattr(options, "num_users", None) or 1), int(processes or 1))
+    if why is not None:
+        raise ValueError(why)
+
+
+def parse_burstiness(text: str) -> float:
+    """Gamma's shape, within core/arrivals.py's bounds."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise ValueError(f"burstiness must be a number (1: Poisson): {text!r}") from None
+    return check_burstiness(value)
 
 
 @dataclass(frozen=True)
@@ -215,13 +258,14 @@ class ArrivalQueue:
 
 def add_options(parser) -> None:
     parser.add_argument("--rate", type=validated(parse_rate), default=None, include_in_web_ui=True,
-                        help="Open loop: requests per second for the whole test, across every process, "
-                             "started on schedule whether earlier ones finished or not; Locust's users are "
-                             "the requests that can be in flight at once (-u; on the ladder "
+                        help=f"Open loop: requests per second (at most {MAX_RATE:g}) for the whole test, "
+                             "across every process, started on schedule whether earlier ones finished or "
+                             "not; Locust's users are the requests that can be in flight at once (-u; on the "
+                             "ladder "
                              "--max-concurrency)")
     parser.add_argument("--arrival", choices=ARRIVALS, default=POISSON, include_in_web_ui=True,
                         help="Open loop: how arrivals are spaced: poisson (exponential gaps), constant, or "
                              "gamma (with --burstiness) (default poisson)")
     parser.add_argument("--burstiness", type=validated(parse_burstiness), default="1", include_in_web_ui=True,
                         help="Open loop, --arrival gamma: the gaps' shape; below 1 burstier than Poisson, "
-                             "above 1 smoother (default 1)")
+                             f"above 1 smoother, {MIN_BURSTINESS:g} to {MAX_BURSTINESS:g} (default 1)")

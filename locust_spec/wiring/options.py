@@ -9,9 +9,10 @@ from pathlib import Path
 import orjson
 
 from locust_spec.client.headers import credential_type
-from locust_spec.client.settings import DEFAULT_MAX_TOKENS, RequestSettings
+from locust_spec.client.settings import RequestSettings
 from locust_spec.client.transport import MAX_LINE_BYTES, MAX_RESPONSE_BYTES, MIN_LINE_BYTES
 from locust_spec.core.formats import TURNS, PromptError, Selection
+from locust_spec.core.max_tokens import DEFAULT_MAX_TOKENS, effective_max_tokens
 
 
 def _byte_limit(text: str) -> int:
@@ -143,7 +144,7 @@ def settings_from(options, model: str) -> RequestSettings:
     cap = positive_int(options.max_tokens) if options.max_tokens not in (None, "") else None
     return RequestSettings(
         model=model,
-        max_tokens=cap or DEFAULT_MAX_TOKENS,
+        max_tokens=effective_max_tokens(None, cap),
         max_tokens_cap=cap,
         temperature=options.temperature,
         ignore_eos=options.ignore_eos,

@@ -27,7 +27,14 @@ from locust_spec.client.settings import RequestSettings
 from locust_spec.core.design import parse_blocks
 from locust_spec.core.level import MESSAGE as LEVEL_MESSAGE
 from locust_spec.core.level import LevelBoard, runner_users
-from locust_spec.core.prompts import Prompt, PromptError, PromptSampler, prompt_specs, stream_seed
+from locust_spec.core.prompts import (
+    Prompt,
+    PromptError,
+    PromptFiles,
+    PromptSampler,
+    prompt_specs,
+    stream_seed,
+)
 from locust_spec.core.runfiles import RunFiles
 from locust_spec.metrics import crosscheck
 from locust_spec.recording import provenance, summary
@@ -94,6 +101,8 @@ class SpecRun:
     """Why (`give_up`): said again as a headless run's last line, below Locust's empty tables."""
     write_failure: str | None = None
     """Why the requests CSV stopped (a full disk), for the summary once the sink is closed."""
+    prompt_files: PromptFiles = field(default_factory=PromptFiles)
+    """The prompt files this process has read: each once, whatever reads it (samplers, PREFIX_run.json)."""
     servers: dict[str, Server] = field(default_factory=dict)
     _servers_lock: gevent.lock.Semaphore = field(default_factory=gevent.lock.Semaphore)
     _fitted: set[str] = field(default_factory=set)
@@ -121,7 +130,8 @@ class SpecRun:
             run.arrivals = ArrivalQueue(slot_name(runner))
             run.levels.listeners.append(run.arrivals.level_changed)
             # Built here so a bad --prompts fails at start; each test builds its own (use_run_options).
-            run.sampler = PromptSampler(prompt_specs(options.prompts), options.seed, selection_from(options))
+            run.sampler = PromptSampler(prompt_specs(options.prompts), options.seed, selection_from(options),
+                                        run.prompt_files)
             run.lag = LagMonitor(active=run.running, level=lambda: run.levels.current().key)
             run.budget = ClientBudget(active=run.running, level=lambda: run.levels.current().key,
                                       loaded=run.in_own_block)
@@ -151,7 +161,7 @@ class SpecRun:
         options = self.environment.parsed_options
         self.open_loop = open_loop(options)
         self.sampler = PromptSampler(prompt_specs(options.prompts), stream_seed(options.seed, worker_index),
-                                     selection_from(options))
+                                     selection_from(options), self.prompt_files)
         design = parse_blocks(getattr(options, "blocks", "") or "")
         sampler = self.sampler
         self.turns = None if design is None or not design.blocked else Turns(
@@ -351,12 +361,20 @@ class SpecRun:
             master = isinstance(runner, MasterRunner)
             self.record = provenance.started(options, sys.argv, self._host(), time.time(),
                                              "master" if master else "local",
-                                             getattr(runner, "worker_count", 0) if master else 0)
+                                             getattr(runner, "worker_count", 0) if master else 0,
+                                             self._load_part())
         else:  # another test in this process (the web UI): its options may have changed
-            self.record.update(tests=self.record["tests"] + 1, ended_unix_s=None,
-                               load=provenance.load_part(options))
+            self.record.update(tests=self.record["tests"] + 1, ended_unix_s=None, load=self._load_part())
         self._write_record()
         gevent.spawn(self._describe_server)
+
+    def _load_part(self) -> dict:
+        options = self.environment.parsed_options
+        try:
+            selection = selection_from(options)
+        except PromptError:
+            selection = None  # the run itself says why
+        return provenance.load_part(options, selection, self.prompt_files)
 
     def _host(self) -> str | None:
         environment = self.environment

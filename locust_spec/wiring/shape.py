@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from locust import LoadTestShape, events
 
+from locust_spec.core.arrivals import check_level_arrivals
 from locust_spec.core.design import Design, parse_blocks
 from locust_spec.core.level import Level
 from locust_spec.wiring.openloop import LEAD_S, OpenLoopSettings, designed_rate_level, parse_rate, rate_level
@@ -121,6 +122,10 @@ class LadderSettings:
     arrivals: OpenLoopSettings = OpenLoopSettings()
     design: Design | None = None
 
+    def __post_init__(self) -> None:
+        if self.rates:
+            check_level_arrivals(max(self.rates), self.stage_s)
+
     @property
     def steps(self) -> tuple[int | float, ...]:
         """What the ladder climbs: its rates on a rate ladder, else its user counts."""
@@ -168,6 +173,12 @@ class ConcurrencyLadder(LoadTestShape):
         self._rate = 1.0
         self._listening = False
         self.reset_time()
+
+    @staticmethod
+    def check_options(options) -> None:
+        """Raise ValueError, one line, when the ladder's options cannot run together (a rate ladder's level
+        scheduling too many arrivals): the plugin asks at start, before any level."""
+        LadderSettings.from_options(options)
 
     def reset_time(self) -> None:
         """Restart the ladder's clock (Locust calls this as a test starts, once before the first tick and

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from locust_spec.ab import outdir
 from locust_spec.ab.cli import main as spec_ab_main
 from tests.support import BIN, REPO, free_port
 
@@ -84,15 +85,21 @@ def test_a_wrong_model_name_names_the_served_one(tmp_path, arms):
 
     # The same typo with --overwrite over an earlier A/B: nothing is cleared before the preflight passes.
     earlier = tmp_path / "earlier"
-    for name in ("baseline/r0_requests.csv", "candidate/r0_run.json", "verdict.json", "report.html",
-                 "spec-ab.json", "sim-candidate.log"):
+    names = ("baseline/r0_requests.csv", "candidate/r0_run.json", "verdict.json", "report.html",
+             "spec-ab.json", "sim-candidate.log")
+    record = outdir.Folder(earlier, "spec-ab")  # as the earlier spec-ab recorded them, writing them
+    for name in names:
         (earlier / name).parent.mkdir(parents=True, exist_ok=True)
+        if "/" in name:
+            record.prefix(earlier / name.split("_")[0])
+        else:
+            record.file(earlier / name)
         (earlier / name).write_text(f"earlier {name}")
     before = sorted(str(p.relative_to(earlier)) for p in earlier.rglob("*"))
     again = _spec_ab(earlier, baseline.url, candidate.url, "--model", "no-such-model", "--overwrite")
     assert again.returncode == 1 and "'no-such-model' is not served" in again.stdout, again.stdout
-    assert sorted(str(p.relative_to(earlier)) for p in earlier.rglob("*")) == before
-    assert all((earlier / name).read_text() == f"earlier {name}" for name in before if "." in name)
+    assert sorted(str(p.relative_to(earlier)) for p in earlier.rglob("*") if p.name != outdir.LOCK) == before
+    assert all((earlier / name).read_text() == f"earlier {name}" for name in names)
 
 
 @pytest.mark.parametrize(("arm", "other", "says"), [
@@ -109,8 +116,10 @@ def test_a_metrics_url_of_the_other_server_is_named(tmp_path, arms, arm, other, 
     assert all(_named_options(line) <= _options() for line in lines), lines
 
 
-def test_an_overlong_prompt_fails_with_the_servers_reason(tmp_path, shared_sim):
-    baseline, candidate = shared_sim(*SMALL), shared_sim(*SMALL, "--speculative-config", NGRAM)
+def test_a_prompt_over_the_context_is_left_out_with_a_note_as_the_runs_leave_it_out(tmp_path, shared_sim):
+    """Before: a prompt the server's tokenizer counts over the context failed the preflight ("lower
+    --max-tokens", which could not help) while each run would have left it out."""
+    small = shared_sim(*SMALL)
     # Three long English prompts that fit, and a shorter Cyrillic one (2 bytes a letter) that does not: by
     # bytes/4 it is the least likely to overflow, by the server's own tokenizer (POST /tokenize) the most.
     english = ("The quick brown fox jumps over the lazy dog while the parser returns a value. " * 20)[:1500]
@@ -122,17 +131,19 @@ def test_an_overlong_prompt_fails_with_the_servers_reason(tmp_path, shared_sim):
     chat = {"model": "sim-8b", "messages": [{"role": "user", "content": cyrillic}],
             "add_generation_prompt": True}
     completion = {"model": "sim-8b", "prompt": english}  # vLLM's two forms
-    counts = [_post(baseline.url + "/tokenize", body) for body in (chat, completion)]
+    counts = [_post(small.url + "/tokenize", body) for body in (chat, completion)]
     assert counts[0]["count"] > 512 > counts[1]["count"] and counts[0]["max_model_len"] == 512
     assert len(counts[1]["tokens"]) == counts[1]["count"]
-    done = _spec_ab(tmp_path / "run", baseline.url, candidate.url, "--prompts", str(prompts),
-                    "--max-tokens", "32")
+    # one server for both arms: the preflight fails for that, after judging the prompts
+    done = _spec_ab(tmp_path / "run", small.url, small.url, "--prompts", str(prompts), "--max-tokens", "32")
     lines = _failed_preflight(done, tmp_path / "run")
-    assert len(lines) == 2, lines
-    assert all("prompt 'mine-4' does not fit the context" in line for line in lines), lines
-    assert all("maximum context length is 512 tokens" in line for line in lines), "the server's reason"
-    assert all(line.endswith("fix: shorten that prompt or leave out its prompt set (--prompts)")
-               for line in lines), "the prompt alone is over the context: fewer tokens would not help"
+    assert not any("does not fit the context" in line for line in lines), "the probes skip what is left out"
+    notes = [line for line in done.stdout.splitlines() if "cannot fit the model's context" in line]
+    assert len(notes) == 2, done.stdout
+    assert all(line.startswith("preflight warning: ") and "1 of 5 prompts cannot fit the model's context of "
+               "512" in line and "mine-4 (" in line and "+ 32 tokens)" in line and "counted by its /tokenize"
+               in line and f"fix: --max-prompt-chars {len(cyrillic) - 1} leaves them out" in line
+               for line in notes), notes
 
 
 def test_max_tokens_beyond_the_context_is_refused_without_asking_twice(tmp_path, shared_sim):

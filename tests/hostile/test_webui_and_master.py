@@ -10,6 +10,7 @@ import json
 import random
 import subprocess
 import time
+import urllib.error
 import urllib.parse
 import urllib.request
 from pathlib import Path
@@ -23,12 +24,15 @@ TOKEN = "metrics-guarded-9c1d"
 LOAD = {"/v1/models": models(), "/v1/chat/completions": chat_stream(), "/metrics": metrics_text}
 
 
-def swarm(url: str, *pairs: tuple[str, str], **fields: str) -> dict:
+def swarm(url: str, *pairs: tuple[str, str], headers: dict | None = None, **fields: str) -> dict:
     """POST /swarm with `fields`, and `pairs` as given (a field may repeat)."""
     body = urllib.parse.urlencode([("user_count", "1"), ("spawn_rate", "1"), *fields.items(), *pairs])
-    body = body.encode()
-    with urllib.request.urlopen(urllib.request.Request(url + "/swarm", body), timeout=10) as r:
-        return json.loads(r.read())
+    post = urllib.request.Request(url + "/swarm", body.encode(), headers or {})
+    try:
+        with urllib.request.urlopen(post, timeout=10) as r:
+            return json.loads(r.read())
+    except urllib.error.HTTPError as e:
+        return {"status": e.code, **json.loads(e.read())}
 
 
 def stop(proc: subprocess.Popen) -> str:
@@ -76,6 +80,9 @@ def test_the_web_ui_cannot_move_credentials_or_files(hostile, tmp_path):
         repeated = swarm(ui, ("host", thief.url), ("host", legit.url.removeprefix(thief.url)))
         assert repeated["success"] is False and "locust-spec:" in repeated["message"], repeated
         assert swarm(ui, ("host", legit.url), ("host", legit.url))["success"] is False  # ambiguous
+        # any page the user opens can post this form; before: it started the run
+        other_site = swarm(ui, host=legit.url, headers={"Origin": "https://evil.example"})
+        assert other_site["status"] == 403 and "another site's page" in other_site["message"], other_site
         assert swarm(ui, host=legit.url)["success"] is True  # the form as the page sends it
         deadline = time.monotonic() + 60
         while len(legit.requests_to("/v1/chat/completions")) < 3 and time.monotonic() < deadline:
@@ -88,6 +95,7 @@ def test_the_web_ui_cannot_move_credentials_or_files(hostile, tmp_path):
     assert not Path(str(tmp_path / "else") + "_requests.csv").exists()
     assert "without --web-login" not in out  # on loopback: no warning
     assert out.count("refused a web UI start") == len(attempts) + 2
+    assert out.count("refused a web UI POST /swarm") == 1
 
 
 def test_a_web_ui_on_every_interface_without_login_is_warned_about_at_start(hostile, tmp_path):

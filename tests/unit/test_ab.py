@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
+import io
 import json
+import signal
+import sys
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 from locust.util.load_locustfile import load_locustfile
 from locust_spec.analysis.model import ArmMetrics, LevelVerdict, Verdict
 
-from locust_spec.ab import capacity, children
+from locust_spec.ab import capacity, children, progress, sessions
 from locust_spec.ab import cli as ab
 from locust_spec.client.http_fetch import METRICS_URLS_ENV
+from locust_spec.core.design import CLOCK_DIR_ENV, INTERLEAVED, READY_FILE, READY_MARGIN_S, SEQUENTIAL
 from locust_spec.wiring.shape import ConcurrencyLadder
 
 OUT = Path("runs/x")
@@ -119,13 +124,70 @@ def test_bad_ladder_options_are_refused_before_anything_starts(tmp_path):
         assert not (tmp_path / "run").exists()
 
 
-def test_a_previous_run_in_the_folder_is_replaced_but_other_files_are_kept(tmp_path):
-    ours = ("baseline/r0_requests.csv", "candidate/r1.log", "verdict.json", "report.md", "sim-baseline.log")
-    for name in (*ours, "notes.txt"):
-        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
-        (tmp_path / name).write_text("old")
-    ab.clear_previous(tmp_path)
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"]
+def test_a_locust_killed_mid_level_is_said_so_and_its_log_is_kept(tmp_path):
+    # A child that prints a stats line (the last words of a killed Locust's log) and is then killed.
+    script = "import os, signal; print(' Name | # reqs', flush=True); os.kill(os.getpid(), signal.SIGKILL)"
+    runs = ab.schedule(1, tmp_path, ("baseline",))
+    (session,) = sessions.sessions(runs, ab.Ladder("1", "2s", "0s").design(SEQUENTIAL, 1, "1s"))
+    display = progress.Display(io.StringIO(), tty=False)
+    with pytest.raises(sessions.SessionError) as failed:
+        sessions.run(session, lambda run, design: ([sys.executable, "-c", script], {}), display)
+    log = tmp_path / "baseline" / "r0.log"
+    assert str(failed.value) == (f"locust (baseline r0) killed by SIGKILL mid-run (not by spec-ab: the "
+                                 f"kernel's out-of-memory killer, or someone on this machine) (log: {log})")
+    assert "Name | # reqs" in log.read_text(), "the log it names is kept"
+    assert not (tmp_path / "baseline" / "r0_design.json").exists(), "the unfinished run's data is not"
+
+
+# A stand-in for one arm's Locust under a blocked design: it says it is up (the shared clock's meeting
+# folder), writes a row file, and runs until stopped; as Locust, it writes its summary on SIGINT only.
+_ARM = ("import os, sys, time, pathlib; prefix, slot = sys.argv[1], sys.argv[2]; "
+        "pathlib.Path(prefix + '_requests.csv').write_text('rows'); "
+        "pathlib.Path(os.environ['" + CLOCK_DIR_ENV + "'], '" + READY_FILE + "'.format(slot=slot)).touch()\n"
+        "try:\n    time.sleep(60)\n"
+        "except KeyboardInterrupt:\n    pathlib.Path(prefix + '_summary.json').write_text('{}')")
+
+
+def _interrupted_after(tmp_path: Path, seconds: float) -> sessions.Interrupted | KeyboardInterrupt:
+    runs = ab.schedule(1, tmp_path)
+    (session,) = sessions.sessions(runs, ab.Ladder("1,2,4", "1s", "0s").design(INTERLEAVED, 2, "0.5s"))
+
+    def interrupt(_signum, _frame):
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGALRM, interrupt)  # a real Ctrl-C's KeyboardInterrupt, on a timer
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        sessions.run(session, lambda run, design: (
+            [sys.executable, "-c", _ARM, str(run.prefix), str(design.slot)], {}),
+            progress.Display(io.StringIO(), tty=False))
+    except KeyboardInterrupt as exc:
+        return exc
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+    raise AssertionError("the session was not interrupted")
+
+
+def test_an_interrupt_keeps_the_levels_a_blocked_session_finished(tmp_path):
+    # levels of 2 s on the clock (two arms x 1 s); the clock starts 1 s after both are up (within 1 s)
+    exc = _interrupted_after(tmp_path, READY_MARGIN_S + 3)
+    assert isinstance(exc, sessions.Interrupted) and exc.levels == 1
+    assert exc.line() == "the 1 level(s) of baseline+candidate r0 that had ended (1)"
+    for arm in ("baseline", "candidate"):
+        assert (tmp_path / arm / "r0_requests.csv").read_text() == "rows"
+        assert (tmp_path / arm / "r0_design.json").is_file()
+        assert (tmp_path / arm / "r0_summary.json").is_file(), "stopped so that it writes its files"
+    line = sessions.interrupted_line("spec-ab", tmp_path, [], exc, "Locust")
+    assert line == (f"spec-ab: interrupted; Locust stopped, kept the 1 level(s) of baseline+candidate r0 "
+                    f"that had ended (1) in {tmp_path} (spec-verdict {tmp_path} judges what was measured); "
+                    "the same command with --resume measures the rest, the interrupted session again whole")
+
+
+def test_an_interrupt_before_a_level_ended_discards_the_session_but_its_logs(tmp_path):
+    exc = _interrupted_after(tmp_path, 0.5)
+    assert not isinstance(exc, sessions.Interrupted)
+    assert sorted(p.name for p in (tmp_path / "baseline").iterdir()) == ["r0.log"]
 
 
 def test_a_failed_process_is_explained_by_its_first_error_line():

@@ -7,7 +7,8 @@ from dataclasses import replace
 import pytest
 
 from locust_spec.client.client import chat_body
-from locust_spec.client.settings import DEFAULT_MAX_TOKENS, RequestSettings
+from locust_spec.client.settings import RequestSettings
+from locust_spec.core.max_tokens import DEFAULT_MAX_TOKENS
 
 SETTINGS = RequestSettings(model="m", max_tokens=DEFAULT_MAX_TOKENS, max_tokens_cap=None, temperature=0.0,
                            ignore_eos=False, response_format=None, client="fast", request_timeout=600.0,

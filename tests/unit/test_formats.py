@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import json
+import time
+import tracemalloc
 
 import pytest
 
+from locust_spec.ab import cli as ab
+from locust_spec.core import formats, prompts
 from locust_spec.core.formats import PromptError, Selection, read_prompts
-from locust_spec.core.prompts import PromptSampler, load_prompt_set
+from locust_spec.core.prompts import PromptFiles, PromptSampler, describe_sets, load_prompt_set
 
 # SpecBench's question.jsonl: MT-Bench's categories (two turns) beside SpecBench's own tasks (one turn).
 QUESTIONS = [
@@ -172,3 +176,103 @@ def test_selection_round_trips_through_the_options_it_passes_on():
                              "--max-prompt-chars", "900", "--turns", "first"]
     with pytest.raises(PromptError, match="--turns"):
         Selection(turns="some")
+
+
+def sharegpt_dump(path, conversations: int, words: int = 400):
+    """A ShareGPT-shaped JSON array, written a row at a time."""
+    with path.open("w") as out:
+        out.write("[\n")
+        for i in range(conversations):
+            text = " ".join(["token"] * words) + f' {i} "quoted" [x] {{y}} \\'
+            out.write((",\n" if i else "") + json.dumps(
+                {"id": f"c{i}", "conversations": [{"from": "human", "value": text},
+                                                  {"from": "gpt", "value": text}]}))
+        out.write("\n]\n")
+    return path
+
+
+def test_a_large_dump_is_read_a_chunk_at_a_time_and_a_limit_stops_the_reading(tmp_path):
+    path = sharegpt_dump(tmp_path / "dump.json", 2_000)  # 5 MB
+    tracemalloc.start()
+    try:
+        started = time.perf_counter()
+        limited = read_prompts(path, Selection(limit=200))
+        limited_s = time.perf_counter() - started
+        _, limited_peak = tracemalloc.get_traced_memory()
+        tracemalloc.reset_peak()
+        # every row read, none kept: memory holds a chunk and a row, not the file (before: the file's bytes
+        # and its text, about three times its size)
+        assert read_prompts(path, Selection(max_chars=10)) == []
+        _, whole_peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert [p.id for p in limited] == [f"c{i}" for i in range(200)]
+    assert limited_peak < 3e6 and whole_peak < 3e6, (limited_peak, whole_peak)
+    assert limited_s < 1.0
+
+
+def test_rows_split_across_reads_parse_as_json_does(tmp_path, monkeypatch):
+    monkeypatch.setattr(formats, "CHUNK_BYTES", 7)  # every row, string and escape split between reads
+    rows = [{"prompt": 'a \\" [ { ] } \\\\', "id": "x"}, {"prompt": "\\\\", "max_tokens": 3},
+            {"messages": [{"role": "user", "content": "]}],\n[{"}], "id": 7}]
+    path = tmp_path / "tricky.json"
+    path.write_text("\ufeff[\n" + ",\n\n".join(json.dumps(r) for r in rows) + "\n]")
+    got = read_prompts(path)
+    assert [p.messages[0]["content"] for p in got] == [json.loads(json.dumps(r)).get("prompt") or "]}],\n[{"
+                                                      for r in rows]
+    assert [p.id for p in got] == ["x", "tricky-4", "7"]  # the second row starts on line 4
+
+
+def test_a_deeply_nested_or_endless_row_is_one_line_not_a_traceback(tmp_path, monkeypatch):
+    deep = tmp_path / "deep.json"
+    deep.write_text("[" + '{"a": ' * 100_000 + "1" + "}" * 100_000 + "]")  # before: RecursionError
+    with pytest.raises(PromptError, match=r"deep.json:1: nested deeper than 64 levels: not a prompt row"):
+        read_prompts(deep)
+    deep_lines = tmp_path / "deep.jsonl"
+    deep_lines.write_text('{"prompt": "a"}\n' + "[" * 100_000 + "]" * 100_000 + "\n")
+    with pytest.raises(PromptError, match=r"deep.jsonl:2: not JSON \(depth limit exceeded"):
+        read_prompts(deep_lines)
+    monkeypatch.setattr(formats, "MAX_ROW_BYTES", 1000)
+    (tmp_path / "one.jsonl").write_text('{"prompt": "' + "a" * 5000 + '"}')
+    with pytest.raises(PromptError, match=r"one.jsonl:1: a line longer than"):
+        read_prompts(tmp_path / "one.jsonl")
+    (tmp_path / "one.json").write_text('[{"prompt": "' + "a" * 5000 + '"}]')
+    with pytest.raises(PromptError, match=r"one.json:1: a row longer than"):
+        read_prompts(tmp_path / "one.json")
+    (tmp_path / "cut.json").write_text('[{"prompt": "a"},\n {"prompt": "b')
+    with pytest.raises(PromptError, match=r"cut.json:2: not JSON \(the file ends inside a row\)"):
+        read_prompts(tmp_path / "cut.json")
+
+
+@pytest.fixture
+def reads(monkeypatch) -> list:
+    """The prompt files parsed (read_prompts, the parser itself, run as it is), in order."""
+    parsed: list = []
+
+    def counted(*args):
+        parsed.append(args[0])
+        return read_prompts(*args)
+
+    monkeypatch.setattr(prompts, "read_prompts", counted)
+    return parsed
+
+
+def test_a_process_reads_each_prompt_file_once_whatever_reads_it(tmp_path, reads):
+    path = write_jsonl(tmp_path / "mine.jsonl", [{"prompt": f"p{i}"} for i in range(50)])
+    files, limited = PromptFiles(), Selection(limit=5)
+    # the sampler at start, the one of each test, and PREFIX_run.json's description (before: three reads,
+    # the last ignoring the limit)
+    PromptSampler([str(path)], 1, limited, files)
+    PromptSampler([str(path)], 2, limited, files)
+    assert describe_sets([str(path)], limited, files)[0]["prompts"] == 5
+    assert reads == [path]
+    write_jsonl(path, [{"prompt": "changed"}])
+    assert [p.messages[0]["content"] for p in files.read(path, limited)] == ["changed"]
+    assert len(reads) == 2
+
+
+def test_spec_ab_reads_each_prompt_file_once_for_its_preflight_and_every_arms_priming(tmp_path, reads):
+    path = write_jsonl(tmp_path / "ab.jsonl", [{"prompt": f"p{i}"} for i in range(20)])
+    load = ab.Load((str(path),), None, False, 0, "m", 1)
+    assert [len(ab.load_prompts(load)) for _ in range(3)] == [20, 20, 20]
+    assert reads == [path]

@@ -57,11 +57,15 @@ def test_a_folder_with_results_is_refused_in_one_line_naming_both_ways_on():
 
 
 def test_an_empty_folder_or_one_holding_only_spec_abs_own_logs_is_no_result():
-    assert keep.refusal("spec-ab", OUT, [], ab.REFUSAL_OPTIONS) is None
-    # what a run whose preflight failed, or that stopped in its first session, leaves
-    assert keep.refusal("spec-ab", OUT, ["sim-baseline.log", "sim-candidate.log", "spec-ab.json"],
-                        ab.REFUSAL_OPTIONS) is None
-    assert keep.results(["notes.txt", "sim-baseline.log"]) == ["notes.txt"], "anyone's file counts"
+    assert keep.refusal("spec-ab", OUT, keep.results([]), ab.REFUSAL_OPTIONS) is None
+    # what a run whose preflight failed, or that stopped in its first session, leaves: its record lists them
+    left = ["sim-baseline.log", "sim-candidate.log", "spec-ab.json", ".locust-spec-files",
+            ".locust-spec.lock"]
+    assert keep.results(left, mine={"sim-baseline.log", "sim-candidate.log", "spec-ab.json"}) == []
+    assert keep.results(["notes.txt", "sim-baseline.log"], mine={"sim-baseline.log"}) == ["notes.txt"], \
+        "anyone's file counts"
+    assert keep.results(["sim-baseline.log", "spec-ab.json"]) == ["sim-baseline.log", "spec-ab.json"], \
+        "a file of spec-ab's names that its record does not list is someone's: truncating it loses it"
 
 
 def test_locust_options_leave_out_what_differs_between_any_two_runs():
@@ -173,3 +177,42 @@ def test_spec_tune_refuses_a_folder_with_results_unless_overwrite(tmp_path):
     assert result.output.strip() == (f"spec-tune: {tmp_path} already holds results (baseline, verdict.json), "
                                      "left untouched; --overwrite replaces them")
     assert {str(p.relative_to(tmp_path)): p.read_text() for p in tmp_path.rglob("*") if p.is_file()} == before
+
+
+def test_a_finished_run_without_its_design_file_is_kept_with_the_file_rebuilt_not_measured_again():
+    plans = _plan(repeats=1)
+
+    def found(run, design):
+        kept = _finished(run, design)
+        return replace(kept, design=None) if run.arm == "baseline" else kept
+
+    plan = keep.plan(_expected(plans, found))
+    assert (plan.kept, plan.todo, plan.conflict) == ((0,), (), None)
+    ((position, slot, design),) = plan.restored
+    assert (position, slot) == (0, 0) and design.clock_unix_s == CLOCK, "the other arm's file holds the clock"
+    assert design == plans[0].design.for_slot(0, CLOCK)
+
+    sequential = _plan(SEQUENTIAL, repeats=1)
+    plan = keep.plan(_expected(sequential, lambda run, design: replace(_finished(run, design), design=None)))
+    assert plan.kept == (0, 1) and [d for _, _, d in plan.restored] == [sequential[0].design] * 2
+
+
+def test_a_finished_session_whose_clock_is_lost_refuses_the_resume_rather_than_deleting_it():
+    plans = _plan(repeats=1)
+    plan = keep.plan(_expected(plans, lambda run, design: replace(_finished(run, design), design=None)))
+    assert plan.conflict is not None and plan.conflict.startswith(
+        "baseline r0 finished, but its _design.json (the shared clock's zero) is missing")
+    assert "restore the file, or give another --out" in plan.conflict
+
+
+def test_a_kept_looking_session_whose_files_do_not_read_is_measured_again_and_said():
+    plans = _plan(repeats=1)
+
+    def found(run, design):
+        kept = _finished(run, design)
+        return replace(kept, unreadable="r0_requests.csv: truncated") if run.arm == "candidate" else kept
+
+    plan = keep.plan(_expected(plans, found))
+    assert (plan.kept, plan.todo) == ((), (0,))
+    assert plan.notes == ("measuring baseline r0 + candidate r0 again (candidate r0: its files do not read "
+                          "(r0_requests.csv: truncated))",)

@@ -14,12 +14,20 @@ from locust.env import Environment
 
 from locust_spec.ab import cli as ab
 from locust_spec.client.client import hold_until
-from locust_spec.core.arrivals import ArrivalPlan, arrivals
+from locust_spec.core.arrivals import GAMMA, MAX_RATE, ArrivalPlan, arrivals, check_level_arrivals
 from locust_spec.core.level import Level, LevelBoard, runner_users
 from locust_spec.recording.ledger import MAX_LATENESS_P99_MS, ArrivalLedger
 from locust_spec.recording.records import make_row
 from locust_spec.recording.timeline import CLIENT_FIELDS, Timeline
-from locust_spec.wiring.openloop import LOCAL_SLOT, ArrivalQueue
+from locust_spec.wiring.openloop import (
+    LOCAL_SLOT,
+    ArrivalQueue,
+    check_processes,
+    check_run,
+    parse_burstiness,
+    parse_rate,
+    users_refusal,
+)
 from locust_spec.wiring.run import SpecRun, attach
 from locust_spec.wiring.shape import ConcurrencyLadder, parse_rates
 
@@ -184,3 +192,59 @@ def test_an_arrival_is_never_sent_before_it_is_due():
     started = time.perf_counter()
     hold_until(time.time() + 60)  # a clock stepped back: held a few milliseconds, not a minute
     assert time.perf_counter() - started < 0.05
+
+
+def test_rates_burstiness_and_a_levels_arrivals_are_bounded_with_one_line_refusals():
+    # before: --rate 1e9 ran, and counting its arrivals held the loop for minutes, deaf to SIGTERM
+    with pytest.raises(ValueError, match="1e\\+09 requests per second is above the 10000 allowed"):
+        parse_rate("1e9")
+    assert parse_rate("10000") == MAX_RATE
+    # before: --burstiness 1e-9 drew 68.5 million arrivals for a 10 req/s, 5 s level
+    for bad in ("1e-9", "0.01", "1e6", "nan", "inf"):
+        with pytest.raises(ValueError, match="burstiness must be between 0.05 and 1000"):
+            parse_burstiness(bad)
+    with pytest.raises(ValueError, match="burstiness must be a number"):
+        parse_burstiness("lots")
+    assert parse_burstiness("0.05") == 0.05 and parse_burstiness("1000") == 1000.0
+    with pytest.raises(ValueError, match="burstiness"):
+        ArrivalPlan(10, GAMMA, 1e-9)
+    check_level_arrivals(1000, 5000)  # exactly the most a level may schedule
+    with pytest.raises(ValueError, match="is 5,000,010 arrivals in one level, above the 5,000,000 allowed"):
+        check_level_arrivals(1000, 5000.01)
+
+
+def test_a_plain_rate_and_a_rate_ladder_are_refused_at_start_when_a_level_is_too_long():
+    with pytest.raises(ValueError, match="10000 requests per second for 3600 s"):
+        check_run(Namespace(rate="10000", run_time=3600, rates=None))
+    check_run(Namespace(rate="10000", run_time=60, rates=None))
+    check_run(Namespace(rate="10000", run_time=None, rates=None))  # the web UI's endless test: counted on
+    ladder = {"levels": "1", "warmup": "0s", "max_concurrency": None, "arrival": "poisson", "burstiness": "1",
+              "seed": 0, "rate": None}
+    with pytest.raises(ValueError, match="5000 requests per second for 1200 s"):
+        ConcurrencyLadder.check_options(Namespace(**ladder, rates="1,5000", stage_time="20m"))
+    ConcurrencyLadder.check_options(Namespace(**ladder, rates="1,5000", stage_time="60s"))
+    with pytest.raises(ValueError, match="5000 requests per second for 1200 s"):  # spec-ab and spec-tune's
+        ab.Ladder("1", "20m", "0s", "1,5000").check()
+
+
+def test_an_open_loop_on_more_processes_than_users_is_refused_not_run_silent():
+    # before: --rate 20 --processes 2 without -u: one user on one worker, the other never ready; 30 s,
+    # 0 requests, exit 0
+    assert users_refusal(1, 2) == ("--rate sends through Locust's users, and each of the 2 processes sends a "
+                                   "share of the arrivals: 1 user leaves a process none; give -u 2 or more")
+    assert "3 users leave a process none; give -u 4" in users_refusal(3, 4)
+    assert users_refusal(2, 2) is None and users_refusal(1, 1) is None and users_refusal(0, 1) is None
+
+    def options(**kw):
+        return Namespace(**{"rate": "20", "rates": None, "headless": True, "num_users": None,
+                            "processes": None, "expect_workers": 1, **kw})
+
+    for forked in (False, True):  # the master of --processes and each worker it forks
+        with pytest.raises(ValueError, match="give -u 2 or more"):
+            check_processes(options(processes=2), master=not forked)
+    with pytest.raises(ValueError, match="give -u 3 or more"):
+        check_processes(options(expect_workers=3, num_users=2), master=True)
+    check_processes(options(processes=2, num_users=2), master=True)
+    check_processes(options(expect_workers=3), master=False)  # a worker of its own: it knows no count
+    check_processes(options(processes=2, headless=False), master=True)  # the web UI's form: at test start
+    check_processes(options(processes=2, rate=None), master=True)  # closed loop: Locust spreads users

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import re
 from dataclasses import replace
 
@@ -9,8 +10,10 @@ import pytest
 
 from locust_spec.ab import preflight
 from locust_spec.ab.preflight import Arm, Flags, Observed, Probe
+from locust_spec.client.client import chat_body
 from locust_spec.core.prompts import Prompt
 from locust_spec.metrics.counters import parse_exposition_checked
+from locust_spec.wiring.options import settings_from
 
 BASE = Arm("baseline", "http://a:8000", None, False, "--baseline", "--metrics-url-baseline")
 CAND = Arm("candidate", "http://b:8000", None, True, "--candidate", "--metrics-url-candidate")
@@ -101,14 +104,16 @@ def test_a_probe_the_server_refused_for_its_length_names_the_prompt_and_the_serv
     problems = _judge(base=_seen(False, probes=(Probe("p-2", 0, reason, 400),)))
     assert len(problems) == 1 and "prompt 'p-2' does not fit the context (HTTP 400: This model's" in \
         problems[0].what
-    assert problems[0].fix == "shorten that prompt or leave out its prompt set (--prompts)"
+    assert problems[0].fix == ("leave that prompt out (--max-prompt-chars below its length) or its prompt "
+                               "set (--prompts)")
 
 
 @pytest.mark.parametrize(("reason", "fix"), [
     ("This model's maximum context length is 4096 tokens; the prompt has 4000 tokens and max_tokens is 256.",
      "pass --max-tokens 96 or less"),  # spec-sim
     ("This model's maximum context length is 4096 tokens. However, you requested 4352 tokens (4096 in the "
-     "messages, 256 in the completion).", "shorten that prompt or leave out its prompt set (--prompts)"),
+     "messages, 256 in the completion).",
+     "leave that prompt out (--max-prompt-chars below its length) or its prompt set (--prompts)"),
     ("prompt too long for the context window", "lower --max-tokens, or leave out its prompt set (--prompts)"),
 ])
 def test_the_fix_for_a_prompt_over_the_context_depends_on_what_overflows(reason, fix):
@@ -225,3 +230,42 @@ def test_without_a_tokenizer_prompts_near_the_context_by_bytes_are_probed_too():
 def test_credentials_never_show_in_a_repr():
     text = repr(preflight.Credentials("sk-secret", "tok-secret"))
     assert "secret" not in text
+
+
+def test_the_preflight_checks_the_max_tokens_that_is_sent():
+    """#44: a prompt's own max_tokens 1024 under --max-tokens 128 is sent with 128; the preflight checked 1024
+    against the context (and refused a 3,000-token one at a 3,000-token context) while 128 was sent."""
+    own = Prompt("own", "json", ({"role": "user", "content": "x" * 2000},), 1024)
+    options = argparse.Namespace(max_tokens="128", temperature=0.0, ignore_eos=False, response_format="",
+                                 client="fast", request_timeout=1.0, connect_timeout=1.0,
+                                 first_token_timeout=1.0, idle_timeout=1.0, max_line_bytes=65536,
+                                 max_response_bytes=1 << 20)
+    sent = chat_body(settings_from(options, "m"), own.messages, False, {"max_tokens": own.max_tokens})
+    assert sent["max_tokens"] == preflight.max_tokens_of(own, 128) == 128
+    assert preflight.unfit([own], 1200, 128, lambda p: 1000) == ()  # 1000 + 128 fits; + 1024 would not
+    assert [f.max_tokens for f in preflight.unfit([own], 1100, 128, lambda p: 1000)] == [128]
+    assert _judge(base=_seen(False, max_model_len=3000), max_tokens=128) == []  # p-3 asks 3000 of its own
+
+
+def test_prompts_that_cannot_fit_the_context_are_left_out_with_a_note_naming_them():
+    """The default prompt set against a 2,048-token context: json-025 (2,049 tokens) failed the preflight,
+    whose fix ("lower --max-tokens") could not help; the runs leave it out, as a plain Locust run does."""
+    long = Prompt("json-025", "json", ({"role": "user", "content": "z" * 9000},), None)
+    prompts = (*PROMPTS[:2], long)
+
+    def count(prompt: Prompt) -> int:
+        return 2049 if prompt is long else 100
+
+    left = preflight.unfit(prompts, 2048, None, count)
+    assert [(f.prompt.id, f.tokens, f.max_tokens) for f in left] == [("json-025", 2049, 256)]
+    seen = _seen(False, max_model_len=2048, left_out=left, counted=True)
+    (note,) = preflight.judge((BASE, CAND), (seen, _seen(True)), "", prompts, None)
+    assert not note.fatal and note.line().startswith("preflight warning: baseline: 1 of 3 prompts cannot fit "
+                                                     "the model's context of 2048")
+    assert "json-025 (2049 + 256 tokens)" in note.what and "counted by its /tokenize" in note.what
+    assert note.fix.startswith("--max-prompt-chars 8999 leaves them out of the prompt sets")
+    # none left: no run could send a request
+    none_fit = _seen(False, max_model_len=300, left_out=preflight.unfit(prompts, 300, None, count))
+    (fatal,) = preflight.judge((BASE, CAND), (none_fit, _seen(True)), "", prompts, None)
+    assert fatal.fatal and "no prompt fits the model's context of 300" in fatal.what
+    assert preflight.unfit(prompts, None, None, count) == ()  # the context unknown: every prompt is sent
