@@ -10,22 +10,25 @@ from locust_spec.core.design import SEQUENTIAL
 from locust_spec.metrics import power
 from locust_spec.metrics.crosscheck import CANDIDATE_METRICS_OPTIONS
 
-from . import answers, cost, provenance, tasks
+from . import answers, comparable, cost, provenance, tasks, what_ran
 from . import levels as lv
 from .model import (
     ArmMetrics,
     ArmsValue,
     DesignInfo,
+    Level,
     LevelInput,
+    LevelVerdict,
     PlotData,
     PowerSource,
     Pricing,
     Slo,
     Verdict,
+    level_label,
     worst_arrivals,
     worst_lag,
 )
-from .runs import InputError, RunData, discover, read_run
+from .runs import InputError, RunData, discover, read_run, read_self_check
 from .stats import Interval
 from .verdict import Thresholds, build_verdict
 
@@ -70,6 +73,9 @@ def verdict_for(
     records = (tuple(r.provenance for r in base_runs), tuple(r.provenance for r in cand_runs))
     try:
         provenance_notes = provenance.check_arms(*records, force)
+        runs = comparable.runs_of([(r.provenance, r.design) for r in base_runs],
+                                  [(r.provenance, r.design) for r in cand_runs])
+        differences = comparable.check(runs, force)
     except provenance.ProvenanceError as exc:
         raise InputError(str(exc)) from None
     base_levels = [lv.run_levels(r, slo) for r in base_runs]
@@ -81,6 +87,11 @@ def verdict_for(
         raise InputError(f"baseline and candidate share no concurrency level (baseline: "
                          f"{_levels_text(base_users)}; candidate: {_levels_text(cand_users)})")
     inputs, notes, cdf, economy = [], list(provenance_notes), {}, {}
+    checks = [read_self_check(folder) for folder in dict.fromkeys(Path(r.prefix).parent for r in base_runs)]
+    checks = [c for c in checks if c is not None]
+    floor = answers.self_agreement([r.answers for r in base_runs] + checks,
+                                   "all levels and the self-check" if checks else "all levels")
+    temperature = run_temperature(base_runs + cand_runs)
     selections = power_gpus or {}
     curves = {arm: [power.curves(r.snapshots or (), selections.get(arm)) for r in runs]
               for arm, runs in (("baseline", base_runs), ("candidate", cand_runs))}
@@ -113,8 +124,7 @@ def verdict_for(
                            if spec is not None and spec.acceptance is not None else None),
             baseline_batch=lv.arm_batch(base_pairs),
             candidate_batch=lv.arm_batch(cand_pairs),
-            answers=answers.check_level(answers.level_answers([r.answers for r in base_runs], users),
-                                        answers.level_answers([r.answers for r in cand_runs], users)),
+            answers=answer_check(base_runs, cand_runs, users, floor, temperature),
             baseline_arrivals=worst_arrivals([level.arrivals for level in base_at if level.arrivals]),
             candidate_arrivals=worst_arrivals([level.arrivals for level in cand_at if level.arrivals]),
             baseline_spec=lv.combine_spec([s for run, level in base_pairs
@@ -142,8 +152,14 @@ def verdict_for(
                             class_stats=lv.class_stats(base_runs, cand_runs),
                             run_warnings=warnings, crosscheck=disagreements, notes=notes,
                             plots=PlotData(itl_cdf=cdf), slo=slo, design=design_info(base_runs, cand_runs))
-    verdict = replace(verdict, provenance=records, pricing=pricing,
-                      power=power_sources(curves, selections),
+    ran = (what_ran.infer("baseline", records[0], [i.baseline_spec for i in inputs if i.baseline_spec],
+                          any(r.snapshots for r in base_runs)),
+           what_ran.infer("candidate", records[1], [i.spec for i in inputs if i.spec],
+                          any(r.snapshots for r in cand_runs), what_ran.candidate_signs(verdict.levels)))
+    verdict = replace(verdict, provenance=records, differences=tuple(differences), what_ran=ran,
+                      configurations=base_drafted > 0,
+                      summary=leading_summary(verdict.summary, verdict.levels, base_drafted > 0),
+                      pricing=pricing, power=power_sources(curves, selections),
                       levels=tuple(replace(level, economy=economy[level.users]) for level in verdict.levels))
     said = cost.headline(verdict.levels, th.noise_pct, serving_concurrency)
     if said:
@@ -152,6 +168,39 @@ def verdict_for(
     if not by_task:
         return verdict
     return replace(verdict, tasks=by_task, summary=f"{verdict.summary} {tasks.summary(by_task)}")
+
+
+def answer_check(base_runs: Sequence[RunData], cand_runs: Sequence[RunData], users: Level,
+                 floor: answers.Floor | None, temperature: float | None) -> answers.AnswerCheck | None:
+    """One level's answer gate; 'not checked' (said, never silent) when an arm recorded no answers."""
+    for arm, runs in (("baseline", base_runs), ("candidate", cand_runs)):
+        if all(r.answers is None for r in runs):
+            return answers.not_checked(f"the {arm}'s PREFIX_requests.csv holds no answers: no output_hash "
+                                       "column (written before it) or no successful request")
+    base = answers.level_answers([r.answers for r in base_runs], users)
+    check = answers.check_level(base, answers.level_answers([r.answers for r in cand_runs], users), floor,
+                                temperature)
+    return check or answers.not_checked("the arms answered no prompt in common at this level")
+
+
+def run_temperature(runs: Sequence[RunData]) -> float | None:
+    """The temperature the runs' requests were sent with (PREFIX_run.json; the gate refuses runs that
+    differ in it); None when no run recorded one."""
+    for run in runs:
+        value = run.provenance._get("load", "temperature") if run.provenance is not None else None
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+    return None
+
+
+def leading_summary(summary: str, levels: Sequence[LevelVerdict], configurations: bool) -> str:
+    """The summary as the headline: what it compares (speculation, or two configurations when the baseline
+    speculated too), led by the answers when they hold the candidate back."""
+    if configurations:
+        summary = summary.replace("Speculative decoding:", "Candidate vs baseline configuration (both "
+                                  "speculate):", 1)
+    lead = answers.headline([(level_label(lv.users), lv.answers) for lv in levels])
+    return f"{lead} {summary}" if lead else summary
 
 
 def level_economy(users: float, base_levels: Sequence[dict], cand_levels: Sequence[dict],

@@ -118,8 +118,9 @@ def cli() -> None:
 
     \b
     Exit codes: 0 verdict produced; 1 the verdict is one named by --fail-on;
-    2 bad input, or arms that cannot be compared (different models, the same run twice, swapped;
-    --force compares them anyway), one line on stderr.
+    2 bad input, or runs that cannot be compared (different models, the same run twice, swapped; prompts,
+    request settings, design or load that differ; one arm's runs on two servers: --force compares them
+    anyway and the report says what differs first), one line on stderr.
     """
 
 
@@ -175,8 +176,10 @@ def ab_arms(folder: Path) -> tuple[Path, Path]:
               help="An arm whose load generator was behind more than this share of the time at a level "
                    "makes it inconclusive (from its _summary.json).")
 @click.option("--force", is_flag=True, default=False,
-              help="Compare arms that served different models, the same run twice, or arms that look swapped "
-                   "(the baseline speculated, the candidate did not); by default each is an error (exit 2).")
+              help="Compare arms that served different models, the same run twice, arms that look swapped "
+                   "(the baseline speculated, the candidate did not), or runs whose prompts, request "
+                   "settings, design or load differ (docs/comparability.md); by default each is an error "
+                   "(exit 2), forced the report names each difference first.")
 @click.option("--allow-lossy", is_flag=True, default=False,
               help="Judge a candidate whose answers changed beyond the baseline's own noise on speed alone "
                    "(by default it is not shipped: lossless speculation does not change answers).")

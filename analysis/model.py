@@ -419,6 +419,14 @@ class Verdict:
     """Per prompt class (analysis/tasks.py), when the runs hold several."""
     provenance: tuple[tuple[Provenance, ...], tuple[Provenance, ...]] = ((), ())
     """What each arm's runs measured (baseline, candidate)."""
+    differences: tuple[str, ...] = ()
+    """What differs between runs that should share it, compared anyway (--force; analysis/comparable.py):
+    the report's first screen names each."""
+    configurations: bool = False
+    """The baseline speculated too: the verdict compares the candidate's configuration with the baseline's,
+    not speculation with none."""
+    what_ran: tuple = ()
+    """Each arm's speculation as given and as its counters show it (analysis/what_ran.WhatRan)."""
 
     @property
     def axis(self) -> str:

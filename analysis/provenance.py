@@ -72,8 +72,8 @@ def _arm_models(arm: Sequence[Provenance]) -> dict[str, str]:
 
 def check_arms(baseline: Sequence[Provenance], candidate: Sequence[Provenance], force: bool) -> list[str]:
     """ProvenanceError when the arms cannot be compared (unless `force`: then a warning each): different
-    models, or the same run on both sides. Returns the warnings: what differs between the arms' loads,
-    and which runs have no record."""
+    models, or the same run on both sides. Returns the warnings: which runs have no record (what else
+    differs between the runs: comparable.py)."""
     problems, warnings = [], []
     base_models, cand_models = _arm_models(baseline), _arm_models(candidate)
     if base_models and cand_models and set(base_models) != set(cand_models):
@@ -92,36 +92,7 @@ def check_arms(baseline: Sequence[Provenance], candidate: Sequence[Provenance], 
     if unknown:
         warnings.append(f"provenance unknown for {', '.join(unknown)}: no _run.json (written before "
                         "locust-spec recorded what a run measured)")
-    warnings += load_differences(baseline, candidate)
     return warnings
-
-
-LOAD_KEYS = ("seed", "max_tokens", "ignore_eos", "temperature", "response_format")
-
-
-def _load(p: Provenance) -> dict:
-    load = p._get("load")
-    if not isinstance(load, dict):
-        return {}
-    prompts = load.get("prompts")
-    files = (sorted(str(f.get("sha256")) for f in prompts if isinstance(f, dict))
-             if isinstance(prompts, list) else None)
-    return {**{k: load.get(k) for k in LOAD_KEYS}, "prompts": files}
-
-
-def load_differences(baseline: Sequence[Provenance], candidate: Sequence[Provenance]) -> list[str]:
-    """One warning per setting the arms' requests were sent with differently (their prompts by content)."""
-    known = [(arm, _load(p)) for arm, runs in (("baseline", baseline), ("candidate", candidate))
-             for p in runs if p.known]
-    out = []
-    for key in ("prompts", *LOAD_KEYS):
-        values = {arm: str(load.get(key)) for arm, load in known}
-        seen = {str(load.get(key)) for _, load in known}
-        if len(seen) > 1:
-            what = "prompt sets (by content)" if key == "prompts" else key
-            shown = "; ".join(f"{arm}: {value[:60]}" for arm, value in values.items())
-            out.append(f"the arms' {what} differ ({shown}): their answers and speed are not comparable")
-    return out
 
 
 def swapped(base_drafted: float, cand_drafted: float, force: bool) -> str | None:

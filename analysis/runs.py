@@ -33,7 +33,7 @@ NUMERIC = {
 # prompt_id stays with the requests: acceptance's interval resamples prompts (levels.acceptance_ci).
 TEXT = {"prompt_class": "category", "prompt_id": "category", "error": "category"}
 # The answer's fingerprint (added columns: runs without them have no answers to compare).
-ANSWER_TEXT = {"output_hash": "category", "output_marks": "category"}
+ANSWER_TEXT = {"output_hash": "category", "output_marks": "category", "output_hash_ws": "category"}
 # What a value can be in a run; outside, it is no measurement (a corrupted or hand-edited file) and would
 # move the verdict silently: an `inf` start time empties a level, a negative token count turns a rate.
 _MS = (0.0, 1e9)  # 11.6 days
@@ -65,7 +65,8 @@ class RunData:
     models: tuple[str, ...] | None = None
     """The models under test, whose server counters are counted (None: the run does not say)."""
     answers: pd.DataFrame | None = None
-    """Measured ok requests' answers: level_users, prompt, output_hash, output_marks (answers.py)."""
+    """Measured ok requests' answers: level_users, prompt, answer (the whitespace-normalised hash where
+    recorded, else output_hash), output_hash, output_marks (answers.py)."""
     provenance: provenance.Provenance | None = None
     """What the run measured (PREFIX_run.json); unknown for runs written before it."""
     arrivals: dict[Rate, dict] = field(default_factory=dict)
@@ -238,7 +239,7 @@ def read_provenance(path: Path, prefix: Path) -> provenance.Provenance:
         return provenance.Provenance(str(prefix), {})
     if path.stat().st_size > RUN_MAX_BYTES:
         raise InputError(f"{path}: {path.stat().st_size} bytes, not a run record (at most {RUN_MAX_BYTES})")
-    return provenance.Provenance(str(prefix), _read_json(path, (runfiles.RUN_SCHEMA,)))
+    return provenance.Provenance(str(prefix), _read_json(path, runfiles.RUN_SCHEMAS))
 
 
 def read_latency(path: Path) -> dict | None:
@@ -470,11 +471,41 @@ def split_answers(frame: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame | Non
     if kept.any():
         rows = frame[kept]
         prompt = rows["prompt_class"].astype(str) + "\x1f" + rows["prompt_id"].astype(str)
+        exact = rows["output_hash"].astype(str)
+        normalised = (rows["output_hash_ws"].astype(object).where(rows["output_hash_ws"].notna(), exact)
+                      if "output_hash_ws" in rows else exact)
         answers = pd.DataFrame({"level_users": rows["level_users"].to_numpy(),
                                 "prompt": prompt.astype("category").to_numpy(),
-                                "output_hash": rows["output_hash"].astype(str).to_numpy(),
+                                "answer": normalised.astype(str).to_numpy(),
+                                "output_hash": exact.to_numpy(),
                                 "output_marks": rows["output_marks"].astype(object).fillna("").to_numpy()})
     return frame.drop(columns=[c for c in ANSWER_TEXT if c in frame]), answers
+
+
+SELF_CHECK = "self_check.json"
+"""spec-ab's baseline self-check (locust_spec/ab/self_check.py), beside the baseline's runs."""
+SELF_CHECK_MAX_BYTES = 8 * 1024 * 1024
+_HASH_KEYS = ("prompt_class", "prompt_id", "output_hash", "output_marks", "output_hash_ws")
+
+
+def read_self_check(folder: Path) -> pd.DataFrame | None:
+    """The baseline's answers given twice on purpose (prompt, answer, output_hash, output_marks); None
+    when the folder holds no self-check (runs not made by spec-ab, or with --self-check 0)."""
+    path = folder / SELF_CHECK
+    if not path.is_file():
+        return None
+    if path.stat().st_size > SELF_CHECK_MAX_BYTES:
+        raise InputError(f"{path}: larger than {SELF_CHECK_MAX_BYTES // 2**20} MiB: not a self-check")
+    answers = _read_json(path).get("answers")
+    if not isinstance(answers, list) or not all(
+            isinstance(a, dict) and all(isinstance(a.get(k), str) for k in _HASH_KEYS) for a in answers):
+        raise InputError(f"{path}: answers must be a list of objects with {', '.join(_HASH_KEYS)} (text)")
+    if not answers:
+        return None
+    return pd.DataFrame({"prompt": [f"{a['prompt_class']}\x1f{a['prompt_id']}" for a in answers],
+                         "answer": [a["output_hash_ws"] for a in answers],
+                         "output_hash": [a["output_hash"] for a in answers],
+                         "output_marks": [a["output_marks"] for a in answers]})
 
 
 def read_design(path: Path) -> Design | None:

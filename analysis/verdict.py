@@ -358,7 +358,7 @@ def judge_level(level: LevelInput, th: Thresholds, *, throughput_key: str = "out
     lossy = answers.lossy_reason(level.answers, th.allow_lossy)
     if lossy is not None:
         if not th.allow_lossy and verdict in (SHIP, TRADEOFF):
-            verdict, brief = OFF, lossy
+            verdict, brief = level.answers.held, lossy
         reasons = [lossy, *reasons]
     return LevelVerdict(
         users=level.users, verdict=verdict,

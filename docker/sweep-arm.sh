@@ -9,7 +9,13 @@ rm -rf "$out" && mkdir -p "$out"
 set --
 if [ "$PROCESSES" != 1 ]; then set -- --processes "$PROCESSES"; fi
 status=0
-spec-prime --host "$TARGET" --prompts "$PROMPTS" --name "$ARM" || status=$?
+# The baseline also answers a few prompts twice: its noise floor for the answer gate (spec-ab's self-check).
+check=""
+if [ "$ARM" = baseline ]; then
+    check="--self-check 8 --self-check-out $out --max-tokens $MAX_TOKENS --seed $SEED"
+fi
+# shellcheck disable=SC2086  # $check is words
+spec-prime --host "$TARGET" --prompts "$PROMPTS" --name "$ARM" $check || status=$?
 if [ "$status" -eq 0 ]; then
     locust -f "$(spec-locustfile sweep)" --headless --host "$TARGET" --csv "$out/r0" \
         --prompts "$PROMPTS" --max-tokens "$MAX_TOKENS" --seed "$SEED" --levels "$LEVELS" \

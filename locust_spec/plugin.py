@@ -27,7 +27,7 @@ from locust_spec.recording import scraper
 from locust_spec.recording.records import spreadsheet_safe
 from locust_spec.recording.writes import WriteFailed
 from locust_spec.web import live, webui
-from locust_spec.wiring import distributed, guard, openloop, options, shared_clock
+from locust_spec.wiring import distributed, guard, openloop, options, replay, shared_clock
 from locust_spec.wiring.distributed import BATCH, FINISH, WorkerSink
 from locust_spec.wiring.run import SpecRun, attach, run_of
 from locust_spec.wiring.user import ChatClientUser
@@ -112,6 +112,7 @@ _locusts_own_options_read_once()
 def _add_options(parser, **_kw) -> None:
     options.add_options(parser)
     openloop.add_options(parser)
+    replay.add_options(parser)
     scraper.add_options(parser)
     guard.add_options(parser)
 
@@ -136,6 +137,9 @@ def _on_init(environment, web_ui=None, **_kw) -> None:
         # An unusable --metrics-url stops every process at start (a worker would otherwise wait for a
         # master that has gone), in one line that holds none of its secrets.
         scraper.check_url_options(environment.parsed_options, os.environ)
+        if getattr(environment.parsed_options, "trace", None) and environment.shape_class is not None:
+            raise ValueError("--trace replays one trace from its start: not on the ladder (a shape class)")
+        replay.TraceSettings.from_options(environment.parsed_options)  # --trace beside --rate: refused
         # Options that cannot run together (a level of too many arrivals) stop it at start too.
         openloop.check_run(environment.parsed_options)
         openloop.check_processes(environment.parsed_options, isinstance(environment.runner, MasterRunner))
@@ -217,8 +221,11 @@ def _flush_periodically(run: SpecRun) -> None:
 
 
 def _plain_rate(environment) -> bool:
-    """An open loop without the ladder: `--rate` with a plain locustfile, whose users are `-u`."""
-    return environment.shape_class is None and bool(getattr(environment.parsed_options, "rate", None))
+    """An open loop without the ladder: `--rate` or `--trace` with a plain locustfile, whose users are
+    `-u`."""
+    options = environment.parsed_options
+    return environment.shape_class is None and bool(getattr(options, "rate", None)
+                                                    or getattr(options, "trace", None))
 
 
 def _on_spawned(run: SpecRun, user_count: int) -> None:
@@ -244,10 +251,20 @@ def _plan_when_ready(run: SpecRun) -> None:
     while not run.readiness.ready(runner):
         gevent.sleep(0.1)
     run.planning = False
-    if run.levels.current().plan is None and runner.state in (STATE_SPAWNING, STATE_RUNNING):
+    if run.levels.current().plan is not None or runner.state not in (STATE_SPAWNING, STATE_RUNNING):
+        return
+    users = int(runner.target_user_count or 0)
+    if not getattr(options, "trace", None):
         run.levels.publish(openloop.rate_level(runner, openloop.OpenLoopSettings.from_options(options),
-                                               openloop.parse_rate(options.rate), 0,
-                                               int(runner.target_user_count or 0), lead_s=openloop.LEAD_S))
+                                               openloop.parse_rate(options.rate), 0, users,
+                                               lead_s=openloop.LEAD_S))
+        return
+    try:  # the master reads the trace here (a load generator read it at test start, for its prompts)
+        trace = replay.TraceSettings.from_options(options).read()
+    except ValueError as e:
+        run.give_up(str(e))
+        return
+    run.levels.publish(replay.trace_level(runner, trace, options.seed, users, lead_s=openloop.LEAD_S))
 
 
 def _rate_level_started(run: SpecRun, level: Level) -> None:

@@ -34,7 +34,9 @@ EXTERNAL_OPTIONS = {
     "vllm serve": {"--speculative-config", "--per-request-spec-decode-metrics", "--max-model-len",
                    "--max-num-seqs", "--port", "--served-model-name", "--distributed-executor-backend",
                    "--gpu-memory-utilization"},
-    "vllm bench serve": {"--backend", "--request-rate"},
+    "vllm bench serve": {"--backend", "--request-rate", "--timed-trace-sec-multiplier"},
+    "aiperf": {"--fixed-schedule-speedup"},
+    "sglang bench_serving": {"--mooncake-slowdown-factor"},
     "pytest": {"--basetemp", "--durations"},
     "docker compose run": {"--rm"},
 }

@@ -9,15 +9,19 @@ from ..model import Verdict
 from ..report.plots import FIGURES, Omitted, class_acceptance
 from ..report.table import (
     HEADER,
+    LEVELS_HEADER,
     TASK_HEADER,
     acceptance_line,
     answers_line,
     crossover_lines,
     design_line,
     evidence_line,
+    forced_lines,
+    levels_rows,
     measured,
     rows,
     task_rows,
+    title,
     users_label,
 )
 
@@ -27,7 +31,8 @@ table{border-collapse:collapse;margin:.5em 0}td,th{border:1px solid #ccc;padding
 td:not(:first-child){text-align:right}.v{font-weight:bold;text-transform:uppercase}
 .ship{color:#176c2a}.off{color:#a11}.tradeoff{color:#a66a00}.depends{color:#a66a00}.inconclusive{color:#555}
 img{max-width:100%;display:block;margin:.5em 0}.omitted{color:#555}
-table.measured td{text-align:left;font-size:.9em;word-break:break-all}
+table.measured td{text-align:left;font-size:.9em;overflow-wrap:anywhere}
+table.measured td:first-child,table.measured th{white-space:nowrap}.forced{color:#a11;font-weight:bold}
 """
 
 
@@ -79,11 +84,22 @@ def _measured(verdict: Verdict) -> str:
     return f"<h2>What was measured</h2><table class='measured'><tr>{head}</tr>{body}</table>"
 
 
+def _levels_table(verdict: Verdict) -> str:
+    """Every level's verdict with its deciding intervals: the answer, on the first screen."""
+    head = "".join(f"<th>{escape(h)}</th>" for h in LEVELS_HEADER)
+    body = "".join("<tr>" + "".join(f"<td class='v {escape(c)}'>{escape(c)}</td>" if i == 1 else
+                                     f"<td>{escape(c)}</td>" for i, c in enumerate(r)) + "</tr>"
+                   for r in levels_rows(verdict))
+    return f"<table class='levels'><tr>{head}</tr>{body}</table>"
+
+
 def render(verdict: Verdict) -> str:
     v = escape(verdict.verdict)
-    parts = [f"<h1>Speculative decoding: <span class='v {v}'>{v}</span></h1>",
-             f"<p>{escape(verdict.summary)}</p>", f"<p>{escape(design_line(verdict.design))}</p>",
-             _measured(verdict), _task_table(verdict) if verdict.tasks else _class_table(verdict)]
+    parts = [f"<h1>{escape(title(verdict))}: <span class='v {v}'>{v}</span></h1>",
+             f"<p>{escape(verdict.summary)}</p>",
+             *(f"<p class='forced'>{escape(line)}</p>" for line in forced_lines(verdict)),
+             _levels_table(verdict), f"<p>{escape(design_line(verdict.design))}</p>",
+             _task_table(verdict) if verdict.tasks else _class_table(verdict)]
     for lv in verdict.levels:
         lvv = escape(lv.verdict)
         parts.append(f"<h2>{users_label(lv.users)}: <span class='v {lvv}'>{lvv}</span></h2>")
@@ -95,6 +111,7 @@ def render(verdict: Verdict) -> str:
         body = "".join("<tr>" + "".join(f"<td>{escape(c)}</td>" for c in r) + "</tr>" for r in rows(lv))
         parts.append(f"<table><tr>{head}</tr>{body}</table>")
         parts.append(_list([escape(r) for r in lv.reasons] + [_diag(d) for d in lv.diagnoses]))
+    parts.append(_measured(verdict))
     if verdict.crossover:
         parts += ["<h2>Crossover</h2>", _list([escape(line) for line in crossover_lines(verdict.crossover)])]
     if verdict.diagnoses:
@@ -102,14 +119,14 @@ def render(verdict: Verdict) -> str:
     if verdict.warnings:
         parts += ["<h2>Warnings</h2>", _list([escape(w) for w in verdict.warnings])]
     parts.append("<h2>Plots</h2>")
-    for title, draw in FIGURES:
+    for name, draw in FIGURES:
         figure = draw(verdict)
         if isinstance(figure, Omitted):
-            parts.append(f"<p class='omitted'>{escape(title)}: not drawn, {escape(figure.reason)}.</p>")
+            parts.append(f"<p class='omitted'>{escape(name)}: not drawn, {escape(figure.reason)}.</p>")
             continue
         data = base64.b64encode(figure).decode("ascii")
-        parts.append(f"<h3>{escape(title)}</h3>"
-                     f"<img alt='{escape(title)}' src='data:image/png;base64,{data}'>")
+        parts.append(f"<h3>{escape(name)}</h3>"
+                     f"<img alt='{escape(name)}' src='data:image/png;base64,{data}'>")
     return ("<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
             f"<title>spec-verdict: {v}</title><style>{STYLE}</style></head><body>"
             + "\n".join(parts) + "</body></html>\n")

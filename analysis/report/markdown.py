@@ -13,9 +13,11 @@ from ..report.table import (
     crossover_lines,
     design_line,
     evidence_line,
+    forced_lines,
     measured,
     rows,
     task_rows,
+    title,
     users_label,
 )
 
@@ -38,7 +40,8 @@ def _escape(text: str) -> str:
 
 
 def render(verdict: Verdict) -> str:
-    out = [f"## Speculative decoding verdict: **{verdict.verdict}**", "", _escape(verdict.summary), "",
+    out = [f"## {title(verdict)} verdict: **{verdict.verdict}**", "", _escape(verdict.summary), "",
+           *(f"**{_escape(line)}**\n" for line in forced_lines(verdict)),
            _escape(design_line(verdict.design)), ""]
     found = measured(verdict)
     if found is not None:

@@ -1,4 +1,4 @@
-"""verdict.json: the Verdict as the documented JSON document (schema 5, docs/contracts.md)."""
+"""verdict.json: the Verdict as the documented JSON document (schema 6, docs/contracts.md)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from ..model import LevelVerdict, Rate, Verdict
 from ..stats import POINT, Interval
 from ..verdict import CHANGE_KEYS
 
-SCHEMA = 5
+SCHEMA = 6
 
 
 def units_dict(ci: Interval | None) -> dict | None:
@@ -70,6 +70,9 @@ def to_dict(verdict: Verdict) -> dict:
         "axis": verdict.axis,
         "verdict": verdict.verdict,
         "summary": verdict.summary,
+        "comparison": "configurations" if verdict.configurations else "speculation",
+        "differences": list(verdict.differences),
+        "speculation": {r.arm: r.as_dict() for r in verdict.what_ran},
         "slo": verdict.slo.as_dict() if verdict.slo else None,
         "pricing": verdict.pricing.as_dict() if verdict.pricing else None,
         "power": {arm: source.as_dict() if (source := verdict.power.get(arm)) else None

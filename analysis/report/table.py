@@ -137,7 +137,14 @@ def measured(verdict: Verdict) -> tuple[list[str], list[list[str]]] | None:
     """What each run measured (its PREFIX_run.json): header and rows, one column per run; None when the
     verdict names no run (built by hand)."""
     base, cand = verdict.provenance
-    return provenance.table(base, cand) if base or cand else None
+    if not base and not cand:
+        return None
+    header, rows = provenance.table(base, cand)
+    ran = {r.arm: r.line() for r in verdict.what_ran}
+    if ran:
+        arms = ["baseline"] * len(base) + ["candidate"] * len(cand)
+        rows.insert(1, ["speculation", *(ran.get(arm, "-") for arm in arms)])
+    return header, rows
 
 
 def answers_line(lv: LevelVerdict) -> str | None:
@@ -187,6 +194,33 @@ def evidence_line(lv: LevelVerdict) -> str | None:
     if blind:
         parts.append(f"{NO_DETECTION} ({', '.join(blind)})")
     return "; ".join(parts) or None
+
+
+def title(verdict: Verdict) -> str:
+    """What the verdict decides: speculation against none, or (the baseline speculated too) one
+    configuration against another."""
+    return "Candidate vs baseline configuration" if verdict.configurations else "Speculative decoding"
+
+
+def forced_lines(verdict: Verdict) -> list[str]:
+    """What differs between the compared runs (--force), for the first screen."""
+    return [f"NOT COMPARABLE, compared anyway (--force): {d}" for d in verdict.differences]
+
+
+LEVELS_HEADER = ("level", "verdict", "TPOT p50 change", "TPOT p90 change", "throughput change", "answers")
+
+
+def levels_rows(verdict: Verdict) -> list[tuple[str, ...]]:
+    """One row per level: its verdict and the deciding changes with their 95% intervals, and the answer
+    check's status: the answer, before any detail."""
+    tput = "goodput_tok_s" if verdict.slo is not None else "output_tok_s"
+    out = []
+    for lv in verdict.levels:
+        changes = [lv.changes.get(key) for key in ("tpot_p50_ms", "tpot_p90_ms", tput)]
+        out.append((users_label(lv.users), lv.verdict,
+                    *("-" if c is None or c.estimate is None else fmt_change(c) for c in changes),
+                    lv.answers.status if lv.answers is not None else "not checked"))
+    return out
 
 
 def design_line(design: DesignInfo) -> str:

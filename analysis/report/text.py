@@ -13,6 +13,7 @@ from ..report.table import (
     crossover_lines,
     design_line,
     evidence_line,
+    forced_lines,
     measured,
     rows,
     task_rows,
@@ -36,7 +37,9 @@ def _plain(text: str) -> str:
 
 
 def render(verdict: Verdict) -> str:
-    out = [f"VERDICT: {verdict.verdict.upper()}", _plain(verdict.summary), design_line(verdict.design), ""]
+    what = " (candidate vs baseline configuration)" if verdict.configurations else ""
+    out = [f"VERDICT{what}: {verdict.verdict.upper()}", _plain(verdict.summary),
+           *(_plain(line) for line in forced_lines(verdict)), design_line(verdict.design), ""]
     found = measured(verdict)
     if found is not None:
         header, facts = found

@@ -18,7 +18,17 @@ from pathlib import Path
 
 import click
 
-from locust_spec.ab import capacity, children, keep, outdir, preflight, progress, sessions
+from locust_spec.ab import (
+    capacity,
+    children,
+    keep,
+    outdir,
+    preflight,
+    progress,
+    resume_check,
+    self_check,
+    sessions,
+)
 from locust_spec.ab.children import ARMS, CLIENT_CPU, ChildError
 from locust_spec.ab.sessions import Run, SessionError, schedule
 from locust_spec.analysis import aa, api
@@ -34,7 +44,15 @@ from locust_spec.core.arrivals import ARRIVALS, POISSON
 from locust_spec.core.design import Design
 from locust_spec.core.formats import EVERYTHING, TURNS, Selection
 from locust_spec.core.hosts import on_this_machine
-from locust_spec.core.prompts import Prompt, PromptError, PromptFiles, load_prompt_set, parse_weighted
+from locust_spec.core.prompts import (
+    Prompt,
+    PromptError,
+    PromptFiles,
+    describe_sets,
+    load_prompt_set,
+    parse_weighted,
+    prompt_specs,
+)
 from locust_spec.core.resources import locustfile
 from locust_spec.core.runfiles import RunFiles
 from locust_spec.metrics.power import GpuSelection
@@ -150,6 +168,8 @@ class Load:
     same `--seed`, both arms' arrivals are the same schedule)."""
     selection: Selection = EVERYTHING
     """The prompt filters (--category, --prompt-limit, ...), passed on to every run as Locust options."""
+    configs: tuple[tuple[str, str], ...] = ()
+    """(arm, its server's --speculative-config as given): recorded by each run (Locust's option)."""
 
 
 def selection_options(command):
@@ -184,10 +204,9 @@ def locust_command(run: Run, host: str, ladder: Ladder, load: Load,
         ladder.metrics_interval_s
     cmd = [sys.executable, "-m", "locust", "-f", str(SWEEP_LOCUSTFILE), "--headless",
            "--host", host, "--csv", str(run.prefix), "--metrics-interval", f"{interval:g}",
-           "--levels", ladder.levels, "--stage-time", stage_time, "--warmup", ladder.warmup,
-           "--seed", str(load.seed)]
-    if ladder.rates:
-        cmd += ["--rates", ladder.rates, *load.arrivals]
+           "--stage-time", stage_time, "--warmup", ladder.warmup, "--seed", str(load.seed)]
+    # An open-loop run climbs its rates: its recorded command names them, not a ladder of users it never ran.
+    cmd += ["--rates", ladder.rates, *load.arrivals] if ladder.rates else ["--levels", ladder.levels]
     if blocked:
         cmd += ["--blocks", json.dumps(design.to_dict(), separators=(",", ":"))]
     if load.max_tokens:
@@ -195,6 +214,9 @@ def locust_command(run: Run, host: str, ladder: Ladder, load: Load,
     for prompts in load.prompts:
         cmd += ["--prompts", prompts]
     cmd += load.selection.args()
+    config = dict(load.configs).get(run.arm)
+    if config:
+        cmd += ["--speculative-config", config]
     if load.ignore_eos:
         cmd.append("--ignore-eos")
     if load.model:
@@ -320,6 +342,23 @@ def prime_arms(hosts: dict[str, str], load: Load, display: progress.Display) -> 
         raise
 
 
+def baseline_self_check(path: Path, host: str, load: Load, n: int, display: progress.Display) -> None:
+    """Answer `n` of the prompts twice on the baseline (ab/self_check.py): its noise floor for the answer
+    gate, written to `path` (self_check.json in the baseline's folder)."""
+    prompts = self_check.sample(load_prompts(load), n, load.seed)
+    try:
+        model = load.model or server_api.first_model(host, os.environ.get("OPENAI_API_KEY", ""), timeout=30)
+    except RuntimeError as exc:
+        raise AbError(str(exc)) from None
+    with progress.phase(display, lambda s: f"baseline: self-check, {len(prompts)} prompts answered twice "
+                                           f"({s:.0f}s)"):
+        answers, failed = self_check.measure(host, prompts, model, load.max_tokens, load.ignore_eos)
+    self_check.write(path, answers, 0.0)
+    same, twice = self_check.agreeing(answers)
+    display.say(f"baseline: self-check: {same} of {twice} prompts answered the same twice"
+                + (f" ({len(failed)} answers failed, first: {failed[0]})" if failed else ""))
+
+
 OWN_DIRS = (*ARMS, keep.CALIBRATION, keep.STAGING)
 OWN_FILES = (*VERDICT_FILES, aa.FILE, keep.SETTINGS_FILE, *sorted(keep.LOGS))
 """What spec-ab keeps at the top of its folder: anything else of these names is refused (outdir.py)."""
@@ -359,9 +398,32 @@ def read_recorded(run: Run) -> keep.Recorded:
     return keep.Recorded(files.requests.is_file(), json_of(files.run), json_of(files.design), unreadable)
 
 
+def facts_now(load: Load, urls: dict[str, str | None]) -> dict[str, resume_check.Now]:
+    """Each arm's prompts and server as they are now, for --resume (ab/resume_check.py); `urls`: the
+    arms' servers where they already run (None: simulators, started later)."""
+    try:
+        prompts = resume_check.prompt_files(describe_sets(prompt_specs(list(load.prompts)), load.selection))
+    except (PromptError, OSError):
+        prompts = None  # the run itself says why it cannot load them
+    api_key = os.environ.get("OPENAI_API_KEY", "")
+    out = {}
+    for arm, url in urls.items():
+        models = version = None
+        if url:
+            try:
+                models = resume_check.model_names(server_api.served_models(base_url(url), api_key, 10))
+                version = server_api.server_version(base_url(url), api_key, 10)
+            except (server_api.CallError, OSError):
+                pass  # unknown now: the preflight says why the server does not answer
+        out[arm] = resume_check.Now(prompts, models, version)
+    return out
+
+
 def resume_plan(out: Path, plans: list[sessions.Session], record: dict,
-                command: Callable[[Run, Design], list[str]]) -> keep.Plan:
-    """What --resume keeps of the folder's sessions (keep.plan), given this command's servers (`record`)."""
+                command: Callable[[Run, Design], list[str]],
+                now: dict[str, resume_check.Now] | None = None) -> keep.Plan:
+    """What --resume keeps of the folder's sessions (keep.plan), given this command's servers (`record`)
+    and what its prompts and servers are `now`."""
     try:
         recorded = json.loads((out / keep.SETTINGS_FILE).read_text())
     except (OSError, ValueError):
@@ -371,11 +433,12 @@ def resume_plan(out: Path, plans: list[sessions.Session], record: dict,
     differs = keep.settings_difference(recorded, record)
     if differs is not None:
         return keep.Plan((), (), (), f"it was measured on other servers: {differs}")
-    return keep.plan(expected_sessions(plans, command, read_recorded))
+    return keep.plan(expected_sessions(plans, command, read_recorded, now or {}))
 
 
 def expected_sessions(plans: list[sessions.Session], command: Callable[[Run, Design], list[str]],
-                      read: Callable[[Run], keep.Recorded]) -> list[list[keep.Expected]]:
+                      read: Callable[[Run], keep.Recorded],
+                      now: dict[str, resume_check.Now] | None = None) -> list[list[keep.Expected]]:
     """Each session's runs as this command would measure them (their design without a clock), with what
     the folder holds of them (`read`)."""
     expected = []
@@ -384,7 +447,7 @@ def expected_sessions(plans: list[sessions.Session], command: Callable[[Run, Des
         for slot, run in enumerate(session.runs):
             design = session.design.for_slot(slot, None) if session.design.blocked else session.design
             runs.append(keep.Expected(f"{run.arm} r{run.repeat}", read(run), tuple(command(run, design)),
-                                      design))
+                                      design, (now or {}).get(run.arm)))
         expected.append(runs)
     return expected
 
@@ -533,9 +596,18 @@ def auto_processes(levels: str, simulated: bool, out: Path, say: Callable[[str],
               help="Simulators only: spec-sim's --gpu.")
 @click.option("--speculative-config", default=json.dumps(SIM_SPECULATIVE_CONFIG), show_default=True,
               help="Simulators only: the candidate spec-sim's --speculative-config.")
+@click.option("--speculative-config-baseline", metavar="JSON",
+              help="What the baseline server runs (its vLLM --speculative-config, or none), recorded in its "
+                   "runs' _run.json and the reports: vLLM does not say it over HTTP (simulators: none).")
+@click.option("--speculative-config-candidate", metavar="JSON",
+              help="The same for the candidate (simulators: --speculative-config).")
 @click.option("--prime/--no-prime", default=True, show_default=True,
               help="Before each arm's first sweep, send every prompt once (max_tokens 1) so both servers' "
                    "prefix caches start equally warm.")
+@click.option("--self-check", "self_check_prompts", type=click.IntRange(min=0),
+              default=self_check.DEFAULT_PROMPTS, show_default=True, metavar="N",
+              help="Before the first sweep, answer N prompts twice on the baseline: its own noise floor for "
+                   "the answer gate at every level (0: none; the levels' own repeats only).")
 @click.option("--skip-preflight", is_flag=True,
               help="Start sweeping without first checking both arms (reachable, model served, a token "
                    "streamed, the right /metrics, prompts within the context).")
@@ -564,8 +636,10 @@ def main(baseline: str | None, candidate: str | None, levels: str | None, stage_
          power_metrics_url_candidate: str | None, power_gpus_baseline: str | None,
          power_gpus_candidate: str | None, gpu_cost_per_hour: float | None, gpus: float | None,
          gpus_baseline: float | None, gpus_candidate: float | None, time_scale: float, sim_gpu: str,
-         speculative_config: str, prime: bool, skip_preflight: bool, serving_concurrency: int | None,
-         out: Path, overwrite: bool, resume: bool) -> None:
+         speculative_config: str, speculative_config_baseline: str | None,
+         speculative_config_candidate: str | None, prime: bool, self_check_prompts: int,
+         skip_preflight: bool, serving_concurrency: int | None, out: Path, overwrite: bool,
+         resume: bool) -> None:
     """Run the concurrency ladder (or with --rates the open-loop rate ladder) against a baseline and a
     candidate server, then print the verdict.
 
@@ -642,7 +716,13 @@ def main(baseline: str | None, candidate: str | None, levels: str | None, stage_
         raise click.BadParameter(str(exc)) from None
     arrivals = (("--arrival", arrival, "--burstiness", burstiness)
                 + (("--max-concurrency", str(max_concurrency)) if max_concurrency else ()))
-    load = Load(prompts, max_tokens, ignore_eos, seed, model, processes, arrivals, selection)
+    given = {"baseline": speculative_config_baseline or ("none" if simulated else None),
+             "candidate": speculative_config_candidate or (json.dumps(sim_config, sort_keys=True) if simulated
+                                                           else None)}
+    if self_test:
+        given["candidate"] = given["baseline"]
+    load = Load(prompts, max_tokens, ignore_eos, seed, model, processes, arrivals, selection,
+                tuple((arm, config) for arm, config in given.items() if config))
     runs = schedule(repeats, out)
     plans = sessions.sessions(runs, plan)
     metrics = {"baseline": metrics_url_baseline,
@@ -659,8 +739,10 @@ def main(baseline: str | None, candidate: str | None, levels: str | None, stage_
     record = servers_record(where, metrics, self_test, power_urls)
     todo = list(plans)
     if resume and held:
+        servers = {"baseline": baseline, "candidate": baseline if self_test else candidate}
         resumed = resume_plan(out, plans, record,
-                              lambda r, d: locust_command(r, "http://resumed", ladder, load, d))
+                              lambda r, d: locust_command(r, "http://resumed", ladder, load, d),
+                              facts_now(load, servers))
         if resumed.conflict:
             click.echo(f"spec-ab: --resume refused, {out} left untouched: {resumed.conflict}; give the "
                        "options it was measured with, or --overwrite", err=True)
@@ -714,10 +796,13 @@ def main(baseline: str | None, candidate: str | None, levels: str | None, stage_
                     return (children.pinned(cmd, CLIENT_CPU) if simulated else cmd), env
 
                 for session in todo:
+                    fresh = {urls[arm]: arm for arm in session.arms if urls[arm] not in primed}
                     if prime:
-                        fresh = {urls[arm]: arm for arm in session.arms if urls[arm] not in primed}
                         prime_arms({arm: base_url(url) for url, arm in fresh.items()}, load, display)
-                        primed.update(fresh)
+                    if "baseline" in fresh.values() and self_check_prompts:
+                        baseline_self_check(folder.file(out / "baseline" / self_check.FILE),
+                                            base_url(urls["baseline"]), load, self_check_prompts, display)
+                    primed.update(fresh)
                     sessions.run(session, command, display)
                     done.extend(session.runs)
         for name in (*VERDICT_FILES, *((aa.FILE,) if self_test else ())):

@@ -25,6 +25,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from locust_spec.ab import outdir
+from locust_spec.ab.resume_check import Now, difference
 from locust_spec.core.design import Design
 
 SETTINGS_FILE = "spec-ab.json"
@@ -163,8 +164,10 @@ def unfinished(found: Recorded, design: Design | None) -> str | None:
     return None
 
 
-def judge_run(found: Recorded, command: Sequence[str], expected: Design) -> tuple[str | None, str | None]:
-    """(why it is unfinished, how its settings differ): both None when the run is kept."""
+def judge_run(found: Recorded, command: Sequence[str], expected: Design,
+              now: Now | None = None) -> tuple[str | None, str | None]:
+    """(why it is unfinished, how its settings or servers differ from `now`): both None when the run is
+    kept."""
     try:
         design = Design.from_dict(found.design) if found.design is not None else None
     except ValueError:
@@ -176,7 +179,8 @@ def judge_run(found: Recorded, command: Sequence[str], expected: Design) -> tupl
     recorded = found.run.get("command")
     if not isinstance(recorded, list) or not all(isinstance(w, str) for w in recorded):
         return None, "its run record has no command line"
-    return None, options_difference(recorded, command) or design_difference(design, expected)
+    return None, (options_difference(recorded, command) or design_difference(design, expected)
+                  or difference(found.run, now))
 
 
 @dataclass(frozen=True)
@@ -201,6 +205,8 @@ class Expected:
     found: Recorded
     command: tuple[str, ...]
     design: Design
+    now: Now | None = None
+    """The prompts and the arm's server as this command finds them (ab/resume_check.py)."""
 
 
 def rebuilt_design(run: Expected, session: Sequence[Expected]) -> Design | None:
@@ -238,10 +244,10 @@ def plan(sessions: Sequence[Sequence[Expected]]) -> Plan:
                 else:
                     found = replace(found, design=design.to_dict())
                     rebuilt.append((position, slot, design))
-            why, differs = judge_run(found, run.command, run.design)
+            why, differs = judge_run(found, run.command, run.design, run.now)
             if differs is not None:
-                return Plan((), (), (), f"{run.name} was measured with other settings (its Locust command "
-                                        f"and design, in its _run.json and _design.json): {differs}")
+                return Plan((), (), (), f"{run.name} was measured with other settings or servers (its "
+                                        f"_run.json and _design.json): {differs}")
             if why is not None:
                 reasons.append(f"{run.name}: {why}")
         if reasons:

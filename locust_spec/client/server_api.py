@@ -263,3 +263,33 @@ def prime(host: str, prompts: Iterable[Prompt], model: str, api_key: str = "", c
     outcomes = each_until(send, list(prompts), concurrency, stop)
     errors = [e for e in outcomes if e is not None]
     return PrimeResult(sent=len(outcomes), failed=len(errors), first_error=errors[0] if errors else None)
+
+
+def answer_body(prompt: Prompt, model: str, max_tokens: int, ignore_eos: bool, temperature: float) -> bytes:
+    """The first turn of a prompt as the run sends it, answered whole (not streamed): the self-check."""
+    body = {"model": model, "messages": list(prompt.messages), "max_tokens": max_tokens,
+            "temperature": temperature, "stream": False}
+    if ignore_eos:
+        body["ignore_eos"] = True
+    return orjson.dumps(body)
+
+
+def answer_text(payload: object) -> str:
+    """A chat completion's answer as the stream's fingerprint reads it: reasoning, then content."""
+    choices = payload.get("choices") if isinstance(payload, dict) else None
+    message = choices[0].get("message") if isinstance(choices, list) and choices and \
+        isinstance(choices[0], dict) else None
+    if not isinstance(message, dict):
+        raise CallError("no message in the answer")
+    parts = (message.get("reasoning_content"), message.get("reasoning"), message.get("content"))
+    return "".join(p for p in parts if isinstance(p, str))
+
+
+# A whole answer of a few thousand tokens, with room for its JSON.
+ANSWER_MAX_BYTES = 4 * 1024 * 1024
+
+
+def answer(host: str, body: bytes, api_key: str, timeout: float) -> str:
+    """POST one chat completion (answer_body) and return its text; CallError (one line) on failure."""
+    return answer_text(_json(_call(api_url(host, "/chat/completions"), api_key, timeout, ANSWER_MAX_BYTES,
+                                   body)))

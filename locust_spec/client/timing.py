@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from locust_spec.client.sse import Chunk, Done, Event, Malformed, completed
-from locust_spec.core.answers import fingerprint
+from locust_spec.core.answers import fingerprint, whitespace_hash
 
 SORT_MAX = 4096
 """Percentiles of a sample this long or shorter are read off its sorted copy (a stream's ITLs: a few
@@ -25,7 +25,8 @@ class RequestTiming:
     gap g gives n values g/n); `chunk_gaps_ms` one value per token-carrying chunk after the first.
     `tokens_estimated` is True when some chunk's token count came from its text, not from usage.
     `error` is what the stream itself reported (malformed event, server error object, no [DONE]).
-    `output_hash`, `output_marks`: the answer's fingerprint (core/answers.py), of whatever text arrived.
+    `output_hash`, `output_marks`, `output_hash_ws`: the answer's fingerprint (core/answers.py), of whatever
+    text arrived.
     `merged_chunks`: token chunks after the first that arrived in the same read as the one before them (the
     same stamp): the client read late, or they came within the reader's gather window (client/mux.py), or
     something on the way held the stream back and let it go at once. Their gap reads 0 and the gap before
@@ -52,6 +53,7 @@ class RequestTiming:
     error: str | None
     output_hash: str | None = None
     output_marks: str | None = None
+    output_hash_ws: str | None = None
     merged_chunks: int = 0
 
 
@@ -154,6 +156,7 @@ def timing_slices(start: float, events: Sequence[tuple[float, Event]], end: floa
     if sliced:
         yield
     output_hash, output_marks = fingerprint(texts)
+    output_hash_ws = whitespace_hash("".join(texts))
     return RequestTiming(
         ttft_ms=ttft,
         tpot_ms=tpot,
@@ -175,6 +178,7 @@ def timing_slices(start: float, events: Sequence[tuple[float, Event]], end: floa
         error=error,
         output_hash=output_hash,
         output_marks=output_marks,
+        output_hash_ws=output_hash_ws,
         merged_chunks=merged,
     )
 

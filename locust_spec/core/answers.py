@@ -5,7 +5,10 @@ Speculative decoding with the standard verifier is lossless: at temperature 0 th
 what the baseline answered, up to the numerical noise of batching. The rows carry `output_hash` (the whole
 text) and `output_marks`: one character per `BLOCK_CHARS` characters of text, 6 bits of a running CRC-32 of
 the text up to that block's end. Two answers' first differing mark is the block of their first difference
-(a later one once in 64, when a differing block's mark agrees by chance).
+(a later one once in 64, when a differing block's mark agrees by chance). `output_hash_ws` is the hash of
+the text with its whitespace normalised (every run of whitespace one space, none at the ends): two answers
+that differ only in whitespace (a tokenizer's choice between "\n\n" and "\n" under a different batch) share
+it, and the gate counts them apart from answers that changed.
 """
 
 from __future__ import annotations
@@ -21,10 +24,19 @@ MAX_MARKS = 256
 _ALPHABET = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._"
 
 
+def _digest(text: str) -> str:
+    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=8).hexdigest()
+
+
+def whitespace_hash(text: str) -> str:
+    """output_hash_ws: the hash of the text with every run of whitespace one space, none at its ends."""
+    return _digest(" ".join(text.split()))
+
+
 def fingerprint(pieces: Iterable[str]) -> tuple[str, str]:
     """(output_hash, output_marks) of the text the pieces make, in order."""
     text = "".join(pieces)
-    digest = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=8).hexdigest()
+    digest = _digest(text)
     crc = 0
     marks = []
     for start in range(0, min(len(text), BLOCK_CHARS * MAX_MARKS), BLOCK_CHARS):

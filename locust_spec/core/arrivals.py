@@ -18,6 +18,8 @@ import numpy as np
 
 POISSON, CONSTANT, GAMMA = "poisson", "constant", "gamma"
 ARRIVALS = (POISSON, CONSTANT, GAMMA)
+TRACE = "trace"
+"""A plan whose arrivals are a trace's times (`times`), not drawn (docs/traces.md)."""
 BLOCK = 4096
 """Arrival gaps are drawn this many at a time: a long run's schedule is never held whole."""
 MAX_RATE = 10_000.0
@@ -51,11 +53,19 @@ class ArrivalPlan:
     end, group) in unix seconds, in order: arrivals fall only inside them, each window's drawn from the
     seed and its group with times counted from its start, so every arm's block of a group gets the same
     arrivals (as it gets the same prompts). Empty: the whole plan."""
+    times: tuple[float, ...] = ()
+    """A trace's arrivals (arrival TRACE): seconds from the start, in order; `rate` is then their mean rate.
+    After the last, none comes."""
 
     def __post_init__(self) -> None:
         check_rate(self.rate)
-        if self.arrival not in ARRIVALS:
+        if self.arrival not in (*ARRIVALS, TRACE):
             raise ValueError(f"arrival must be one of {', '.join(ARRIVALS)}, not {self.arrival!r}")
+        if (self.arrival == TRACE) != bool(self.times) or (self.times and self.windows):
+            raise ValueError("a trace's plan has its times and no windows; a drawn plan has no times")
+        if any(b < a for a, b in zip(self.times, self.times[1:], strict=False)) or \
+                (self.times and not (self.times[0] >= 0 and math.isfinite(self.times[-1]))):
+            raise ValueError("a trace's times are finite seconds of 0 or more, in order")
         check_burstiness(self.burstiness)
         if not self.slots:
             raise ValueError("an arrival plan needs at least one slot")
@@ -82,7 +92,8 @@ class ArrivalPlan:
         return {"rate": self.rate, "arrival": self.arrival, "burstiness": self.burstiness, "seed": self.seed,
                 "start_unix_s": self.start_unix_s,
                 "end_unix_s": None if math.isinf(self.end_unix_s) else self.end_unix_s,
-                "slots": list(self.slots), "windows": [list(w) for w in self.windows]}
+                "slots": list(self.slots), "windows": [list(w) for w in self.windows],
+                "times": list(self.times)}
 
     @classmethod
     def from_message(cls, data: dict) -> ArrivalPlan:
@@ -90,7 +101,8 @@ class ArrivalPlan:
         return cls(float(data["rate"]), str(data["arrival"]), float(data["burstiness"]), int(data["seed"]),
                    float(data["start_unix_s"]), math.inf if end is None else float(end),
                    tuple(str(s) for s in data["slots"]),
-                   tuple((float(a), float(b), int(g)) for a, b, g in data.get("windows") or ()))
+                   tuple((float(a), float(b), int(g)) for a, b, g in data.get("windows") or ()),
+                   tuple(float(t) for t in data.get("times") or ()))
 
 
 def check_rate(rate: float) -> float:
@@ -157,6 +169,12 @@ def offsets(plan: ArrivalPlan, block: int = BLOCK) -> Iterator[np.ndarray]:
     if plan.windows:
         yield from _windowed(plan, block)
         return
+    if plan.times:
+        times = np.asarray(plan.times, dtype=np.float64)
+        for first in range(0, len(times), block):
+            yield times[first:first + block]
+        while True:
+            yield np.array([np.inf])  # an arrival that never comes: the trace is over
     if plan.arrival == CONSTANT:
         first = 0
         while True:

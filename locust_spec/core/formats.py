@@ -20,6 +20,7 @@ verdict), `id` and `max_tokens`. A CSV file needs a `prompt` column (optional `c
 from __future__ import annotations
 
 import csv
+import hashlib
 import io
 import logging
 import re
@@ -405,6 +406,13 @@ def _grouped(prompts: list[Prompt], classes: set[str]) -> list[Prompt]:
             if p.cls in MT_BENCH_CATEGORIES else p for p in prompts]
 
 
+def content_id(row: object) -> str:
+    """6 hex digits of a row's content: a prompt without an id is keyed by its file's name, its line and
+    this, so two files of one name (two folders' prompts.jsonl) never share keys unless they share rows
+    (priming sends each key once; the answer gate compares answers by key)."""
+    return hashlib.blake2b(repr(row).encode("utf-8", "surrogatepass"), digest_size=3).hexdigest()
+
+
 def read_prompts(path: Path, selection: Selection = EVERYTHING) -> list[Prompt]:
     """Every prompt of a file that the selection keeps, in file order. PromptError (one line naming the
     file and line) on the first malformed row or an empty file; a file the filters empty gives []. Rows
@@ -414,7 +422,8 @@ def read_prompts(path: Path, selection: Selection = EVERYTHING) -> list[Prompt]:
     skipped = kept = 0
     questions = False
     for lineno, obj in rows(path):
-        prompt = parse_row(obj, f"{path}:{lineno}", f"{path.stem}-{lineno}", path.stem, selection.turns)
+        prompt = parse_row(obj, f"{path}:{lineno}", f"{path.stem}-{lineno}-{content_id(obj)}", path.stem,
+                           selection.turns)
         if prompt is None:
             skipped += 1
             continue

@@ -27,11 +27,12 @@ SUMMARY_SCHEMA = 2
 SUMMARY_SCHEMAS = (1, 2)
 """What readers of PREFIX_summary.json accept (2 added the models under test, lost workers, counter
 anomalies)."""
-RUN_SCHEMA = 1
-"""Of PREFIX_run.json, what was measured (recording/provenance.py)."""
-BATCH_VERSION = 3
+RUN_SCHEMA = 2
+"""Of PREFIX_run.json, what was measured (recording/provenance.py); 2 added `speculative_config`."""
+RUN_SCHEMAS = (1, 2)
+BATCH_VERSION = 4
 """Of the worker -> master row batches (distributed.py); 2 added the answer's columns to the row, 3 the
-open-loop columns."""
+open-loop columns, 4 the answer's whitespace-normalised hash."""
 
 
 @dataclass(frozen=True)
@@ -110,6 +111,8 @@ class RequestRow:
     """When the schedule meant it to start; `start_unix_s` is when it was sent."""
     lateness_ms: float | None = None
     """Sent this much after its intended start (coordinated omission, measured rather than hidden)."""
+    output_hash_ws: str | None = None
+    """The answer's hash with its whitespace normalised (core/answers.py): whitespace-only differences."""
 
     @property
     def level_key(self) -> LevelKey:
@@ -119,7 +122,7 @@ class RequestRow:
 
 COLUMNS = tuple(f.name for f in fields(RequestRow))
 ADDED_COLUMNS = ("warmup", "output_hash", "output_marks", "level_rate", "arrival", "intended_unix_s",
-                 "lateness_ms")
+                 "lateness_ms", "output_hash_ws")
 """Columns added after the first schema: readers fill them in when an older file lacks them."""
 REQUIRED_COLUMNS = tuple(c for c in COLUMNS if c not in ADDED_COLUMNS)
 row_values: Callable[[RequestRow], tuple] = attrgetter(*COLUMNS)

@@ -5,7 +5,7 @@ when the server has said what it serves (`/v1/models`, `/version`), and complete
 No secret reaches it: the command line keeps no option value that names a key, token, secret or password,
 and every URL in it loses its user:password and query (client/http_fetch.display_url).
 
-Schema 1 (docs/contracts.md):
+Schema 2 (docs/contracts.md; 1 is 2 without `speculative_config`):
 ```
 {"schema": 1, "run_id": "<hex>", "started_unix_s": x, "ended_unix_s": x | null, "tests": n,
  "command": ["locust", ...], "host": "<URL>" | null, "model": "<asked for>" | null,
@@ -15,7 +15,8 @@ Schema 1 (docs/contracts.md):
           "max_tokens": n | null, "default_max_tokens": n, "ignore_eos": bool, "temperature": x,
           "response_format": "..." | null, "client": "fast" | "openai"},
  "tools": {"locust_spec": "...", "locust": "...", "python": "..."},
- "machine": {"cores": n, "runner": "local" | "master", "workers": n}}
+ "machine": {"cores": n, "runner": "local" | "master", "workers": n},
+ "speculative_config": {"config": {...} | "none" | "<text>", "source": "given"} | null}
 ```
 """
 
@@ -97,6 +98,21 @@ def load_part(options, selection: Selection | None = EVERYTHING, files: PromptFi
             "client": getattr(options, "client", None)}
 
 
+MAX_CONFIG_CHARS = 4000
+
+
+def speculative_part(text: str | None) -> dict | None:
+    """--speculative-config as given (its JSON parsed where it is JSON); None when not given."""
+    text = (text or "").strip()[:MAX_CONFIG_CHARS]
+    if not text:
+        return None
+    try:
+        config: object = orjson.loads(text)
+    except orjson.JSONDecodeError:
+        config = text
+    return {"config": config, "source": "given"}
+
+
 def started(options, argv: Sequence[str], host: str | None, now_unix_s: float, runner: str,
             workers: int, load: dict | None = None) -> dict:
     """The record at test start (pure but for reading the prompt files and the installed versions)."""
@@ -113,6 +129,7 @@ def started(options, argv: Sequence[str], host: str | None, now_unix_s: float, r
         "load": load_part(options) if load is None else load,
         "tools": versions(),
         "machine": {"cores": os.cpu_count(), "runner": runner, "workers": workers},
+        "speculative_config": speculative_part(getattr(options, "speculative_config", None)),
     }
 
 

@@ -46,6 +46,7 @@ def make_row(start_unix_s: float, level_users: int | None, prompt_class: str, pr
         # only a whole answer has a fingerprint to compare
         output_hash=timing.output_hash if error is None else None,
         output_marks=timing.output_marks if error is None else None,
+        output_hash_ws=timing.output_hash_ws if error is None else None,
         **common,
     )
 

@@ -128,8 +128,10 @@ class OpenLoopSettings:
 
 
 def open_loop(options) -> bool:
-    """Whether the run's options ask for arrivals at a rate (`--rate`, or `--rates` on the ladder)."""
-    return bool(getattr(options, "rate", None) or getattr(options, "rates", None))
+    """Whether the run's options ask for arrivals at a rate (`--rate`, or `--rates` on the ladder) or at a
+    trace's times (`--trace`, wiring/replay.py)."""
+    return bool(getattr(options, "rate", None) or getattr(options, "rates", None)
+                or getattr(options, "trace", None))
 
 
 def slot_name(runner) -> str:

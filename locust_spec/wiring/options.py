@@ -75,6 +75,10 @@ def add_options(parser) -> None:
                             "written anywhere")
     parser.add_argument("--response-format", default="", include_in_web_ui=True,
                        help="Grammar mode: json_object, or a path to a JSON-schema file")
+    parser.add_argument("--speculative-config", default="", include_in_web_ui=False,
+                        help="What the server runs: its vLLM --speculative-config as JSON ('none': no "
+                             "speculation), recorded in PREFIX_run.json (vLLM does not say it over HTTP); "
+                             "spec-ab passes --speculative-config-baseline/-candidate here")
     parser.add_argument("--client", choices=("fast", "openai"), default="fast", include_in_web_ui=True,
                        help="fast: geventhttpclient line reader (accurate); openai: the official SDK "
                             "(accurate only at low concurrency per process)")

@@ -26,7 +26,7 @@ from locust_spec.client.client import ChatClient, FastChatClient, OpenAIChatClie
 from locust_spec.client.settings import RequestSettings
 from locust_spec.core.design import parse_blocks
 from locust_spec.core.level import MESSAGE as LEVEL_MESSAGE
-from locust_spec.core.level import LevelBoard, runner_users
+from locust_spec.core.level import Arrival, LevelBoard, runner_users
 from locust_spec.core.prompts import (
     Prompt,
     PromptError,
@@ -52,6 +52,7 @@ from locust_spec.wiring.distributed import BATCH, Collector, WorkerSink, WorkerW
 from locust_spec.wiring.lag import LagMonitor
 from locust_spec.wiring.openloop import READY, ArrivalQueue, Readiness, open_loop, slot_name
 from locust_spec.wiring.options import selection_from, settings_from
+from locust_spec.wiring.replay import TracePrompts, TraceSettings
 from locust_spec.wiring.turns import Turns
 
 log = logging.getLogger(__name__)
@@ -87,7 +88,9 @@ class SpecRun:
     ledger: ArrivalLedger | None = None
     """The rate levels' plans against the rows that came back (a local or master runner)."""
     open_loop: bool = False
-    """The run's options ask for arrivals at a rate (`--rate`, `--rates`)."""
+    """The run's options ask for arrivals at a rate (`--rate`, `--rates`) or a trace's times (`--trace`)."""
+    trace_prompts: TracePrompts | None = None
+    """`--trace`: the trace whose row j arrival j is sent as (a load-generating runner)."""
     readiness: Readiness = field(default_factory=Readiness)
     """Open loop: whether every process's users are ready for the first arrivals."""
     planning: bool = False
@@ -160,6 +163,8 @@ class SpecRun:
         have changed them. The prompt stream is seeded per worker (prompts.stream_seed)."""
         options = self.environment.parsed_options
         self.open_loop = open_loop(options)
+        trace = TraceSettings.from_options(options)
+        self.trace_prompts = None if trace is None else TracePrompts(trace, options.seed)
         self.sampler = PromptSampler(prompt_specs(options.prompts), stream_seed(options.seed, worker_index),
                                      selection_from(options), self.prompt_files)
         design = parse_blocks(getattr(options, "blocks", "") or "")
@@ -220,6 +225,12 @@ class SpecRun:
             self.turns.enter(arrival_unix_s)
             return True
         return self.turns.wait()
+
+    def prompt_for(self, arrival: Arrival | None, server: Server) -> Prompt:
+        """What a task's first request sends: under `--trace` its arrival's row, else `next_prompt`."""
+        if self.trace_prompts is not None and arrival is not None:
+            return self.trace_prompts.prompt(arrival.index)
+        return self.next_prompt(server)
 
     def next_prompt(self, server: Server) -> Prompt:
         """The next of the run's prompts for `server`. The first time for a host, the prompts that cannot

@@ -94,7 +94,7 @@ class ChatCompletionUser(ChatClientUser):
             gevent.sleep(1.0)  # the design is over: the ladder stops the test
             return
         try:
-            prompt = self.spec.next_prompt(self.client.server)
+            prompt = self.spec.prompt_for(arrival, self.client.server)
         except RuntimeError as e:
             self.give_up(str(e))
         self.send(prompt)

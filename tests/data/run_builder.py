@@ -15,7 +15,7 @@ from pathlib import Path
 
 import orjson
 
-from locust_spec.core.answers import fingerprint
+from locust_spec.core.answers import fingerprint, whitespace_hash
 from locust_spec.metrics.batch import INFERENCE_SUM
 from locust_spec.metrics.counters import RUNNING
 from locust_spec.metrics.exposition import Sample, Snapshot, parse_exposition, rows_from_snapshot
@@ -62,8 +62,23 @@ class ArmSpec:
     # Prompt ids per class, and the share of them whose answer this arm changes (at character 100).
     prompts_per_class: int = 50
     changed_answers: float = 0.0
+    # The share of prompts whose answer this arm writes with one more space (a whitespace-only difference),
+    # and of calls whose answer is new each time (a server whose answers change between calls).
+    whitespace_answers: float = 0.0
+    unstable_answers: float = 0.0
+    # False: PREFIX_requests.csv without the answer's columns (a CSV written before them, or cut down).
+    answer_columns: bool = True
+    # Each user's i-th request asks prompt i of its class (every arm the same prompts, none twice per user)
+    # instead of a random one.
+    prompt_per_request: bool = False
     # PREFIX_run.json: the model served (its /v1/models root); None writes none, as runs before it.
     model_root: str | None = "/models/tiny-llama"
+    # PREFIX_run.json's load settings replaced (e.g. {"temperature": 0.7}) and its server's version.
+    load: dict = field(default_factory=dict)
+    server_version: str = "0.32.0"
+    locust_args: tuple[str, ...] = ()
+    # PREFIX_run.json's speculative_config (schema 2) as given to Locust's --speculative-config.
+    speculative_config: object | None = None
     # A DCGM exporter beside the server (POWER_URL, scraped every second): per GPU (`gpu` label 0, 1, ...)
     # these watts while any request is in flight, IDLE_W otherwise; its energy counter integrates them
     # exactly, its power gauge reads them with a +-10% ripple (DCGM's samples fluctuate around the mean).
@@ -75,24 +90,36 @@ def record(prefix: Path, arm: ArmSpec) -> dict:
     """The run's PREFIX_run.json as the plugin writes it (recording/provenance.py)."""
     return {"schema": 1, "run_id": hashlib.sha256(str(prefix).encode()).hexdigest()[:32],
             "started_unix_s": T0, "ended_unix_s": T0 + 60.0, "tests": 1,
-            "command": ["locust", "-f", "chat.py", "--headless", "--csv", str(prefix)],
+            "command": ["locust", "-f", "chat.py", "--headless", "--csv", str(prefix), *arm.locust_args],
             "host": "http://127.0.0.1:8000", "model": "tiny-llama",
             "server": {"models": [{"id": "tiny-llama", "root": arm.model_root, "max_model_len": 2048}],
-                       "version": "0.32.0", "errors": []},
+                       "version": arm.server_version, "errors": []},
             "load": {"prompts": [{"set": c, "file": c, "builtin": True, "weight": 1.0, "prompts": 60,
                                   "sha256": hashlib.sha256(c.encode()).hexdigest()} for c in arm.classes],
                      "seed": 0, "max_tokens": None, "default_max_tokens": 256, "ignore_eos": False,
-                     "temperature": 0.0, "response_format": None, "client": "fast"},
+                     "temperature": 0.0, "response_format": None, "client": "fast", **arm.load},
             "tools": {"locust_spec": "0.1.0", "locust": "2.47.0", "python": "3.11.7"},
-            "machine": {"cores": 2, "runner": "local", "workers": 0}}
+            "machine": {"cores": 2, "runner": "local", "workers": 0},
+            **({"schema": 2, "speculative_config": {"config": arm.speculative_config, "source": "given"}}
+               if arm.speculative_config is not None else {})}
 
 
-def answer(prompt_id: str, arm: ArmSpec) -> tuple[str, str]:
-    """The answer's fingerprint: one text per prompt, changed at character 100 for a share of prompts."""
+def _share(prompt_id: str, salt: str) -> float:
+    return int(hashlib.sha256((salt + prompt_id).encode()).hexdigest(), 16) % 1000 / 1000
+
+
+def answer(prompt_id: str, arm: ArmSpec, rng: random.Random) -> tuple[str, str, str]:
+    """The answer's fingerprint and whitespace hash: one text per prompt, changed at character 100 for a
+    share of prompts, a space doubled at character 50 for another, new on a share of calls."""
     text = f"{prompt_id}: " + "the same greedy answer " * 12
-    if int(hashlib.sha256(prompt_id.encode()).hexdigest(), 16) % 1000 < arm.changed_answers * 1000:
+    if _share(prompt_id, "") < arm.changed_answers:
         text = text[:100] + "#" + text[101:]
-    return fingerprint([text])
+    if _share(prompt_id, "ws") < arm.whitespace_answers:
+        at = text.index(" ", 50)
+        text = text[:at] + " " + text[at:]
+    if arm.unstable_answers and rng.random() < arm.unstable_answers:
+        text = text[:80] + f"{rng.random():.9f}" + text[80:]
+    return (*fingerprint([text]), whitespace_hash(text))
 
 
 def step_ms(users: int, speculative: bool) -> float:
@@ -116,7 +143,7 @@ def _chunk_sizes(rng: random.Random, n: int, speculative: bool) -> list[int]:
     return sizes
 
 
-def _request(rng, start, users, arm, cls, warmup):
+def _request(rng, start, users, arm, cls, warmup, index):
     step = step_ms(users, arm.speculative)
     rejects = arm.rejects_all or cls in arm.rejecting_classes
     sizes = _chunk_sizes(rng, arm.output_tokens, arm.speculative and not rejects)
@@ -128,11 +155,11 @@ def _request(rng, start, users, arm, cls, warmup):
     if arm.speculative and arm.per_request_stats:
         draft = len(sizes) * len(PER_POSITION)
         accepted = 0 if rejects else arm.output_tokens - len(sizes)
-    prompt_id = f"{cls}-{rng.randrange(arm.prompts_per_class)}"
-    output_hash, output_marks = answer(prompt_id, arm)
+    prompt_id = f"{cls}-{index if arm.prompt_per_request else rng.randrange(arm.prompts_per_class)}"
+    output_hash, output_marks, output_hash_ws = answer(prompt_id, arm, rng)
     row = {"start_unix_s": f"{start:.6f}", "level_users": users, "prompt_class": cls,
            "prompt_id": prompt_id, "prompt_tokens": 120, "output_hash": output_hash,
-           "output_marks": output_marks,
+           "output_marks": output_marks, "output_hash_ws": output_hash_ws,
            "output_tokens": arm.output_tokens,
            "tokens_estimated": 0, "chunks": len(sizes), "max_tokens_per_chunk": max(sizes),
            "ttft_ms": f"{ttft:.3f}", "tpot_ms": f"{sum(gaps) / (arm.output_tokens - 1):.3f}",
@@ -220,7 +247,7 @@ def write_run(prefix: Path, arm: ArmSpec) -> Path:
             t = now + user * 0.001
             for i in range(arm.requests_per_user[users]):
                 cls = arm.classes[(user + i) % len(arm.classes)]
-                row, measured = _request(rng, t, users, arm, cls, warmup=i == 0)
+                row, measured = _request(rng, t, users, arm, cls, warmup=i == 0, index=i)
                 rows.append(row)
                 for metric, values in measured.items():
                     hists.record(metric, cls, users, values, warmup=i == 0)
@@ -239,7 +266,9 @@ def write_run(prefix: Path, arm: ArmSpec) -> Path:
     rows.sort(key=lambda r: float(r["start_unix_s"]))
     prefix.parent.mkdir(parents=True, exist_ok=True)
     with open(f"{prefix}_requests.csv", "w", newline="") as fh:
-        writer = csv.DictWriter(fh, fieldnames=COLUMNS)
+        answer_columns = ("output_hash", "output_marks", "output_hash_ws")
+        names = [c for c in COLUMNS if arm.answer_columns or c not in answer_columns]
+        writer = csv.DictWriter(fh, fieldnames=names, extrasaction="ignore")
         writer.writeheader()
         writer.writerows(rows)
     Path(f"{prefix}_latency.json").write_bytes(orjson.dumps(hists.to_json()))

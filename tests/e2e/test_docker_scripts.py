@@ -53,6 +53,8 @@ def test_single_gpu_scripts_run_the_arms_in_turn_and_the_verdict_reads_them(tmp_
                                    timeout=180)
             assert swept.returncode == 0, swept.stdout[-2000:] + swept.stderr[-3000:]
             assert f"{env['ARM']}: primed the prefix cache with" in swept.stdout
+            # the baseline's self-check: its noise floor for the answer gate, beside its run
+            assert ("baseline: self-check: " in swept.stdout) == (env["ARM"] == "baseline")
             assert proc.wait(60) == 0  # the server stopped by itself once its sweep was done
         finally:
             if proc.poll() is None:
@@ -65,7 +67,9 @@ def test_single_gpu_scripts_run_the_arms_in_turn_and_the_verdict_reads_them(tmp_
     judged = subprocess.run([str(BIN / "spec-verdict"), *verdict], cwd=tmp_path, capture_output=True,
                             text=True, timeout=120)
     assert judged.returncode == 0, judged.stderr[-3000:]
-    assert json.loads((tmp_path / "runs" / RUN / "verdict.json").read_text())["schema"] >= 1
+    judged_doc = json.loads((tmp_path / "runs" / RUN / "verdict.json").read_text())
+    assert judged_doc["schema"] >= 1
+    assert all(level["answers"]["noise_floor_from"] for level in judged_doc["levels"]), judged_doc["levels"]
 
 
 def test_the_server_script_fails_when_vllm_dies_before_the_sweep(tmp_path):

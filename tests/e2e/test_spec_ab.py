@@ -83,7 +83,14 @@ def test_spec_ab_on_simulators_ships_at_one_user_and_not_at_64_with_every_file(t
     assert "alt='Per task: acceptance, TPOT and throughput, speculation on vs off'" in report
     assert {t["task"] for t in verdict["tasks"]} == {"quote", "code", "boilerplate", "chat", "creative"}
     assert "not drawn" not in report
-    assert report.index("What was measured") < report.index("Acceptance per prompt class")
+    # the answer first: the headline and every level's verdict, what was measured after the levels
+    assert (report.index("<table class='levels'>") < report.index("<h2>1 user:")
+            < report.index("What was measured"))
+    # the baseline's self-check (answered twice before the sweep) is the answer gate's measured noise floor
+    assert "baseline: self-check: " in done.stdout and (out / "baseline" / "self_check.json").is_file()
+    assert by_users[1]["answers"]["noise_floor_from"] is not None, by_users[1]["answers"]
+    assert by_users[1]["answers"]["status"] == "same", by_users[1]["answers"]
+    assert verdict["speculation"]["candidate"]["inferred"]["k"] >= 1 and verdict["differences"] == []
     for arm in ("baseline", "candidate"):
         for suffix in (*ARM_FILES, "_design.json"):
             assert (out / arm / f"r0{suffix}").is_file(), f"{arm}/r0{suffix} missing"

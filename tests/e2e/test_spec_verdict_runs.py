@@ -8,6 +8,7 @@ import json
 import subprocess
 
 import pytest
+from locust_spec.analysis import cost
 from locust_spec.analysis.cli import run
 from locust_spec.analysis.report.plots import FIGURES
 
@@ -50,9 +51,13 @@ def test_ships_at_1_user_and_not_at_64(pair, tmp_path):
 
 def test_json_follows_the_documented_schema(pair):
     doc = json.loads(spec_verdict(*pair, "--format", "json").stdout)
-    assert doc["schema"] == 4 and doc["verdict"] in {"ship", "off", "tradeoff", "depends", "inconclusive"}
-    assert set(doc) == {"schema", "axis", "verdict", "summary", "slo", "design", "levels", "crossover",
-                        "diagnoses", "warnings", "tasks", "provenance"}
+    assert doc["schema"] == 6 and doc["verdict"] in {"ship", "off", "tradeoff", "depends", "inconclusive"}
+    assert set(doc) == {"schema", "axis", "verdict", "summary", "comparison", "differences", "speculation",
+                        "slo", "design", "levels", "crossover", "diagnoses", "warnings", "tasks",
+                        "provenance", "pricing", "power"}
+    assert (doc["comparison"], doc["differences"]) == ("speculation", [])
+    assert doc["speculation"]["baseline"]["inferred"]["drafted"] is False
+    assert doc["speculation"]["candidate"]["inferred"]["k"] >= 1  # spec-sim serves per-position counters
     assert doc["design"] == {"kind": "sequential", "block_s": None, "blocks_per_level": None, "arms": None,
                              "repeats": 1, "warmup_s": None}
     level = doc["levels"][0]
@@ -60,7 +65,8 @@ def test_json_follows_the_documented_schema(pair):
     assert doc["tasks"] and all(set(lv) == set(level) for t in doc["tasks"] for lv in t["levels"])
     assert set(level) == {"users", "verdict", "batch", "acceptance", "acceptance_ci95", "acceptance_units",
                           "mean_acceptance_length", "per_position", "requests", "failures", "metrics",
-                          "mde_pct", "under_powered", "design", "reasons", "diagnoses", "answers"}
+                          "mde_pct", "under_powered", "design", "reasons", "diagnoses", "answers",
+                          *cost.KEYS}
     assert level["acceptance_units"]["unit"] == "prompts"
     assert set(level["mde_pct"]) == {"tpot_p50_ms", "tpot_p90_ms", "output_tok_s"}
     assert set(level["metrics"]) == {"tpot_p50_ms", "tpot_p90_ms", "output_tok_s", "ttft_p50_ms",

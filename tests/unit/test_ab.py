@@ -54,6 +54,14 @@ def test_both_arms_get_the_same_load_and_differ_only_in_host_and_files():
     assert _value(a, "-f") == str(ab.SWEEP_LOCUSTFILE)
 
 
+def test_an_open_loop_arm_is_given_its_rates_and_no_ladder_of_users():
+    """The recorded command is the command that ran: an open-loop run climbs --rates, never --levels."""
+    run = ab.schedule(1, OUT)[0]
+    rated = ab.locust_command(run, "http://a:1", ab.Ladder("1,64", "20s", "2s", "0.5,2"), LOAD)
+    assert _value(rated, "--rates") == "0.5,2" and "--levels" not in rated
+    assert _value(rated, "--stage-time") == "20s"
+
+
 def test_optional_load_settings_reach_locust_only_when_given():
     run = ab.schedule(1, OUT)[0]
     plain = ab.locust_command(run, "http://a:1", LADDER, LOAD)

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from locust_spec.core.arrivals import (
+    TRACE,
     ArrivalPlan,
     SlotCounter,
     arrivals,
@@ -94,3 +95,23 @@ def test_a_running_window_is_counted_on_from_where_it_stopped():
     assert [counter.until(T0 + s) for s in (0.5, 10, 200, 600)] == [
         count_by_slot(plan, T0 + 1, T0 + s) for s in (0.5, 10, 200, 600)]
     assert counter.until(T0 + 10) == count_by_slot(plan, T0 + 1, T0 + 10)  # an end moved back
+
+
+def test_a_trace_plan_sends_the_traces_times_shared_across_slots_and_then_none():
+    trace_times = (0.0, 0.25, 0.25, 1.0, 3.0)
+    plan = ArrivalPlan(5 / 3, TRACE, start_unix_s=T0, slots=("w1", "w2"), times=trace_times)
+    assert list(arrivals(plan, 0)) == [(0, T0), (2, T0 + 0.25), (4, T0 + 3.0)]  # ends: no arrival after
+    assert list(arrivals(plan, 1)) == [(1, T0 + 0.25), (3, T0 + 1.0)]
+    blocks = [b for _, b in zip(range(4), offsets(plan, block=2), strict=False)]
+    assert [b.tolist() for b in blocks] == [[0.0, 0.25], [0.25, 1.0], [3.0], [math.inf]]
+    assert count_by_slot(plan, T0 + 0.1, T0 + 100) == [2, 2]
+    assert ArrivalPlan.from_message(plan.to_message()) == plan
+
+
+@pytest.mark.parametrize("kw", [dict(arrival=TRACE), dict(times=(0.0, 1.0)),
+                                dict(arrival=TRACE, times=(1.0, 0.5)),
+                                dict(arrival=TRACE, times=(0.0, math.inf)),
+                                dict(arrival=TRACE, times=(0.0,), windows=((T0, T0 + 1, 0),))])
+def test_a_trace_plan_has_its_times_in_order_and_a_drawn_one_none(kw):
+    with pytest.raises(ValueError):
+        ArrivalPlan(1.0, **kw)

@@ -10,7 +10,7 @@ import pytest
 
 from locust_spec.ab import cli as ab
 from locust_spec.core import formats, prompts
-from locust_spec.core.formats import PromptError, Selection, read_prompts
+from locust_spec.core.formats import PromptError, Selection, content_id, read_prompts
 from locust_spec.core.prompts import PromptFiles, PromptSampler, describe_sets, load_prompt_set
 
 # SpecBench's question.jsonl: MT-Bench's categories (two turns) beside SpecBench's own tasks (one turn).
@@ -97,7 +97,22 @@ def test_openai_chat_lines_are_sent_as_recorded_without_the_target_answer(tmp_pa
     ])
     (prompt,) = read_prompts(path)
     assert [m["content"] for m in prompt.messages] == ["s", "q1", "a1", "q2"]
-    assert (prompt.id, prompt.cls) == ("chat-1", "chat")
+    assert (prompt.id, prompt.cls) == (f"chat-1-{content_id(json.loads(path.read_text()))}", "chat")
+
+
+def test_prompts_without_ids_in_two_files_of_one_name_have_keys_of_their_own(tmp_path):
+    """Two folders' prompts.jsonl without ids shared keys: priming sent 20 of 40, the answer gate mixed
+    them."""
+    rows = {"a": [{"prompt": "first a"}, {"prompt": "second a"}],
+            "b": [{"prompt": "first b"}, {"prompt": "x"}],
+            "c": [{"prompt": "first a"}, {"prompt": "second a"}]}
+    for name in rows:
+        (tmp_path / name).mkdir()
+    ids = {name: [p.id for p in read_prompts(write_jsonl(tmp_path / name / "prompts.jsonl", r))]
+           for name, r in rows.items()}
+    assert not set(ids["a"]) & set(ids["b"]) and len(set(ids["a"])) == 2
+    assert ids["a"][0].startswith("prompts-1-")
+    assert ids["c"] == ids["a"]  # the same rows, the same keys
 
 
 def test_csv_with_a_prompt_column_and_optional_class_id_and_max_tokens(tmp_path):
@@ -220,7 +235,8 @@ def test_rows_split_across_reads_parse_as_json_does(tmp_path, monkeypatch):
     got = read_prompts(path)
     assert [p.messages[0]["content"] for p in got] == [json.loads(json.dumps(r)).get("prompt") or "]}],\n[{"
                                                       for r in rows]
-    assert [p.id for p in got] == ["x", "tricky-4", "7"]  # the second row starts on line 4
+    # the second row starts on line 4 (and has no id: keyed by its line and content, formats.content_id)
+    assert [p.id for p in got] == ["x", f"tricky-4-{content_id(rows[1])}", "7"]
 
 
 def test_a_deeply_nested_or_endless_row_is_one_line_not_a_traceback(tmp_path, monkeypatch):

@@ -10,6 +10,7 @@ from click.testing import CliRunner
 
 from locust_spec.ab import cli as ab
 from locust_spec.ab import keep, sessions
+from locust_spec.ab.resume_check import Now
 from locust_spec.core.design import INTERLEAVED, SEQUENTIAL
 
 OUT = Path("runs/x")
@@ -37,14 +38,15 @@ def _finished(run: sessions.Run, design, clock: float = CLOCK, ladder: ab.Ladder
     return keep.Recorded(True, record, measured.to_dict())
 
 
-def _expected(plans, found) -> list[list[keep.Expected]]:
-    """Each session's runs as this command would measure them, with what the folder holds (`found`)."""
+def _expected(plans, found, now=None) -> list[list[keep.Expected]]:
+    """Each session's runs as this command would measure them, with what the folder holds (`found`) and
+    the arms' servers and prompts `now` ({arm: resume_check.Now})."""
     def read(run: sessions.Run) -> keep.Recorded:
         session = next(s for s in plans if run in s.runs)
         slot = session.runs.index(run)
         return found(run, session.design.for_slot(slot, None) if session.design.blocked else session.design)
 
-    return ab.expected_sessions(plans, _command, read)
+    return ab.expected_sessions(plans, _command, read, now)
 
 
 def test_a_folder_with_results_is_refused_in_one_line_naming_both_ways_on():
@@ -129,6 +131,44 @@ def test_a_finished_run_measured_with_other_settings_refuses_the_resume():
 
     conflict = keep.plan(_expected(plans, other_blocks)).conflict
     assert conflict is not None and conflict.endswith("its design's warmup_s was 1.0, now 2.0")
+
+
+SERVED = {"models": [{"id": "llama", "root": "/models/llama-8b"}], "version": "0.32.0"}
+PROMPTS = [{"file": "quote", "sha256": "a" * 64}, {"file": "code", "sha256": "c" * 64}]
+
+
+def _served(run, design, served=SERVED, prompts=PROMPTS) -> keep.Recorded:
+    found = _finished(run, design)
+    return replace(found, run={**found.run, "server": served, "load": {"prompts": prompts}})
+
+
+NOW = Now(prompts=("code " + "c" * 16, "quote " + "a" * 16), models=("/models/llama-8b",), version="0.32.0")
+
+
+def test_resume_keeps_runs_measured_against_the_servers_and_prompts_it_finds_now():
+    plans = _plan()
+    plan = keep.plan(_expected(plans, _served, {"baseline": NOW, "candidate": NOW}))
+    assert (plan.kept, plan.conflict) == ((0, 1), None)
+    unknown = Now(prompts=None)  # the simulators: not started yet; their settings are spec-ab.json's
+    assert keep.plan(_expected(plans, _served, {"baseline": unknown, "candidate": unknown})).kept == (0, 1)
+
+
+def test_a_server_redeployed_with_another_model_refuses_the_resume():
+    """Same URL, same options: only the kept runs' records against the server now tell the mix."""
+    redeployed = replace(NOW, models=("/models/llama-8b-v2",))
+    conflict = keep.plan(_expected(_plan(), _served, {"baseline": NOW, "candidate": redeployed})).conflict
+    assert conflict == ("candidate r0 was measured with other settings or servers (its _run.json and "
+                        "_design.json): its server's models was /models/llama-8b, now /models/llama-8b-v2")
+    upgraded = replace(NOW, version="0.33.0")
+    conflict = keep.plan(_expected(_plan(), _served, {"baseline": upgraded, "candidate": NOW})).conflict
+    assert conflict.endswith("its server's version was 0.32.0, now 0.33.0")
+
+
+def test_a_prompt_file_edited_in_place_refuses_the_resume():
+    edited = replace(NOW, prompts=("code " + "d" * 16, "quote " + "a" * 16))
+    conflict = keep.plan(_expected(_plan(), _served, {"baseline": edited, "candidate": edited})).conflict
+    assert conflict.endswith(f"its prompt files (by content) was code {'c' * 16}, quote {'a' * 16}, now "
+                             f"code {'d' * 16}, quote {'a' * 16}")
 
 
 def test_the_servers_record_must_match():

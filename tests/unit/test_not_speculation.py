@@ -51,6 +51,7 @@ def test_synthetic_acceptance_is_never_judged_ship(tmp_path):
     level = verdict.levels[0]
     assert level.per_position == (1.0, 1.0, 0.5, 0.0)
     assert verdict.verdict == level.verdict == "inconclusive"
+    assert verdict.what_ran[1].signs == ("synthetic acceptance",)  # what ran, inferred from the counters
     assert level.reasons[0].startswith("synthetic acceptance, never ship on it: acceptance per draft "
                                        "position 1.00, 1.00, 0.50, 0.00 over 1244 drafts")
     assert "synthetic_acceptance_length 3.50" in level.reasons[0]

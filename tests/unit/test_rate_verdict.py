@@ -64,7 +64,7 @@ def test_an_open_loop_ab_is_judged_per_rate_with_its_crossover_in_requests_per_s
     assert [p.metric for p in verdict.crossover] == ["tpot_p50_ms"]
 
     doc = json.loads(api.render(verdict, "json"))
-    assert doc["schema"] == 5 and doc["axis"] == "rate"
+    assert doc["schema"] == 6 and doc["axis"] == "rate"
     level = doc["levels"][0]
     assert (level["users"], level["rate"]) == (None, 1.0)
     assert level["arrivals"]["candidate"]["lateness_p99_ms"] == pytest.approx(1.0)

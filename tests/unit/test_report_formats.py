@@ -57,7 +57,7 @@ def test_text_table_has_both_arms_and_change(evil_verdict):
 def test_json_round_trips_the_verdict(evil_verdict):
     doc = json.loads(render(evil_verdict, "json"))
     assert doc["verdict"] == evil_verdict.verdict
-    assert doc["schema"] == 5
+    assert doc["schema"] == 6
     assert doc["design"]["kind"] == "sequential"
     level = doc["levels"][0]
     assert level["requests"]["baseline"] == evil_verdict.levels[0].baseline.requests

@@ -199,3 +199,15 @@ def test_garbage_never_gives_a_traceback(good, tmp_path_factory, capsys, suffix,
     assert code in (0, 2)
     if code == 2:
         assert len(captured.err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize(("content", "fragment"), [
+    (b'{"schema": 1, "answers": [{"prompt_class": "c"}]}', "answers must be a list of objects with"),
+    (b'{"schema": 1, "answers": 7}', "answers must be a list of objects with"),
+    (b'{"schema": 9, "answers": []}', "unknown schema 9"),
+    (b'{"schema": 1, "answers": [', "not valid JSON"),
+])
+def test_a_bad_baseline_self_check_is_one_line(good, tmp_path, capsys, content, fragment):
+    base = _copy(good[0], tmp_path / "baseline")
+    (tmp_path / "baseline" / "self_check.json").write_bytes(content)
+    _fails_with_one_line(capsys, [base, good[1]], f"self_check.json: {fragment}")

@@ -77,7 +77,7 @@ def test_a_single_task_gets_no_per_task_section(tmp_path):
 
 def test_the_reports_carry_the_per_task_table_and_verdict_json_its_schema_4_entries(mixed):
     doc = orjson.loads(api.render(mixed, "json"))
-    assert doc["schema"] == 5
+    assert doc["schema"] == 6
     by_task = {t["task"]: t for t in doc["tasks"]}
     assert set(by_task) == {"code", "creative", "json"}
     creative_64 = by_task["creative"]["levels"][1]

@@ -31,6 +31,11 @@ def verdict(arm_runs, candidate: str) -> dict:
              {k: m["change_pct"] for k, m in level["metrics"].items()},
              level["reasons"], [d["kind"] for d in level["diagnoses"]])
     assert [lv["users"] for lv in doc["levels"]] == [1]
+    log.info("off vs %s: what ran %s", candidate, doc["speculation"])
+    # vLLM serves no speculative config over HTTP: what ran is inferred from the counters (every arm here
+    # drafts 4 tokens at batch 1; the baseline exposes no speculative counters)
+    assert doc["speculation"]["baseline"]["inferred"]["drafted"] is False
+    assert doc["speculation"]["candidate"]["inferred"]["k"] == 4
     return level
 
 
@@ -69,6 +74,7 @@ def test_ngram_gets_the_verdict_its_numbers_support(arm_runs):
                                     "shortfall_ci95", "differing", "first_difference_chars", "status")))
     assert answers["compared"] > 0 and 1 <= answers["prompts"] <= len(PROMPTS)
     assert answers["status"] != "differ", "the gate held back vLLM's lossless n-gram"
+    assert answers["noise_floor_from"] is not None, "the baseline's noise floor was measured"
     if hi < OFF_AT:
         assert level["verdict"] == "off"
     elif lo >= SHIP_AT and clears("output_tok_s", +1) and clears("tpot_p50_ms", -1):
