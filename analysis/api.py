@@ -10,7 +10,7 @@ from locust_spec.core.design import SEQUENTIAL
 from locust_spec.metrics import power
 from locust_spec.metrics.crosscheck import CANDIDATE_METRICS_OPTIONS
 
-from . import answers, comparable, cost, provenance, tasks, what_ran
+from . import answers, comparable, cost, provenance, rule, tasks, what_ran
 from . import levels as lv
 from .model import (
     ArmMetrics,
@@ -66,6 +66,10 @@ def verdict_for(
     same run twice, swapped) unless `force`.
     """
     th = Thresholds(**{k: v for k, v in thresholds.items() if v is not None})
+    if th.objective == rule.GOODPUT and slo is None:
+        raise InputError("--objective goodput needs --slo (goodput is the tokens of requests within it)")
+    if th.objective not in rule.OBJECTIVES:
+        raise InputError(f"objective {th.objective!r}: one of {', '.join(rule.OBJECTIVES)}")
     base_runs, cand_runs = load_arm(baseline, "baseline"), load_arm(candidate, "candidate")
     check_one_axis(base_runs + cand_runs)
     if serving_concurrency is not None and base_runs[0].rate_run:

@@ -11,6 +11,7 @@ from locust_spec.metrics import power
 
 from .cost import pricing_from
 from .model import Pricing, Slo
+from .rule import OBJECTIVES
 from .runs import InputError
 from .verdict import DEPENDS, INCONCLUSIVE, OFF, TRADEOFF, Thresholds
 
@@ -111,10 +112,14 @@ def cli() -> None:
     PREFIX_server_metrics.csv, PREFIX_summary.json) or a folder of runs (several runs = repeats).
     See `spec-verdict compare --help` for the options.
 
-    The verdict per level is ship, off, tradeoff (per-token latency and throughput moved apart) or
-    inconclusive. Overall: the levels' word when they agree, else depends, with the level up to which
-    speculation pays; --serving-concurrency N gives the verdict at the concurrency you serve instead
-    (the nearest measured level), e.g. `spec-verdict runs/ab --serving-concurrency 16`.
+    Each level answers one declared question (--objective, default latency: TPOT p50 better beyond the
+    noise band) with every guard within --margin; its verdict is ship, off (a measured loss), tradeoff
+    (the question improved while a guard got worse) or inconclusive, the levels' questions under Holm's
+    correction, the per-task breakdown exploratory (false discovery rate). Overall: the levels' word
+    when they agree, else depends, with the level up to which speculation pays; --serving-concurrency N
+    gives the verdict at the concurrency you serve instead (the nearest measured level; between two
+    measured levels that disagree, inconclusive with where to measure), e.g. `spec-verdict runs/ab
+    --serving-concurrency 16`.
 
     \b
     Exit codes: 0 verdict produced; 1 the verdict is one named by --fail-on;
@@ -153,7 +158,8 @@ def ab_arms(folder: Path) -> tuple[Path, Path]:
 @click.option("-o", "--output", "outputs", multiple=True, type=click.Path(path_type=Path),
               help="Also write to PATH, the format from its suffix (.json .md .html .txt); repeatable.")
 @click.option("--serving-concurrency", type=click.IntRange(min=1), metavar="N",
-              help="The concurrency you serve at: the overall verdict is that level's (nearest measured); "
+              help="The concurrency you serve at: the overall verdict is that level's (nearest measured; "
+                   "between measured levels that disagree, inconclusive with the --levels to measure); "
                    "without it, levels that disagree make it 'depends'.")
 @click.option("--ship-acceptance", type=float, default=DEFAULTS.ship_acceptance, show_default="2/3",
               help="Acceptance at or above which speculation is worth it.")
@@ -192,6 +198,16 @@ def ab_arms(folder: Path) -> tuple[Path, Path]:
 @click.option("--mde-target-pct", type=float, default=DEFAULTS.mde_target_pct, show_default=True,
               help="A level that could not have detected a change this large (%) on a deciding metric is "
                    "under-powered (docs/verdict-method.md).")
+@click.option("--objective", type=click.Choice(OBJECTIVES), default=DEFAULTS.objective, show_default=True,
+              help="Each level's one primary question: latency (TPOT p50 better, output tok/s a guard), "
+                   "throughput (output tok/s better, latency a guard) or goodput (needs --slo).")
+@click.option("--margin", "margin_pct", type=click.FloatRange(min=0), default=DEFAULTS.margin_pct,
+              show_default=True, metavar="PCT",
+              help="Non-inferiority margin (%): to ship, every guard (TPOT p90, TTFT p50, the other of "
+                   "latency and throughput) must stay within it by its whole interval.")
+@click.option("--ttft-margin", "ttft_margin_pct", type=click.FloatRange(min=0),
+              default=DEFAULTS.ttft_margin_pct, show_default=True, metavar="PCT",
+              help="TTFT p50's own non-inferiority margin (%): a draft's first step costs once per request.")
 @click.option("--slo", "slo_text", metavar="ttft_ms=X,tpot_ms=Y",
               help="A latency objective: per arm and level, the share of requests meeting it and the goodput "
                    "(their tokens per second), which becomes the throughput the verdict judges.")

@@ -10,6 +10,7 @@ from locust_spec.core.level import rate_key
 
 from .answers import AnswerCheck
 from .provenance import Provenance
+from .rule import DecisionRule
 from .stats import Interval
 
 
@@ -334,6 +335,11 @@ class LevelVerdict:
     power_note: str | None = None
     """Why the level is under-powered, when it is."""
     design: str = "sequential"
+    tests: dict[str, dict] = field(default_factory=dict)
+    """Per question of the decision rule (rule.py): its role (primary or guard), raw and adjusted p-value,
+    whether it is exploratory."""
+    exploratory: bool = False
+    """A per-task breakdown: its words are controlled for the false discovery rate, not family-wise."""
     economy: tuple[ArmsValue, ...] = ()
     """Cost per million output tokens, power and energy per token, when priced or measured (cost.py)."""
 
@@ -359,13 +365,15 @@ class CrossPoint:
     between_users: tuple[float, float] | None
     batch: float | None
     note: str
+    method: str = ""
+    """How the crossing and its range were found, with the assumption that holds them (schema 6)."""
 
     def as_dict(self, rate_axis: bool = False) -> dict:
         """On the rate axis the same numbers go under `rate`, `rate_ci95`, `between_rates`, the users
         fields null (verdict.json schema 4)."""
         out = {"metric": self.metric, "users": self.users, "users_ci95": list(self.users_ci95),
                "between_users": list(self.between_users) if self.between_users else None,
-               "batch": self.batch, "note": self.note}
+               "batch": self.batch, "note": self.note, "method": self.method or None}
         if rate_axis:
             between = [_number(x) for x in self.between_users] if self.between_users else None
             out.update({"rate": _number(self.users), "rate_ci95": [_number(x) for x in self.users_ci95],
@@ -433,6 +441,8 @@ class Verdict:
         """What the levels are: "users" (a concurrency ladder) or "rate" (open-loop arrivals, req/s)."""
         return "rate" if self.levels and isinstance(self.levels[0].users, Rate) else "users"
     design: DesignInfo = field(default_factory=lambda: DesignInfo("sequential"))
+    rule: DecisionRule | None = None
+    """The decision rule every level was judged by (rule.py), as declared at the start."""
     pricing: Pricing | None = None
     """`--gpu-cost-per-hour`, `--gpus`: the cost per million output tokens is in each level's economy."""
     power: dict[str, PowerSource] = field(default_factory=dict)

@@ -22,8 +22,9 @@ import numpy as np
 
 from . import levels as lv
 from .model import LevelInput, LevelVerdict, Slo, SpecStats, TaskVerdict, level_label
+from .rule import ALPHA, CORRECTIONS, EXPLORATORY
 from .runs import RunData
-from .verdict import INCONCLUSIVE, OFF, SHIP, TRADEOFF, Thresholds, judge_level
+from .verdict import INCONCLUSIVE, OFF, SHIP, TRADEOFF, Thresholds, adjust_family, judge_level
 
 SOURCE = "per-request stats"
 # The order a summary names verdicts in: where speculation pays first.
@@ -80,8 +81,8 @@ def _spec(levels: Sequence[lv.RunLevel], level: LevelInput) -> SpecStats | None:
     return replace(level.spec, acceptance=None, mean_acceptance_length=None, per_position=())
 
 
-def _task_level(base: Sequence[lv.RunLevel], cand: Sequence[tuple[RunData, lv.RunLevel]], level: LevelInput,
-                th: Thresholds, throughput_key: str) -> LevelVerdict:
+def _task_input(base: Sequence[lv.RunLevel], cand: Sequence[tuple[RunData, lv.RunLevel]],
+                level: LevelInput) -> LevelInput:
     cand_levels = [x for _, x in cand]
     base_m, cand_m = lv.combine(base), lv.combine(cand_levels)
     spec = _spec(cand_levels, level)
@@ -89,14 +90,13 @@ def _task_level(base: Sequence[lv.RunLevel], cand: Sequence[tuple[RunData, lv.Ru
     acceptance_ci = (lv.acceptance_ci([r for r, _ in cand], cand_levels, spec.acceptance)
                      if per_request else None)
     changes, design = lv.change_intervals(base, cand_levels, base_m, cand_m, per_stream=True)
-    task_input = LevelInput(
+    return LevelInput(
         users=level.users, baseline=base_m, candidate=cand_m, spec=spec, rows_show_speculation=per_request,
         baseline_lag=level.baseline_lag, candidate_lag=level.candidate_lag, changes=changes,
         acceptance_ci=acceptance_ci, baseline_batch=level.baseline_batch,
         candidate_batch=level.candidate_batch,
         baseline_arrivals=level.baseline_arrivals, candidate_arrivals=level.candidate_arrivals,
         design=design, spill=level.spill, block_s=level.block_s)
-    return judge_level(task_input, th, throughput_key=throughput_key)
 
 
 def task_verdicts(base_runs: Sequence[RunData], cand_runs: Sequence[RunData], inputs: Sequence[LevelInput],
@@ -107,20 +107,25 @@ def task_verdicts(base_runs: Sequence[RunData], cand_runs: Sequence[RunData], in
     if len(tasks) < 2:
         return ()
     throughput_key = "goodput_tok_s" if slo is not None else "output_tok_s"
-    out = []
+    found: list[tuple[str, list[LevelInput], bool]] = []
     for task in tasks:
         base = [_levels(task_run(r, task), slo) for r in base_runs]
         cand = [(r, _levels(r, slo)) for r in (task_run(r, task) for r in cand_runs)]
-        judged = []
+        at = []
         for level in sorted(inputs, key=lambda i: i.users):
             task_base = [by[level.users] for by in base if level.users in by]
             task_cand = [(r, by[level.users]) for r, by in cand if level.users in by]
             if task_base and task_cand:
-                judged.append(_task_level(task_base, task_cand, level, th, throughput_key))
-        if judged:
-            measured = any(_drafted(list(by.values()))[1] > 0 for _, by in cand)
-            out.append(TaskVerdict(task, tuple(judged), measured))
-    return tuple(out)
+                at.append(_task_input(task_base, task_cand, level))
+        if at:
+            found.append((task, at, any(_drafted(list(by.values()))[1] > 0 for _, by in cand)))
+    # exploratory: every task's every level is one family under the false discovery rate
+    family = [level for _, at, _ in found for level in at]
+    adjusted = iter(adjust_family(family, th, throughput_key, EXPLORATORY))
+    return tuple(TaskVerdict(task, tuple(judge_level(level, th, throughput_key=throughput_key,
+                                                     adjusted=next(adjusted), exploratory=True)
+                                         for level in at), measured)
+                 for task, at, measured in found)
 
 
 def _names(tasks: Sequence[str]) -> str:
@@ -130,7 +135,11 @@ def _names(tasks: Sequence[str]) -> str:
 WHY_INCONCLUSIVE = (("has only", "too few requests: measure longer"),
                     ("load generator was behind", "the load generator fell behind"),
                     ("failed", "too many failures"),
-                    ("counters", "no speculation counters"))
+                    ("counters", "no speculation counters"),
+                    ("cannot be ruled out", "a guard's interval reaches past its margin"),
+                    ("but not after", "not after the false discovery rate's correction"),
+                    ("no interval", "too few units or requests for an interval"),
+                    ("inside the", "no change beyond the noise band"))
 
 
 def _why(level: LevelVerdict) -> str:
@@ -158,4 +167,5 @@ def summary(tasks: Sequence[TaskVerdict]) -> str:
     unknown = [t.task for t in tasks if not t.acceptance_measured]
     note = (f" (acceptance of {_names(unknown)} not measured per request: TPOT and throughput decide)"
             if unknown else "")
-    return "Per task, " + "; ".join(parts) + note + "."
+    return (f"Per task (exploratory, {CORRECTIONS[EXPLORATORY]} at {ALPHA:g}), " + "; ".join(parts) + note
+            + ".")

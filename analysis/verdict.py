@@ -8,7 +8,8 @@ from dataclasses import dataclass
 
 from locust_spec.core.design import SEQUENTIAL
 
-from . import answers, diagnoses
+from . import answers, diagnoses, multiplicity
+from . import rule as rules
 from .model import (
     NO_DETECTION,
     ArmMetrics,
@@ -50,7 +51,6 @@ CHANGE_KEYS = ("tpot_p50_ms", "tpot_p90_ms", "output_tok_s", "goodput_tok_s", "t
                "itl_p95_ms", "chunk_gap_p50_ms", "chunk_gap_p99_ms", "tokens_per_chunk", "slo_share")
 # The per-token latency a reader of the stream experiences: time per output token of each request.
 LATENCY_KEYS = ("tpot_p50_ms", "tpot_p90_ms")
-MIXED = "mixed"
 _EPS = 1e-12
 
 
@@ -83,6 +83,12 @@ class Thresholds:
     mde_target_pct: float = 10.0
     """A level that could not have detected a change this large (its minimum detectable effect on a
     deciding metric is above it) is said to be under-powered."""
+    objective: str = rules.LATENCY
+    """The primary question per level (rule.py): latency (TPOT p50), throughput, or goodput (--slo)."""
+    margin_pct: float = rules.MARGIN_PCT
+    """How much worse a guard may get (its interval's worse end) and still let a level ship."""
+    ttft_margin_pct: float = rules.TTFT_MARGIN_PCT
+    """TTFT p50's own margin (a draft's first step is a cost per request, not per token)."""
 
 
 def noise_band(key: str, base: ArmMetrics, cand: ArmMetrics, noise_pct: float) -> float:
@@ -115,20 +121,6 @@ def band_for(level: LevelInput, key: str, noise_pct: float) -> float:
 def direction(level: LevelInput, key: str, noise_pct: float, lower_is_better: bool) -> str:
     """better / worse / same / inconclusive / unknown: the change's interval against the noise band."""
     return classify(interval(level, key), band_for(level, key, noise_pct), lower_is_better=lower_is_better)
-
-
-def latency_direction(p50: str, p90: str) -> str:
-    """TPOT p50 and p90 together: opposite moves are mixed; a tail that got worse is worse."""
-    dirs = {p50, p90}
-    if BETTER in dirs and WORSE in dirs:
-        return MIXED
-    if WORSE in dirs:
-        return WORSE
-    if p50 == BETTER:
-        return BETTER
-    if p50 in (INCONCLUSIVE_DIR, UNKNOWN_DIRECTION) or p90 == INCONCLUSIVE_DIR:
-        return INCONCLUSIVE_DIR if p50 != UNKNOWN_DIRECTION else UNKNOWN_DIRECTION
-    return BETTER if p90 == BETTER else SAME
 
 
 def _signed(x: float) -> str:
@@ -168,10 +160,8 @@ def _brief(level: LevelInput, keys: Sequence[str]) -> str:
                      if interval(level, k).estimate is not None)
 
 
-def _evidence_gaps(level: LevelInput, th: Thresholds, floors: bool = True) -> list[str]:
-    """Reasons the level cannot be judged: failures, too little evidence, a lagging client, no counters.
-    Without `floors` (the acceptance interval decides by itself) the request and token floors do not
-    apply."""
+def _evidence_gaps(level: LevelInput, th: Thresholds) -> list[str]:
+    """Reasons the level cannot be judged: failures, too little evidence, a lagging client, no counters."""
     gaps = []
     for name, arm in (("baseline", level.baseline), ("candidate", level.candidate)):
         if arm.requests <= 0:
@@ -181,9 +171,9 @@ def _evidence_gaps(level: LevelInput, th: Thresholds, floors: bool = True) -> li
         if rate > th.max_failure_rate + _EPS:
             gaps.append(f"{name} failed {arm.failures} of {arm.requests} requests ({rate:.0%}, "
                         f"above {th.max_failure_rate:.0%})")
-        if floors and arm.requests < th.min_requests:
+        if arm.requests < th.min_requests:
             gaps.append(f"{name} has only {arm.requests} requests (needs {th.min_requests})")
-        if floors and arm.output_tokens < th.min_output_tokens:
+        if arm.output_tokens < th.min_output_tokens:
             gaps.append(f"{name} has only {arm.output_tokens} output tokens (needs {th.min_output_tokens})")
         if arm.tpot_p50_ms is None or arm.output_tok_s is None:
             gaps.append(f"{name} has no completed streams to measure TPOT and throughput")
@@ -225,14 +215,6 @@ def _schedule_gaps(level: LevelInput, th: Thresholds) -> list[str]:
     return gaps
 
 
-def decisive_off(level: LevelInput, th: Thresholds) -> bool:
-    """Acceptance whose whole interval (over two or more units) lies below the off threshold: the rule
-    says off whatever the timings, so no floor on requests or tokens stands in its way."""
-    spec, ci = level.spec, level.acceptance_ci
-    return (spec is not None and spec.acceptance is not None and spec.draft_tokens > 0 and ci is not None
-            and ci.measured and ci.units >= 2 and ci.hi < th.off_acceptance)
-
-
 def acceptance_band(acceptance: float | None, ci: Interval | None, th: Thresholds) -> str:
     """ship / off / middle: by the whole interval when there is one (an interval across a threshold leaves
     the measurements to decide), else by the point; unknown (a task without per-request stats), middle."""
@@ -255,53 +237,85 @@ def _acc_text(acceptance: float | None, ci: Interval | None) -> str:
     return text
 
 
-def _decide(acc: str, band: str, lat: str, tput: str, numbers: str, th: Thresholds,
-            acceptance: float) -> tuple[str, str]:
-    ship_at, off_at = th.ship_acceptance, th.off_acceptance
-    open_ = (INCONCLUSIVE_DIR, UNKNOWN_DIRECTION)
-    if band == SHIP:
-        head = f"{acc} >= {ship_at:.2f}"
-        if tput == WORSE:
-            if lat == BETTER:
-                return TRADEOFF, (f"{head}, but throughput fell beyond the noise band while per-token "
-                                  "latency (TPOT) improved: you have a decision to make, not a result "
-                                  f"({numbers})")
-            return OFF, (f"{head}, yet throughput fell and per-token latency (TPOT) did not improve: "
-                         f"here the draft costs more than it wins ({numbers})")
-        if tput in open_:
-            why = ("its interval straddles the noise band" if tput == INCONCLUSIVE_DIR else
-                   "its change could not be measured")
-            return INCONCLUSIVE, (f"{head}, but throughput {why}: a fall cannot be ruled out; measure "
-                                  f"longer or repeat ({numbers})")
-        if lat in (WORSE, MIXED):
-            return TRADEOFF, (f"{head}, but per-token latency (TPOT) got worse while throughput held: "
-                              f"you have a decision to make, not a result ({numbers})")
-        return SHIP, f"{head}: worth it ({numbers})"
-    if band == OFF:
-        if lat == BETTER and tput == BETTER:
-            # Seen on real vLLM with n-gram: the rule of thumb prices in a draft's cost, and a nearly free
-            # drafter can pay below it. The rule stands, but the user must see that the measurements disagree.
-            return OFF, (f"{acc} < {off_at:.2f}: off by the rule of thumb, although both per-token "
-                         f"latency and throughput improved here ({numbers}); a nearly free drafter (n-gram) "
-                         "can pay below the rule: re-judge on the measurements with "
-                         f"spec-verdict --off-acceptance {max(acceptance - 0.05, 0.0):.2f}")
-        return OFF, f"{acc} < {off_at:.2f}: switch it off ({numbers})"
-    head = f"{acc} is not clearly above {ship_at:.2f} nor below {off_at:.2f}, so the measurements decide"
-    if lat in open_ or tput in open_:
-        why = ("the interval of per-token latency (TPOT) or throughput straddles the noise band"
-               if INCONCLUSIVE_DIR in (lat, tput) else "per-token latency (TPOT) or throughput could not be "
-               "measured")
-        return INCONCLUSIVE, f"{head}, and {why} ({numbers})"
-    dirs = (lat, tput)
-    if lat == MIXED or (BETTER in dirs and WORSE in dirs):
-        return TRADEOFF, (f"{head}: per-token latency and throughput moved in opposite directions (or "
-                          f"TPOT p50 and p90 did), you have a decision to make, not a result ({numbers})")
-    if BETTER in dirs:
-        return SHIP, f"{head}: per-token latency and throughput did not get worse and improved ({numbers})"
-    if WORSE in dirs:
-        return OFF, f"{head}: neither per-token latency nor throughput improved ({numbers})"
-    return INCONCLUSIVE, (f"{head}, and per-token latency and throughput differ by less than the noise "
-                          f"band ({numbers})")
+def _named(level: LevelInput, key: str) -> str:
+    return f"{rules.NAMES[key]} {fmt_change(interval(level, key))}"
+
+
+def _prediction(level: LevelInput, th: Thresholds, mde: dict[str, float | None], primary: str) -> str:
+    """What acceptance suggests when the timings could not decide, and what more measuring would buy:
+    acceptance explains and predicts, it never ships nor switches off on its own."""
+    spec = level.spec
+    if spec is None or spec.acceptance is None:
+        return ""
+    band = acceptance_band(spec.acceptance, level.acceptance_ci, th)
+    acc = _acc_text(spec.acceptance, level.acceptance_ci)
+    said = {SHIP: f"{acc} suggests it pays", OFF: f"{acc} suggests it does not pay"}.get(
+        band, f"{acc} does not say which way")
+    more = _more_time(level, primary, mde.get(primary), th)
+    return f"; {said}, but only the timings decide{more}"
+
+
+def _more_time(level: LevelInput, primary: str, mde: float | None, th: Thresholds) -> str:
+    """'; about 12 more minutes would detect 10%': the standard error falls as one over the root of the
+    units, so the units needed grow with the square of the ratio of what was detectable to the target."""
+    ci = level.changes.get(primary)
+    if mde is None or ci is None or not ci.units or level.block_s is None or mde <= th.mde_target_pct:
+        return ""
+    need = ci.units * ((mde - th.noise_pct) / max(th.mde_target_pct - th.noise_pct, 1e-9)) ** 2 - ci.units
+    minutes = need * level.block_s * 2 / 60  # a unit is a block pair: one block of each arm
+    return f"; about {minutes:.0f} more minutes at this level would detect {th.mde_target_pct:g}%"
+
+
+def _decide(level: LevelInput, rule: rules.DecisionRule, th: Thresholds, adjusted: dict[str, float | None],
+            mde: dict[str, float | None], exploratory: bool) -> tuple[str, str]:
+    """The declared rule on one level: the primary beyond the band (its adjusted p within alpha), the
+    guards within their margins; which interval straddles when it cannot say."""
+    primary, alpha = rule.primary, rule.alpha
+    band = band_for(level, primary, th.noise_pct)
+    word = direction(level, primary, th.noise_pct, rules.LOWER_IS_BETTER[primary])
+    family = "the per-task FDR" if exploratory else f"{rules.CORRECTIONS[rule.correction]} over the levels"
+    p = adjusted.get(primary)
+    survives = p is not None and p <= alpha + _EPS
+    losses, open_guards = [], []
+    for key in rule.guards:
+        ci = interval(level, key)
+        edge = rules.margin(rule, key, band_for(level, key, th.noise_pct))
+        lower = rules.LOWER_IS_BETTER[key]
+        if not ci.measured:
+            open_guards.append(f"{rules.NAMES[key]} (not measured)")
+            continue
+        worst, best = (ci.hi, ci.lo) if lower else (-ci.lo, -ci.hi)
+        q = adjusted.get(key)
+        if best > edge and q is not None and q <= alpha + _EPS:
+            losses.append(f"{_named(level, key)} worse beyond its {edge:g}% margin")
+        elif worst > edge + _EPS:
+            open_guards.append(f"{_named(level, key)} (its interval reaches past the {edge:g}% margin)")
+    head = _named(level, primary)
+    if word == BETTER and survives:
+        if losses:
+            return TRADEOFF, (f"{head} is better beyond the +-{band:g}% band, but {'; '.join(losses)}: you "
+                              "have a decision to make, not a result")
+        if open_guards:
+            return INCONCLUSIVE, (f"{head} is better beyond the +-{band:g}% band, but a loss cannot be "
+                                  f"ruled out on {'; '.join(open_guards)}: measure longer or repeat")
+        return SHIP, (f"{head} is better beyond the +-{band:g}% band and every guard stayed within its "
+                      f"margin: worth it")
+    if word == WORSE and survives:
+        return OFF, f"{head} is worse beyond the +-{band:g}% band: a measured loss, switch it off"
+    if losses:
+        return OFF, f"{'; '.join(losses)} while {head} did not improve: a measured loss, switch it off"
+    if word in (BETTER, WORSE):
+        why = f"its interval clears the band, but not after {family} (adjusted p {p:.3f} > {alpha:g})"
+    elif word == SAME:
+        why = f"its interval lies inside the +-{band:g}% band: no change that matters"
+    elif word == INCONCLUSIVE_DIR:
+        why = f"its interval straddles the +-{band:g}% band"
+    else:
+        ci = interval(level, primary)
+        why = (f"no interval ({ci.method}, {ci.units} unit(s))" if ci.estimate is not None else
+               "it could not be measured")
+    return INCONCLUSIVE, f"{head}: {why}{_prediction(level, th, mde, primary)}"
+
 
 
 def offered(level: float, throughput_key: str) -> bool:
@@ -312,21 +326,23 @@ def offered(level: float, throughput_key: str) -> bool:
 
 
 def judge_level(level: LevelInput, th: Thresholds, *, throughput_key: str = "output_tok_s",
-                speculating_levels: Sequence[int] = ()) -> LevelVerdict:
-    """Apply the rules to one concurrency level: per-token latency is TPOT (p50 and p90) per request,
-    throughput is output (or, with an SLO, goodput) tokens per second, each judged by its interval."""
+                speculating_levels: Sequence[int] = (), adjusted: dict[str, float | None] | None = None,
+                exploratory: bool = False) -> LevelVerdict:
+    """Apply the declared rule (rule.py) to one level: per-token latency is TPOT (p50 and p90) per
+    request, throughput is output (or, with an SLO, goodput) tokens per second, each judged by its
+    interval. `adjusted`: the questions' p-values after the family's correction (build_verdict, tasks);
+    without it, the level is its own family."""
     base, cand, spec = level.baseline, level.candidate, level.spec
+    rule = rule_of(level, th, throughput_key)
     changes = {k: interval(level, k) for k in (*CHANGE_KEYS, "step_ms") if k in level.changes or
                k in CHANGE_KEYS}
     words = {k: direction(level, k, th.noise_pct, lower_is_better=k != throughput_key)
              for k in (*LATENCY_KEYS, throughput_key, "ttft_p50_ms")}
     if throughput_key == "goodput_tok_s" and base.goodput_tok_s == 0 and cand.goodput_tok_s == 0:
         words[throughput_key] = SAME  # neither arm served a request within the SLO: no change to measure
-    lat = latency_direction(words["tpot_p50_ms"], words["tpot_p90_ms"])
-    tput = words[throughput_key]
-    deciding = (*LATENCY_KEYS, throughput_key)
-    if offered(level.users, throughput_key):
-        tput, deciding = SAME, LATENCY_KEYS
+    raw = questions_of(level, th, throughput_key)
+    adjusted = rules.weighted(rule, raw) if adjusted is None else adjusted
+    deciding = rule.keys
     found = [
         diagnoses.speculation_inactive(level, speculating_levels),
         diagnoses.synthetic_acceptance(spec),
@@ -338,21 +354,19 @@ def judge_level(level: LevelInput, th: Thresholds, *, throughput_key: str = "out
         diagnoses.baseline_speculating(level),
         diagnoses.block_spill(level),
     ]
-    gaps = _evidence_gaps(level, th, floors=not decisive_off(level, th))
-    mde = {k: changes[k].mde_pct(band_for(level, k, th.noise_pct)) for k in deciding}
+    gaps = _evidence_gaps(level, th)
+    mde = {k: changes[k].mde_pct(band_for(level, k, th.noise_pct)) for k in deciding if k in changes}
     power = power_note(level, mde, deciding, th)
     if gaps:
         verdict, reasons, brief = INCONCLUSIVE, gaps, gaps[0]
     else:
-        numbers = _numbers(level, deciding, words)
-        band = acceptance_band(spec.acceptance, level.acceptance_ci, th)
-        verdict, reason = _decide(_acc_text(spec.acceptance, level.acceptance_ci), band, lat, tput, numbers,
-                                  th, spec.acceptance)
-        reasons = [reason]
-        if offered(level.users, throughput_key):
+        verdict, reason = _decide(level, rule, th, adjusted, mde, exploratory)
+        reasons = [f"{reason} ({_numbers(level, deciding, words)})"]
+        if offered(level.users, throughput_key) and rule.objective == rules.LATENCY:
             reasons.append("at a rate level both arms serve the same arrivals, so throughput is the offered "
-                           "load and per-token latency decides (with --slo, goodput decides too)")
-        brief = _brief(level, deciding)
+                           "load and guards nothing (with --slo, goodput does)")
+        # the summary line names the question and the other of latency and throughput
+        brief = _brief(level, [k for k in deciding if k in (*LATENCY_KEYS[:1], throughput_key)])
     if power is not None and verdict == INCONCLUSIVE and not gaps:
         reasons.append(power)
     lossy = answers.lossy_reason(level.answers, th.allow_lossy)
@@ -360,6 +374,8 @@ def judge_level(level: LevelInput, th: Thresholds, *, throughput_key: str = "out
         if not th.allow_lossy and verdict in (SHIP, TRADEOFF):
             verdict, brief = level.answers.held, lossy
         reasons = [lossy, *reasons]
+    tests = {k: {"role": rule.role(k), "p_value": raw.get(k), "p_adjusted": adjusted.get(k),
+                 "exploratory": exploratory} for k in deciding}
     return LevelVerdict(
         users=level.users, verdict=verdict,
         acceptance=spec.acceptance if spec else None,
@@ -370,8 +386,27 @@ def judge_level(level: LevelInput, th: Thresholds, *, throughput_key: str = "out
         acceptance_ci=level.acceptance_ci, baseline_batch=level.baseline_batch,
         candidate_batch=level.candidate_batch, answers=level.answers,
         baseline_arrivals=level.baseline_arrivals, candidate_arrivals=level.candidate_arrivals,
-        directions=words, mde_pct=mde, power_note=power, design=level.design,
+        directions=words, mde_pct=mde, power_note=power, design=level.design, tests=tests,
+        exploratory=exploratory,
     )
+
+
+def rule_of(level: LevelInput, th: Thresholds, throughput_key: str) -> rules.DecisionRule:
+    """The declared rule at this level (a rate level's throughput is the offered load: no guard there)."""
+    return declared(th, throughput_key, offered(level.users, throughput_key))
+
+
+def declared(th: Thresholds, throughput_key: str, at_rate: bool) -> rules.DecisionRule:
+    """The decision rule the thresholds declare (`at_rate`: a rate level, throughput the offered load)."""
+    return rules.rule_for(th.objective, throughput_key, offered=at_rate, margin_pct=th.margin_pct,
+                          noise_pct=th.noise_pct, ttft_margin_pct=th.ttft_margin_pct)
+
+
+def questions_of(level: LevelInput, th: Thresholds, throughput_key: str) -> dict[str, float | None]:
+    """The level's questions' raw p-values, for its family's correction."""
+    return rules.questions(rule_of(level, th, throughput_key), lambda k: interval(level, k),
+                           lambda k: band_for(level, k, th.noise_pct))
+
 
 
 def power_note(level: LevelInput, mde: dict[str, float | None], deciding: Sequence[str],
@@ -452,6 +487,14 @@ def serving_level(levels: Sequence[LevelVerdict], serving: int) -> LevelVerdict:
     return min(levels, key=lambda lv: (abs(lv.users - serving), -lv.users))
 
 
+def around(levels: Sequence[LevelVerdict], serving: int) -> tuple[LevelVerdict, LevelVerdict] | None:
+    """The measured levels either side of a serving concurrency between them; None when it is measured or
+    outside the ladder."""
+    ordered = sorted(levels, key=lambda lv: lv.users)
+    return next(((a, b) for a, b in zip(ordered, ordered[1:], strict=False) if a.users < serving < b.users),
+                None)
+
+
 def overall(levels: Sequence[LevelVerdict], serving: int | None,
             cross: Sequence[CrossPoint] = ()) -> tuple[str, str]:
     """The overall verdict and its one-sentence summary, which names every level's verdict.
@@ -462,6 +505,14 @@ def overall(levels: Sequence[LevelVerdict], serving: int | None,
     (the ladder does not support one word)."""
     ladder = ladder_summary(levels)
     if serving is not None:
+        sides = around(levels, serving)
+        if sides is not None and sides[0].verdict != sides[1].verdict:
+            low, high = sides
+            return INCONCLUSIVE, (
+                f"Speculative decoding: not measured at your serving concurrency ({_users(serving)}), and "
+                f"the measured levels around it disagree ({low.verdict} at {_users(low.users)}, "
+                f"{high.verdict} at {_users(high.users)}): measure there, e.g. --levels "
+                f"{low.users},{serving},{high.users}; across the ladder: {ladder}.")
         lv = serving_level(levels, serving)
         where = (f"at your serving concurrency ({_users(serving)})" if lv.users == serving else
                  f"at {_users(lv.users)}, the measured level nearest your serving concurrency ({serving})")
@@ -528,6 +579,11 @@ def _status_text(ordered: Sequence[LevelVerdict], key: str) -> str:
     return "; ".join(f"{word} at {', '.join(map(str, users))}" for word, users in runs)
 
 
+CROSSING_METHOD = ("interpolated linearly in log users (or req/s) between the two measured levels either "
+                   "side; the range is where the levels' interval bounds cross under the same straight line, "
+                   "not a confidence interval: the curve between measured levels is not measured")
+
+
 def crossover(levels: Sequence[LevelVerdict], throughput_key: str) -> tuple[CrossPoint, ...]:
     """Where speculation stops paying along the ladder, on TPOT p50 and on throughput, claimed only as far
     as the levels' intervals go: a crossing needs a level that is better (its interval beyond the noise
@@ -556,7 +612,7 @@ def crossover(levels: Sequence[LevelVerdict], throughput_key: str) -> tuple[Cros
             out.append(CrossPoint(key, same_kind(kind, found.x),
                                   (same_kind(kind, found.lo), same_kind(kind, found.hi)),
                                   tuple(same_kind(kind, b) for b in found.between),
-                                  _batch_at(ordered, found.x), note))
+                                  _batch_at(ordered, found.x), note, CROSSING_METHOD))
             continue
         if all(w == BETTER for w in words):
             note = f"{label}: speculation pays at every measured level"
@@ -589,8 +645,10 @@ def build_verdict(
     """
     throughput_key = "goodput_tok_s" if slo is not None else "output_tok_s"
     speculating = tuple(lv.users for lv in levels if lv.spec is not None and lv.spec.draft_tokens > 0)
-    judged = tuple(judge_level(lv, th, throughput_key=throughput_key, speculating_levels=speculating)
-                   for lv in sorted(levels, key=lambda x: x.users))
+    ordered = sorted(levels, key=lambda x: x.users)
+    adjusted = adjust_family(ordered, th, throughput_key, multiplicity.HOLM)
+    judged = tuple(judge_level(lv, th, throughput_key=throughput_key, speculating_levels=speculating,
+                               adjusted=adj) for lv, adj in zip(ordered, adjusted, strict=True))
     cross = crossover(judged, throughput_key)
     verdict, summary = overall(judged, serving, cross)
     top: list[Diagnosis] = []
@@ -605,7 +663,17 @@ def build_verdict(
                          "(baseline_speculating): this compares two speculating servers, not speculation "
                          "against none")
     warnings = tuple(f"{arm}: {text}" for arm, text in run_warnings) + tuple(notes)
+    rule = declared(th, throughput_key, bool(ordered) and offered(ordered[0].users, throughput_key))
     return Verdict(verdict=verdict, summary=summary, levels=judged, diagnoses=tuple(top), warnings=warnings,
                    serving_concurrency=serving, plots=plots or PlotData(),
                    crossover=cross, slo=slo,
-                   design=design or DesignInfo(SEQUENTIAL))
+                   design=design or DesignInfo(SEQUENTIAL), rule=rule)
+
+
+def adjust_family(levels: Sequence[LevelInput], th: Thresholds, throughput_key: str,
+                  method: str) -> list[dict[str, float | None]]:
+    """Every level's questions adjusted together: Holm over the ladder's levels, Benjamini-Hochberg over a
+    per-task breakdown (multiplicity.py), each level's questions weighted within it (rule.weighted)."""
+    weighted = [rules.weighted(rule_of(lv, th, throughput_key), questions_of(lv, th, throughput_key))
+                for lv in levels]
+    return multiplicity.adjust(weighted, method)

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import base64
+from collections.abc import Callable
 from html import escape
 
 from ..model import Verdict
-from ..report.plots import FIGURES, Omitted, class_acceptance
+from ..report.plots import FIGURES, Omitted, class_acceptance, plt
 from ..report.table import (
     HEADER,
     LEVELS_HEADER,
@@ -20,6 +21,7 @@ from ..report.table import (
     levels_rows,
     measured,
     rows,
+    rule_line,
     task_rows,
     title,
     users_label,
@@ -68,8 +70,10 @@ def _task_table(verdict: Verdict) -> str:
     body = "".join("<tr>" + "".join(f"<td class='v {escape(c)}'>{escape(c)}</td>" if i == 2 else
                                      f"<td>{escape(c)}</td>" for i, c in enumerate(r)) + "</tr>"
                    for r in task_rows(verdict))
-    return (f"<h2>Per task</h2><p>Each task's own requests at each level: acceptance from the candidate's "
-            f"per-request stats, throughput per stream (the task's tokens over its requests' time).</p>"
+    return (f"<h2>Per task</h2><p>Exploratory: the false discovery rate is controlled over every task and "
+            f"level (Benjamini-Hochberg). Each task's own requests at each level: acceptance from the "
+            f"candidate's per-request stats, throughput per stream (the task's tokens over its requests' "
+            f"time).</p>"
             f"<table><tr>{head}</tr>{body}</table>")
 
 
@@ -93,12 +97,23 @@ def _levels_table(verdict: Verdict) -> str:
     return f"<table class='levels'><tr>{head}</tr>{body}</table>"
 
 
+def drawn(draw: Callable[[Verdict], bytes | Omitted], verdict: Verdict) -> bytes | Omitted:
+    """A figure, or the one line saying why it is not there: a plot that fails (matplotlib refuses some
+    numbers) costs that figure, never the report or the verdict line printed after it."""
+    try:
+        return draw(verdict)
+    except Exception as exc:  # noqa: BLE001 (any plotting failure: the rest of the report stands)
+        plt.close("all")
+        return Omitted(f"the plot failed ({type(exc).__name__}: {str(exc)[:200]})")
+
+
 def render(verdict: Verdict) -> str:
     v = escape(verdict.verdict)
     parts = [f"<h1>{escape(title(verdict))}: <span class='v {v}'>{v}</span></h1>",
              f"<p>{escape(verdict.summary)}</p>",
              *(f"<p class='forced'>{escape(line)}</p>" for line in forced_lines(verdict)),
              _levels_table(verdict), f"<p>{escape(design_line(verdict.design))}</p>",
+             f"<p>{escape(rule_line(verdict))}</p>",
              _task_table(verdict) if verdict.tasks else _class_table(verdict)]
     for lv in verdict.levels:
         lvv = escape(lv.verdict)
@@ -120,7 +135,7 @@ def render(verdict: Verdict) -> str:
         parts += ["<h2>Warnings</h2>", _list([escape(w) for w in verdict.warnings])]
     parts.append("<h2>Plots</h2>")
     for name, draw in FIGURES:
-        figure = draw(verdict)
+        figure = drawn(draw, verdict)
         if isinstance(figure, Omitted):
             parts.append(f"<p class='omitted'>{escape(name)}: not drawn, {escape(figure.reason)}.</p>")
             continue

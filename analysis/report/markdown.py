@@ -16,6 +16,7 @@ from ..report.table import (
     forced_lines,
     measured,
     rows,
+    rule_line,
     task_rows,
     title,
     users_label,
@@ -42,7 +43,7 @@ def _escape(text: str) -> str:
 def render(verdict: Verdict) -> str:
     out = [f"## {title(verdict)} verdict: **{verdict.verdict}**", "", _escape(verdict.summary), "",
            *(f"**{_escape(line)}**\n" for line in forced_lines(verdict)),
-           _escape(design_line(verdict.design)), ""]
+           _escape(design_line(verdict.design)), "", _escape(rule_line(verdict)), ""]
     found = measured(verdict)
     if found is not None:
         header, facts = found
@@ -62,7 +63,8 @@ def render(verdict: Verdict) -> str:
         out += [f"- *{d.kind}*: {_escape(d.message)}" for d in lv.diagnoses]
         out.append("")
     if verdict.tasks:
-        out += ["### Per task", "", "| " + " | ".join(TASK_HEADER) + " |",
+        out += ["### Per task (exploratory: false discovery rate controlled)", "",
+                "| " + " | ".join(TASK_HEADER) + " |",
                 "|---|---:|---|---:|---:|---:|---:|"]
         out += ["| " + " | ".join(_inline(c) for c in r) + " |" for r in task_rows(verdict)]
         out.append("")

@@ -237,7 +237,9 @@ def per_task(verdict: Verdict) -> bytes | Omitted:
                 if y is None:
                     continue
                 x = i + (n - (len(users) - 1) / 2) * width
-                ax.errorbar([x], [y], yerr=[[y - lo], [hi - y]], fmt=MARKERS[n % len(MARKERS)], capsize=3,
+                # an end a float's error past its estimate (from an older run) is no negative error bar
+                ax.errorbar([x], [y], yerr=[[max(y - lo, 0.0)], [max(hi - y, 0.0)]],
+                            fmt=MARKERS[n % len(MARKERS)], capsize=3,
                             color=VERDICT_COLOURS.get(found.verdict, "#888"))
         if key == "acceptance":
             for y in (RULE.ship_acceptance, RULE.off_acceptance):

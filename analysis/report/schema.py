@@ -1,4 +1,4 @@
-"""verdict.json: the Verdict as the documented JSON document (schema 6, docs/contracts.md)."""
+"""verdict.json: the Verdict as the documented JSON document (schema 7, docs/contracts.md)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from ..model import LevelVerdict, Rate, Verdict
 from ..stats import POINT, Interval
 from ..verdict import CHANGE_KEYS
 
-SCHEMA = 6
+SCHEMA = 7
 
 
 def units_dict(ci: Interval | None) -> dict | None:
@@ -24,7 +24,16 @@ def metric_dict(lv: LevelVerdict, key: str) -> dict:
     return {"baseline": getattr(lv.baseline, key), "candidate": getattr(lv.candidate, key),
             "change_pct": None if change is None else change.estimate,
             "ci95_pct": None if change is None or change.method == POINT else change.as_list(),
-            "direction": lv.directions.get(key), "units": units_dict(change)}
+            "direction": lv.directions.get(key), "units": units_dict(change), **test_dict(lv, key)}
+
+
+def test_dict(lv: LevelVerdict, key: str) -> dict:
+    """The question the decision rule asked of this metric (schema 7): its role, raw and adjusted p-value
+    (Holm over the levels, Benjamini-Hochberg q-value for a task), whether it is exploratory; a metric the
+    rule asks nothing of has role null."""
+    test = lv.tests.get(key, {})
+    return {"role": test.get("role"), "p_value": test.get("p_value"), "p_adjusted": test.get("p_adjusted"),
+            "exploratory": lv.exploratory}
 
 
 def level_dict(lv: LevelVerdict) -> dict:
@@ -78,6 +87,7 @@ def to_dict(verdict: Verdict) -> dict:
         "power": {arm: source.as_dict() if (source := verdict.power.get(arm)) else None
                   for arm in ("baseline", "candidate")},
         "design": verdict.design.as_dict(),
+        "decision_rule": verdict.rule.as_dict() if verdict.rule is not None else None,
         "levels": [level_dict(lv) for lv in verdict.levels],
         "crossover": {p.metric: p.as_dict(rate_axis=verdict.axis == "rate") for p in verdict.crossover},
         "diagnoses": [d.as_dict() for d in verdict.diagnoses],

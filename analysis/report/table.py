@@ -107,8 +107,11 @@ def crossover_lines(points: tuple[CrossPoint, ...]) -> list[str]:
         if p.users is not None:
             lo, hi = p.users_ci95
             unit = "req/s" if isinstance(p.users, Rate) else "users"
-            text += (f" (95% CI {'below the lowest level' if lo is None else f'{lo:.1f} {unit}'} to "
-                     f"{'beyond the highest level' if hi is None else f'{hi:.1f} {unit}'})")
+            # not a confidence interval: the curve between two measured levels is assumed straight
+            text += (f" (the levels' intervals cross from "
+                     f"{'below the lowest level' if lo is None else f'{lo:.1f} {unit}'} to "
+                     f"{'beyond the highest level' if hi is None else f'{hi:.1f} {unit}'}, interpolated; "
+                     "measure levels in between to place it)")
             if p.batch is not None:
                 text += f", at a batch of about {p.batch:.1f}"
         out.append(text)
@@ -221,6 +224,12 @@ def levels_rows(verdict: Verdict) -> list[tuple[str, ...]]:
                     *("-" if c is None or c.estimate is None else fmt_change(c) for c in changes),
                     lv.answers.status if lv.answers is not None else "not checked"))
     return out
+
+
+def rule_line(verdict: Verdict) -> str:
+    """The decision rule every level was judged by, declared beside the design ("" for a hand-built
+    verdict without one)."""
+    return verdict.rule.describe() if verdict.rule is not None else ""
 
 
 def design_line(design: DesignInfo) -> str:

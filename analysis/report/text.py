@@ -16,6 +16,7 @@ from ..report.table import (
     forced_lines,
     measured,
     rows,
+    rule_line,
     task_rows,
     users_label,
 )
@@ -39,7 +40,8 @@ def _plain(text: str) -> str:
 def render(verdict: Verdict) -> str:
     what = " (candidate vs baseline configuration)" if verdict.configurations else ""
     out = [f"VERDICT{what}: {verdict.verdict.upper()}", _plain(verdict.summary),
-           *(_plain(line) for line in forced_lines(verdict)), design_line(verdict.design), ""]
+           *(_plain(line) for line in forced_lines(verdict)), design_line(verdict.design),
+           rule_line(verdict), ""]
     found = measured(verdict)
     if found is not None:
         header, facts = found
@@ -56,7 +58,8 @@ def render(verdict: Verdict) -> str:
         out.extend(f"  * {d.kind}: {_plain(d.message)}" for d in lv.diagnoses)
         out.append("")
     if verdict.tasks:
-        out.append("Per task (acceptance from per-request stats; throughput per stream):")
+        out.append("Per task (exploratory, false discovery rate controlled; acceptance from per-request "
+                   "stats; throughput per stream):")
         out.extend(_table([TASK_HEADER, *[tuple(_plain(c) for c in r) for r in task_rows(verdict)]]))
     if verdict.crossover:
         out.append("Crossover:")

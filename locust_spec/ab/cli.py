@@ -32,10 +32,17 @@ from locust_spec.ab import (
 from locust_spec.ab.children import ARMS, CLIENT_CPU, ChildError
 from locust_spec.ab.sessions import Run, SessionError, schedule
 from locust_spec.analysis import aa, api
-from locust_spec.analysis.cli import power_selection_options, power_selections, pricing_of, pricing_options
-from locust_spec.analysis.model import Pricing, Verdict, level_label
+from locust_spec.analysis import rule as rules
+from locust_spec.analysis.cli import (
+    parse_slo,
+    power_selection_options,
+    power_selections,
+    pricing_of,
+    pricing_options,
+)
+from locust_spec.analysis.model import Pricing, Slo, Verdict, level_label
 from locust_spec.analysis.runs import InputError, read_run
-from locust_spec.analysis.verdict import CLIENT_BEHIND
+from locust_spec.analysis.verdict import CLIENT_BEHIND, Thresholds
 from locust_spec.client import server_api
 from locust_spec.client.headers import HeaderValueError, credential
 from locust_spec.client.http_fetch import METRICS_URLS_ENV, UrlError, check_urls, display_url
@@ -459,19 +466,38 @@ def raise_interrupt(_signum, _frame) -> None:
 
 def write_verdict(out: Path, runs: list[Run], display: progress.Display,
                   serving: int | None = None, pricing: Pricing | None = None,
-                  power_gpus: dict[str, GpuSelection | None] | None = None) -> Verdict:
+                  power_gpus: dict[str, GpuSelection | None] | None = None,
+                  question: Question | None = None) -> Verdict:
     """Judge both arms' runs and write the verdict files into `out` (`serving`: the overall verdict is that
     level's, as spec-verdict's --serving-concurrency; `pricing`, `power_gpus`: as its cost and power
-    options)."""
+    options; `question`: the declared rule's options)."""
+    asked = question or Question()
     try:
         with progress.phase(display, lambda s: f"spec-ab: computing the verdict ({s:.0f}s)"):
             verdict = api.verdict_for([r.prefix for r in runs if r.arm == "baseline"],
                                       [r.prefix for r in runs if r.arm == "candidate"],
-                                      serving_concurrency=serving, pricing=pricing, power_gpus=power_gpus)
+                                      serving_concurrency=serving, pricing=pricing, power_gpus=power_gpus,
+                                      slo=asked.slo, objective=asked.objective, margin_pct=asked.margin_pct,
+                                      ttft_margin_pct=asked.ttft_margin_pct)
             api.write_outputs(verdict, [out / name for name in VERDICT_FILES])
     except InputError as exc:
         raise AbError(f"no verdict: {exc}") from None
     return verdict
+
+
+@dataclass(frozen=True)
+class Question:
+    """The decision rule's options as spec-verdict takes them (analysis/rule.py), declared at the start."""
+
+    objective: str = rules.LATENCY
+    margin_pct: float = rules.MARGIN_PCT
+    ttft_margin_pct: float = rules.TTFT_MARGIN_PCT
+    slo: Slo | None = None
+
+    def rule(self, rates: bool) -> rules.DecisionRule:
+        return rules.rule_for(self.objective, "goodput_tok_s" if self.slo else "output_tok_s",
+                              offered=rates and self.slo is None, margin_pct=self.margin_pct,
+                              noise_pct=Thresholds().noise_pct, ttft_margin_pct=self.ttft_margin_pct)
 
 
 MOST = 0.5
@@ -612,9 +638,21 @@ def auto_processes(levels: str, simulated: bool, out: Path, say: Callable[[str],
               help="Start sweeping without first checking both arms (reachable, model served, a token "
                    "streamed, the right /metrics, prompts within the context).")
 @click.option("--serving-concurrency", type=click.IntRange(min=1), metavar="N",
-              help="The concurrency you serve at: the overall verdict is that level's (nearest measured); "
-                   "without it, levels that disagree make it 'depends', said with the level up to which "
+              help="The concurrency you serve at: the overall verdict is that level's (nearest measured; "
+                   "between measured levels that disagree, inconclusive); without it, levels that disagree "
+                   "make it 'depends', said with the level up to which "
                    "speculation pays (as spec-verdict's option of that name).")
+@click.option("--objective", type=click.Choice(rules.OBJECTIVES), default=rules.LATENCY, show_default=True,
+              help="Each level's one primary question, as spec-verdict's: latency (TPOT p50), throughput "
+                   "(output tok/s) or goodput (needs --slo); the others are guards.")
+@click.option("--margin", "margin_pct", type=click.FloatRange(min=0), default=rules.MARGIN_PCT,
+              show_default=True, metavar="PCT",
+              help="Non-inferiority margin (%) every guard must stay within to ship (as spec-verdict's).")
+@click.option("--ttft-margin", "ttft_margin_pct", type=click.FloatRange(min=0), default=rules.TTFT_MARGIN_PCT,
+              show_default=True, metavar="PCT", help="TTFT p50's own margin (%), as spec-verdict's.")
+@click.option("--slo", "slo_text", metavar="ttft_ms=X,tpot_ms=Y",
+              help="A latency objective for the verdict (as spec-verdict's): goodput, the tokens of requests "
+                   "within it per second, becomes the throughput judged.")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), required=True,
               help="Run folder: both arms' files, verdict.json, report.html, report.md (aa.json with --aa). "
                    "A folder that holds results is refused unless --overwrite or --resume.")
@@ -638,8 +676,8 @@ def main(baseline: str | None, candidate: str | None, levels: str | None, stage_
          gpus_baseline: float | None, gpus_candidate: float | None, time_scale: float, sim_gpu: str,
          speculative_config: str, speculative_config_baseline: str | None,
          speculative_config_candidate: str | None, prime: bool, self_check_prompts: int,
-         skip_preflight: bool, serving_concurrency: int | None, out: Path, overwrite: bool,
-         resume: bool) -> None:
+         skip_preflight: bool, serving_concurrency: int | None, objective: str, margin_pct: float,
+         ttft_margin_pct: float, slo_text: str | None, out: Path, overwrite: bool, resume: bool) -> None:
     """Run the concurrency ladder (or with --rates the open-loop rate ladder) against a baseline and a
     candidate server, then print the verdict.
 
@@ -667,6 +705,12 @@ def main(baseline: str | None, candidate: str | None, levels: str | None, stage_
         raise click.UsageError("--aa sends both arms to one server, so they cannot run at once: use "
                                "--design interleaved, or give two identical servers as --baseline and "
                                "--candidate")
+    try:
+        question = Question(objective, margin_pct, ttft_margin_pct, parse_slo(slo_text) if slo_text else None)
+        if objective == rules.GOODPUT and question.slo is None:
+            raise InputError("--objective goodput needs --slo (goodput is the tokens of requests within it)")
+    except InputError as exc:
+        raise click.UsageError(str(exc)) from None
     simulated = baseline is None
     default = DEMO_LADDER if simulated else REAL_LADDER
     if rates is not None and levels is not None:
@@ -781,6 +825,7 @@ def main(baseline: str | None, candidate: str | None, levels: str | None, stage_
                 display.say(f"spec-ab: {'A/A self-test, ' if self_test else ''}{design_text(plan)}; "
                             f"{len(todo)} session(s) of {plan.seconds:g}s "
                             f"({steps}, {level_length_text(plan)}) on {where_text} -> {out}")
+                display.say(f"spec-ab: {question.rule(bool(ladder.rates)).describe()}")
                 if not skip_preflight:
                     run_preflight(urls, metrics, load, display, ARMS[:1] if self_test else ARMS)
                 start_writing(folder, logs, record, runs, todo, display)
@@ -807,7 +852,8 @@ def main(baseline: str | None, candidate: str | None, levels: str | None, stage_
                     done.extend(session.runs)
         for name in (*VERDICT_FILES, *((aa.FILE,) if self_test else ())):
             folder.file(out / name)
-        verdict = write_verdict(out, runs, display, serving_concurrency, pricing, power_gpus)
+        verdict = write_verdict(out, runs, display, serving_concurrency, pricing, power_gpus,
+                                question=question)
         if self_test:
             found = aa.self_test(verdict)
             (out / aa.FILE).write_text(aa.render_json(found))

@@ -1,8 +1,11 @@
 """The objective per arm and level with its interval, and the k to deploy per level (pure).
 
-Candidates statistically tied with the best (the interval of their % change from it holds 0)
-are equivalent as far as the measurement can tell; the smallest k among them is chosen, since a shorter
-proposal costs less verification work when the load shifts and is the safer default.
+Candidates tied with the best (the whole interval of their % change from it inside the +-TIE_BAND_PCT
+band: shown equivalent, not merely not shown different) are equivalent as far as the measurement can
+tell; the smallest k among them is chosen, since a shorter proposal costs less verification work when the
+load shifts and is the safer default. An interval that reaches past the band is no tie: the best estimate
+stands (on real vLLM, k=4 measured +17% at one user with an interval holding 0, and the tie then chosen,
+k=0, served 71.8 tok/s against 219.2 for k=4).
 """
 
 from __future__ import annotations
@@ -22,6 +25,8 @@ OBJECTIVES = ("throughput", "tpot", "goodput")
 UNITS = {"throughput": "output tok/s", "tpot": "ms TPOT p50", "goodput": "good req/s"}
 MIN_REQUESTS = 5
 """Fewer measured requests than this at a level: the arm is left out of that level's choice."""
+TIE_BAND_PCT = 2.0
+"""spec-verdict's noise band: a change within it is no change that matters."""
 MDE_TARGET_PCT = 10.0
 """As spec-verdict's: a comparison that could not have shown a difference this large is under-powered."""
 
@@ -161,8 +166,13 @@ def significantly_worse(change: Interval, objective: str) -> bool:
     return change.hi < 0 if higher_is_better(objective) else change.lo > 0
 
 
+def equivalent(change: Interval) -> bool:
+    """The change (arm vs the best) lies inside the tie band with its whole interval."""
+    return change.measured and change.lo >= -TIE_BAND_PCT and change.hi <= TIE_BAND_PCT
+
+
 def choose(samples: Sequence[Sample], objective: str) -> Decision:
-    """The k to deploy at one level: the smallest k not significantly worse than the best estimate."""
+    """The k to deploy at one level: the smallest k shown equivalent to the best estimate."""
     users = samples[0].users
     measured = [(s, estimate(s, objective)) for s in sorted(samples, key=lambda s: s.k)]
     usable = [(s, iv) for s, iv in measured if iv is not None]
@@ -174,25 +184,30 @@ def choose(samples: Sequence[Sample], objective: str) -> Decision:
     for s, iv in usable[1:]:
         if better(objective, iv.estimate, best_iv.estimate):
             best, best_iv = s, iv
-    arms, tied = [], []
+    arms, tied, open_ = [], [], []
     for s, iv in measured:
         if iv is None:
             arms.append(ArmResult(s.k, s.users, s.requests, s.batch, None,
                                   note=f"fewer than {MIN_REQUESTS} measured requests"))
             continue
         diff = None if s is best else compare(s, best, objective)
-        if diff is not None and not significantly_worse(diff, objective):
+        if diff is not None and equivalent(diff):
             tied.append(s.k)
+        elif diff is not None and not significantly_worse(diff, objective):
+            open_.append(s.k)
         arms.append(ArmResult(s.k, s.users, s.requests, s.batch, iv, diff))
     chosen = min([best.k, *tied])
     unit = UNITS[objective]
     if chosen == best.k:
         reason = f"k={best.k} is best ({best_iv.estimate:.4g} {unit})"
         reason += (f"; k={', '.join(map(str, sorted(tied)))} tied but larger" if tied
-                   else "; every other k is significantly worse")
+                   else "; every other k is significantly worse" if not open_ else "")
+        if open_:
+            reason += (f"; k={', '.join(map(str, sorted(open_)))} not shown within +-{TIE_BAND_PCT:g}% of it "
+                       "(an interval reaching past the band is no tie), so the best estimate stands")
     else:
         reason = (f"k={best.k} has the best estimate ({best_iv.estimate:.4g} {unit}) but k={chosen} is "
-                  f"statistically tied with it and smaller")
+                  f"tied with it (within +-{TIE_BAND_PCT:g}% by its whole interval) and smaller")
     weak = [(a.k, a.mde_pct) for a in arms if a.versus_best is not None
             and (a.mde_pct is None or a.mde_pct > MDE_TARGET_PCT)]
     shown = [f"k={k} " + ("no interval" if m is None else f"+-{m:.0f}%") for k, m in weak

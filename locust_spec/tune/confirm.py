@@ -90,6 +90,7 @@ def _measure(samples: Mapping[str, Sample | None], objective: str
 
 
 BEHIND = "worse than one fixed k across this threshold"
+BEATEN = "beaten beyond noise by "
 DRIFTED = "short of prediction, but not significantly worse than the same k served alongside (noise or drift)"
 
 
@@ -106,6 +107,12 @@ def check_level(decision: Decision, samples: Mapping[str, Sample | None], object
     if (status == "short of prediction" and same and vs.get(same) is not None and vs[same].measured
             and not choose.significantly_worse(vs[same], objective)):
         status = DRIFTED
+    beaten = [(arm, iv) for arm, iv in vs.items()
+              if iv is not None and iv.measured and choose.significantly_worse(iv, objective)]
+    if got is not None and beaten:
+        # "as predicted" while a fixed k served alongside did better beyond noise is no confirmation
+        status = BEATEN + "; ".join(f"the {arm} arm ({iv.estimate:+.1f}% [{iv.lo:+.1f}, {iv.hi:+.1f}] for "
+                                    "the schedule): serve its k here" for arm, iv in beaten)
     return LevelCheck(decision.users, decision.k, promised, measured, vs, status)
 
 
@@ -135,6 +142,7 @@ def summarize(levels: Sequence[LevelCheck], swings: Sequence[SwingCheck]) -> str
     short = [c.users for c in levels if c.status == "short of prediction"]
     drifted = [c.users for c in levels if c.status == DRIFTED]
     missing = [c.users for c in levels if c.status == "not measured"]
+    beaten = [c.users for c in levels if c.status.startswith(BEATEN)]
     collapsed = [s.threshold for s in swings if s.collapse]
     behind = [s.threshold for s in swings if s.status == BEHIND]
     parts = []
@@ -142,6 +150,9 @@ def summarize(levels: Sequence[LevelCheck], swings: Sequence[SwingCheck]) -> str
         parts.append(f"COLLAPSE at batch threshold(s) {', '.join(map(str, collapsed))}")
     if behind:
         parts.append(f"worse than one fixed k across batch threshold(s) {', '.join(map(str, behind))}")
+    if beaten:
+        parts.append(f"beaten beyond noise by a fixed k served alongside at {', '.join(map(str, beaten))} "
+                     "users: serve that k there")
     if short:
         parts.append(f"short of the winners' intervals at {', '.join(map(str, short))} users")
     if drifted:

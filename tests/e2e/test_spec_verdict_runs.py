@@ -51,10 +51,10 @@ def test_ships_at_1_user_and_not_at_64(pair, tmp_path):
 
 def test_json_follows_the_documented_schema(pair):
     doc = json.loads(spec_verdict(*pair, "--format", "json").stdout)
-    assert doc["schema"] == 6 and doc["verdict"] in {"ship", "off", "tradeoff", "depends", "inconclusive"}
+    assert doc["schema"] == 7 and doc["verdict"] in {"ship", "off", "tradeoff", "depends", "inconclusive"}
     assert set(doc) == {"schema", "axis", "verdict", "summary", "comparison", "differences", "speculation",
-                        "slo", "design", "levels", "crossover", "diagnoses", "warnings", "tasks",
-                        "provenance", "pricing", "power"}
+                        "slo", "design", "decision_rule", "levels", "crossover", "diagnoses", "warnings",
+                        "tasks", "provenance", "pricing", "power"}
     assert (doc["comparison"], doc["differences"]) == ("speculation", [])
     assert doc["speculation"]["baseline"]["inferred"]["drafted"] is False
     assert doc["speculation"]["candidate"]["inferred"]["k"] >= 1  # spec-sim serves per-position counters
@@ -68,12 +68,13 @@ def test_json_follows_the_documented_schema(pair):
                           "mde_pct", "under_powered", "design", "reasons", "diagnoses", "answers",
                           *cost.KEYS}
     assert level["acceptance_units"]["unit"] == "prompts"
-    assert set(level["mde_pct"]) == {"tpot_p50_ms", "tpot_p90_ms", "output_tok_s"}
+    assert set(level["mde_pct"]) == {"tpot_p50_ms", "tpot_p90_ms", "ttft_p50_ms", "output_tok_s"}
     assert set(level["metrics"]) == {"tpot_p50_ms", "tpot_p90_ms", "output_tok_s", "ttft_p50_ms",
                                      "itl_p50_ms", "itl_p95_ms", "chunk_gap_p50_ms", "chunk_gap_p99_ms",
                                      "tokens_per_chunk"}
     for metric in level["metrics"].values():
-        assert set(metric) == {"baseline", "candidate", "change_pct", "ci95_pct", "direction", "units"}
+        assert set(metric) == {"baseline", "candidate", "change_pct", "ci95_pct", "direction", "units",
+                               "role", "p_value", "p_adjusted", "exploratory"}
     assert level["metrics"]["tpot_p50_ms"]["units"]["unit"] == "blocks"
     assert set(level["batch"]["baseline"]) == {"running_mean", "running_p50", "running_max", "waiting_p50",
                                                "waiting_max", "samples"}
@@ -82,7 +83,7 @@ def test_json_follows_the_documented_schema(pair):
     assert level["requests"]["baseline"] == 59  # 60 started, the first one in warm-up
     assert set(doc["crossover"]) == {"tpot_p50_ms", "output_tok_s"}
     assert set(doc["crossover"]["tpot_p50_ms"]) == {"metric", "users", "users_ci95", "between_users", "batch",
-                                                    "note"}
+                                                    "note", "method"}
     for d in doc["diagnoses"] + level["diagnoses"]:
         assert set(d) == {"kind", "message", "evidence"}
 
@@ -157,8 +158,9 @@ def test_the_64_user_burst_level_is_judged_on_tpot_and_throughput_not_the_token_
     assert "TPOT p50" in reason and "output" in reason and "[" in reason
 
 
-def test_decisive_acceptance_with_few_requests_decides(tmp_path):
-    """6 measured requests whose draft tokens were all rejected: acceptance 0.00, and its interval too."""
+def test_zero_acceptance_over_few_requests_explains_but_never_decides_alone(tmp_path):
+    """6 measured requests whose draft tokens were all rejected: acceptance 0.00, and its interval too; too
+    few blocks of time for the timings' intervals, so no word (acceptance alone judged identical arms off)."""
     base = write_run(tmp_path / "off" / "run", ArmSpec(speculative=False, levels=(1,)))
     cand = write_run(tmp_path / "on" / "run", ArmSpec(speculative=True, levels=(1,), requests_per_user={1: 7},
                                                         rejects_all=True))
@@ -166,7 +168,10 @@ def test_decisive_acceptance_with_few_requests_decides(tmp_path):
     level = doc["levels"][0]
     assert level["requests"]["candidate"] == 6
     assert level["acceptance"] == 0.0 and level["acceptance_ci95"] == [0.0, 0.0]
-    assert level["verdict"] == doc["verdict"] == "off", level["reasons"]
+    assert level["verdict"] == doc["verdict"] == "inconclusive", level["reasons"]
+    assert "acceptance 0.00 [0.00, 0.00] suggests it does not pay, but only the timings decide" in \
+        level["reasons"][0]
+    assert level["under_powered"].startswith("under-powered: no interval")
     assert not any(d["kind"] == "draft_cost" for d in level["diagnoses"])  # tokens per chunk 1.00 -> 1.00
 
 
@@ -199,3 +204,17 @@ def test_an_slo_makes_goodput_the_throughput_judged(pair):
     assert set(doc["crossover"]) == {"tpot_p50_ms", "goodput_tok_s"}
     bad = spec_verdict(*pair, "--slo", "ttft=100")
     assert bad.returncode == 2 and "--slo" in bad.stderr
+
+
+def test_the_objective_chooses_each_levels_question_and_goodput_needs_an_slo(pair):
+    doc = json.loads(spec_verdict(*pair, "--format", "json", "--objective", "throughput").stdout)
+    assert doc["decision_rule"]["primary"] == "output_tok_s"
+    assert doc["decision_rule"]["guards"] == ["tpot_p50_ms", "tpot_p90_ms", "ttft_p50_ms"]
+    level = {lv["users"]: lv for lv in doc["levels"]}[1]
+    assert level["metrics"]["output_tok_s"]["role"] == "primary" and level["verdict"] == "ship"
+    bad = spec_verdict(*pair, "--objective", "goodput")
+    assert bad.returncode == 2 and bad.stderr.strip() == (
+        "spec-verdict: --objective goodput needs --slo (goodput is the tokens of requests within it)")
+    good = json.loads(spec_verdict(*pair, "--format", "json", "--objective", "goodput", "--slo",
+                                   "tpot_ms=20").stdout)
+    assert good["decision_rule"]["primary"] == "goodput_tok_s"

@@ -53,7 +53,7 @@ def test_cost_per_million_tokens_is_the_gpu_hour_over_the_levels_throughput(runs
         tok_s = getattr(level, arm).output_tok_s
         assert usd == pytest.approx(2.5 / 3600 / tok_s * 1e6, rel=0.005)
     doc = json.loads(render(verdict, "json"))
-    assert doc["schema"] == 6
+    assert doc["schema"] == 7
     assert doc["pricing"] == {"usd_per_gpu_hour": 2.5, "gpus": {"baseline": 1.0, "candidate": 1.0}}
     assert doc["levels"][0]["cost_per_mtok_usd"]["candidate"] == pytest.approx(found.candidate)
     # the headline says it in dollars, at the level

@@ -58,7 +58,7 @@ def test_the_verdict_carries_each_arms_record_and_shows_it_first(arms, tmp_path,
     code, _, err = verdict(capsys, *arms, "-o", md, "-o", out)
     assert code == 0, err
     doc = json.loads(out.read_text())
-    assert doc["schema"] == 6
+    assert doc["schema"] == 7
     base, cand = doc["provenance"]["baseline"], doc["provenance"]["candidate"]
     assert base[0]["known"] and base[0]["prefix"] == str(arms[0])
     assert cand[0]["run"]["server"]["models"][0] == {"id": "tiny-llama", "root": "/models/tiny-llama",

@@ -64,7 +64,9 @@ def test_an_open_loop_ab_is_judged_per_rate_with_its_crossover_in_requests_per_s
     assert [p.metric for p in verdict.crossover] == ["tpot_p50_ms"]
 
     doc = json.loads(api.render(verdict, "json"))
-    assert doc["schema"] == 6 and doc["axis"] == "rate"
+    assert doc["schema"] == 7 and doc["axis"] == "rate"
+    # a rate level's output rate is the offered load: the declared rule guards latency only
+    assert doc["decision_rule"]["guards"] == ["tpot_p90_ms", "ttft_p50_ms"]
     level = doc["levels"][0]
     assert (level["users"], level["rate"]) == (None, 1.0)
     assert level["arrivals"]["candidate"]["lateness_p99_ms"] == pytest.approx(1.0)

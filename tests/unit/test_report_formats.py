@@ -57,15 +57,24 @@ def test_text_table_has_both_arms_and_change(evil_verdict):
 def test_json_round_trips_the_verdict(evil_verdict):
     doc = json.loads(render(evil_verdict, "json"))
     assert doc["verdict"] == evil_verdict.verdict
-    assert doc["schema"] == 6
+    assert doc["schema"] == 7
     assert doc["design"]["kind"] == "sequential"
+    assert doc["decision_rule"] == {"objective": "latency", "primary": "tpot_p50_ms",
+                                    "guards": ["tpot_p90_ms", "ttft_p50_ms", "output_tok_s"],
+                                    "noise_band_pct": 2.0, "margin_pct": 5.0, "ttft_margin_pct": 50.0,
+                                    "primary_share": 0.8, "alpha": 0.05,
+                                    "correction": "holm", "exploratory_correction": "benjamini-hochberg"}
     level = doc["levels"][0]
     assert level["requests"]["baseline"] == evil_verdict.levels[0].baseline.requests
     tpot = level["metrics"]["tpot_p50_ms"]
     assert tpot["baseline"] == evil_verdict.levels[0].baseline.tpot_p50_ms
     assert tpot["ci95_pct"][0] <= tpot["change_pct"] <= tpot["ci95_pct"][1]
     assert tpot["units"]["unit"] == "blocks" and tpot["units"]["count"] >= 4  # each arm's 5 s blocks
-    assert set(level["mde_pct"]) == {"tpot_p50_ms", "tpot_p90_ms", "output_tok_s"}
+    assert set(level["mde_pct"]) == {"tpot_p50_ms", "tpot_p90_ms", "ttft_p50_ms", "output_tok_s"}
+    assert tpot["role"] == "primary" and tpot["exploratory"] is False
+    assert 0 <= tpot["p_value"] <= tpot["p_adjusted"] <= 1  # Holm never lowers a p-value
+    assert level["metrics"]["ttft_p50_ms"]["role"] == "guard"
+    assert level["metrics"]["itl_p50_ms"]["role"] is None
     assert level["metrics"]["itl_p50_ms"]["ci95_pct"] is None  # context, token-weighted: no interval
     assert level["batch"]["candidate"]["running_p50"] == 1.0
     assert doc["warnings"] == [f"candidate: model {EVIL}"]  # JSON carries the text as data

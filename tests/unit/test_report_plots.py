@@ -4,10 +4,11 @@ without data left out with its reason instead of an empty image."""
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 
 import pytest
 from locust_spec.analysis.api import render, verdict_for
-from locust_spec.analysis.report import plots
+from locust_spec.analysis.report import html, plots
 
 from tests.data.run_builder import ArmSpec, write_run
 
@@ -64,3 +65,29 @@ def test_a_plot_without_data_is_left_out_with_one_line_saying_why(runs):
     assert "Acceptance per prompt class: not drawn, the candidate sent no per-request" in page
     assert "<h2>Acceptance per prompt class</h2>" not in page
     assert len(re.findall(r"src='data:image/png;base64,", page)) == len(plots.FIGURES) - 1
+
+
+def test_an_interval_ending_a_float_error_short_of_its_estimate_is_still_drawn(runs):
+    # an A/A run's per-task interval had its upper end 2e-14 below its estimate: matplotlib refused yerr
+    base, cand, _ = runs
+    verdict = verdict_for([base], [cand])
+    task = verdict.tasks[0]
+    level = task.levels[0]
+    tpot = level.changes["tpot_p50_ms"]
+    bent = replace(level, changes={**level.changes, "tpot_p50_ms": replace(tpot, hi=tpot.estimate - 2e-14)})
+    verdict = replace(verdict, tasks=(replace(task, levels=(bent, *task.levels[1:])), *verdict.tasks[1:]))
+    assert plots.per_task(verdict).startswith(b"\x89PNG")
+
+
+def test_a_plot_that_fails_costs_its_figure_never_the_report(runs, monkeypatch):
+    base, cand, _ = runs
+    verdict = verdict_for([base], [cand])
+
+    def refuses(_verdict):
+        raise ValueError("'yerr' must not contain negative values")
+
+    monkeypatch.setattr(html, "FIGURES", (("Refused", refuses), *plots.FIGURES[1:]))
+    page = render(verdict, "html")
+    assert "Refused: not drawn, the plot failed (ValueError: &#x27;yerr&#x27; must not contain" in page
+    assert len(re.findall(r"src='data:image/png;base64,", page)) == len(plots.FIGURES) - 1
+    assert f"<span class='v {verdict.verdict}'>" in page

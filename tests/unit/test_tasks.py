@@ -3,9 +3,11 @@ workload says where speculation pays (copying tasks) and where it does not (a ta
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import orjson
 import pytest
-from locust_spec.analysis import api
+from locust_spec.analysis import aa, api
 from locust_spec.analysis.report import plots
 from locust_spec.analysis.tasks import summary
 
@@ -44,7 +46,14 @@ def test_the_task_the_draft_never_hits_is_off_while_the_copying_tasks_ship_at_on
         assert one.verdict == "ship"
         assert one.acceptance_ci.lo < one.acceptance < one.acceptance_ci.hi
         assert one.changes["tpot_p50_ms"].hi < 0  # faster per token, by its whole interval
-    assert "at 1 user: ship on code and json; off on creative" in mixed.summary
+    assert ("Per task (exploratory, Benjamini-Hochberg FDR at 0.05), at 1 user: ship on code and json; off "
+            "on creative") in mixed.summary
+    # the level mixes creative's slower streams in: its tail got worse, so the level is a tradeoff
+    one = at(mixed, 1)
+    assert one.verdict == "tradeoff" and "TPOT p90 +21.0% [+20.8, +21.3] worse beyond its 5% margin" in \
+        one.reasons[0]
+    assert all(lv.exploratory and lv.tests["tpot_p50_ms"]["p_adjusted"] is not None
+               for t in mixed.tasks for lv in t.levels)
 
 
 def test_a_tasks_throughput_is_its_streams_own_not_the_share_of_a_window_the_others_shortened(mixed):
@@ -62,7 +71,7 @@ def test_without_per_request_stats_tpot_and_throughput_decide_and_the_summary_sa
     assert verdict.tasks and not any(t.acceptance_measured for t in verdict.tasks)
     one = at(task(verdict, "json"), 1)
     assert one.acceptance is None and one.verdict == "ship"
-    assert one.reasons[0].startswith("acceptance (not measured) is not clearly above")
+    assert one.reasons[0].startswith("TPOT p50 -61.") and "is better beyond the +-2% band" in one.reasons[0]
     assert "not measured per request: TPOT and throughput decide" in verdict.summary
 
 
@@ -75,15 +84,38 @@ def test_a_single_task_gets_no_per_task_section(tmp_path):
     assert summary(()) == ""
 
 
-def test_the_reports_carry_the_per_task_table_and_verdict_json_its_schema_4_entries(mixed):
+def test_the_reports_carry_the_per_task_table_and_verdict_json_its_schema_6_entries(mixed):
     doc = orjson.loads(api.render(mixed, "json"))
-    assert doc["schema"] == 6
+    assert doc["schema"] == 7
     by_task = {t["task"]: t for t in doc["tasks"]}
     assert set(by_task) == {"code", "creative", "json"}
     creative_64 = by_task["creative"]["levels"][1]
     assert creative_64["users"] == 64 and creative_64["verdict"] == "off"
     assert creative_64["metrics"]["output_tok_s"]["ci95_pct"][1] < 0
+    tpot = creative_64["metrics"]["tpot_p50_ms"]
+    assert tpot["exploratory"] is True and tpot["p_adjusted"] <= 0.05  # a Benjamini-Hochberg q-value
     # (the HTML report's table and figure: tests/unit/test_report_plots.py, which renders it anyway)
     assert "| creative | 64 | off |" in api.render(mixed, "markdown")
-    assert "Per task (acceptance from per-request stats" in api.render(mixed, "text")
+    assert "Per task (exploratory, false discovery rate controlled; acceptance from per-request" in \
+        api.render(mixed, "text")
     assert plots.per_task(mixed)[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_the_self_test_counts_every_tasks_intervals_and_words_as_its_own_layer(mixed):
+    found = aa.self_test(mixed)
+    assert len(found.layer(aa.LEVELS)) == 2 * 4 and len(found.layer(aa.TASKS)) == 3 * 2 * 4
+    said = sum(lv.verdict != "inconclusive" for t in mixed.tasks for lv in t.levels)
+    assert found.words[aa.TASKS] == (said, 6) and found.words[aa.HEADLINE] == (1, 1)
+    creative = [q for q in found.layer(aa.TASKS) if q.task == "creative" and q.users == 64]
+    assert all(q.claimed for q in creative if q.metric in ("tpot_p50_ms", "output_tok_s"))
+    assert "tasks: intervals excluding 0 " in aa.render_text(found)
+
+
+def test_an_inconclusive_task_says_in_a_few_words_which_interval_held_it_back(mixed):
+    code = task(mixed, "code")
+    level = at(code, 1)
+    held = replace(level, verdict="inconclusive",
+                   reasons=("TPOT p50 -60% [-63, -58] is better beyond the +-2% band, but a loss cannot be "
+                            "ruled out on TPOT p90 +1% [-20, +30] (past the 5% margin)",))
+    said = summary((replace(code, levels=(held,)),))
+    assert "at 1 user: inconclusive on code (a guard's interval reaches past its margin)" in said

@@ -47,9 +47,23 @@ def test_clearly_best_k_is_chosen():
 
 
 def test_a_tie_goes_to_the_smaller_k():
-    d = choose.choose([tokens(0, 100), tokens(2, 150, seed=1), tokens(4, 150.3, seed=2)], "throughput")
+    # shown equivalent: the whole interval of k=2's change from the best within +-2%
+    arms = [tokens(0, 100, clock=0.0), tokens(2, 150, seed=1, spread=0.01, clock=0.0),
+            tokens(4, 150.3, seed=2, spread=0.01, clock=0.0)]
+    d = choose.choose(arms, "throughput")
     assert d.best_k in (2, 4) and d.k == 2
     assert "tied" in d.reason
+
+
+def test_an_interval_holding_zero_but_reaching_past_the_band_is_no_tie():
+    # real vLLM at one user: k=4 measured +17% over k=0 with an interval holding 0; k=0 was chosen and
+    # served 71.8 tok/s against 219.2 for k=4
+    d = choose.choose([tokens(0, 100, blocks=6, spread=0.3), tokens(4, 117, blocks=6, spread=0.3, seed=5)],
+                      "throughput")
+    change = d.arm(0).versus_best
+    assert change.lo < 0 < change.hi and d.best_k == 4
+    assert d.k == 4 and d.tied == ()
+    assert "k=0 not shown within +-2% of it (an interval reaching past the band is no tie)" in d.reason
 
 
 def test_tpot_prefers_lower():
@@ -204,9 +218,10 @@ def test_swing_collapse_when_the_schedule_is_worse_than_every_fixed_arm():
     assert bad.predicted == pytest.approx((low.arm(4).interval.estimate + high.arm(0).interval.estimate) / 2)
     good = confirm.check_swing(8, (1, 32), [low, high], {"schedule": tokens(4, 2700), **fixed}, "throughput")
     assert not good.collapse and good.status.startswith("holds")
-    level = confirm.check_level(low, {"schedule": tokens(4, 200), **fixed}, "throughput")
+    alongside = {"static": tokens(4, 121, seed=7), "off": tokens(0, 100)}  # the 1-user level's fixed arms
+    level = confirm.check_level(low, {"schedule": tokens(4, 200), **alongside}, "throughput")
     assert level.status == "as predicted"
-    assert confirm.check_level(low, {"schedule": tokens(4, 120), **fixed}, "throughput").status == \
+    assert confirm.check_level(low, {"schedule": tokens(4, 120), **alongside}, "throughput").status == \
         "short of prediction"
     assert "COLLAPSE" in confirm.summarize([level], [bad])
     behind = confirm.check_swing(8, (1, 32), [low, high], {"schedule": tokens(4, 2500, seed=3),
@@ -223,7 +238,19 @@ def test_a_schedule_short_of_prediction_but_like_its_own_k_alongside_is_noise_or
     assert drift.status == confirm.DRIFTED
     assert "not the schedule" in confirm.summarize([drift], [])
     worse = {**now, "static": tokens(4, 200, seed=6)}
-    assert confirm.check_level(low, worse, "throughput", same="static").status == "short of prediction"
+    beaten = confirm.check_level(low, worse, "throughput", same="static")
+    assert beaten.status.startswith("beaten beyond noise by the static arm (-23.2% [-25.4, -20.9]")
+    assert beaten.status.endswith("for the schedule): serve its k here")
+    assert "beaten beyond noise by a fixed k served alongside at 1 users" in confirm.summarize([beaten], [])
+
+
+def test_a_schedule_as_predicted_but_beaten_by_a_fixed_k_alongside_says_so():
+    # the simulators: "as predicted" while a fixed k=4 beat the schedule by 18.9% [-22.2, -12.8]
+    low = choose.choose([tokens(0, 100), tokens(4, 200, spread=0.3, blocks=6)], "throughput")
+    now = {"schedule": tokens(4, 180, seed=5, spread=0.01), "static": tokens(4, 222, seed=6, spread=0.01)}
+    assert confirm.against(180, low.arm(low.k).interval, "throughput") == "as predicted"
+    check = confirm.check_level(low, now, "throughput", same="static")
+    assert check.status.startswith(confirm.BEATEN + "the static arm")
 
 
 def test_an_arm_compared_without_usable_spread_cannot_detect_any_change_and_says_so():
