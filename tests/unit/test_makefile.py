@@ -96,3 +96,19 @@ def test_a_failing_tier_fails_the_suite_after_every_tier_ran(checkout):
                           text=True, timeout=60)
     assert done.returncode != 0
     assert "unit, hostile and files exit 1, real vLLM exit 0, end-to-end exit 0" in done.stdout
+
+
+def test_the_suite_prints_each_tiers_seconds_and_appends_them_for_the_budget_guard(checkout):
+    from tests.unit.test_ci_budget import budget
+
+    times = checkout / "times.tsv"
+    times.write_text("wheel check\t60\n")
+    done = subprocess.run(["make", "--no-print-directory", "test", f"TIMES={times}"], cwd=checkout,
+                          capture_output=True, text=True, timeout=60, check=True)
+    measured = budget.parse_times(times.read_text())
+    assert list(measured) == ["wheel check", "unit, hostile and files", "real vLLM", "end-to-end",
+                              "make test"]
+    assert all(seconds >= 0 for seconds in measured.values())
+    assert not [t.name for t in budget.judge(measured) if t.budget_s is None], "every tier has a budget"
+    assert "make test: seconds per tier (wall):" in done.stdout
+    assert f"  make test\t{measured['make test']:.0f}" in done.stdout.splitlines()
