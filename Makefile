@@ -62,21 +62,29 @@ ab: $(PACKAGE)
 # end-to-end tier judges what it measures.
 BESIDE_VLLM := tests/unit tests/hostile tests/e2e/test_k8s_jobs.py tests/e2e/test_docker_scripts.py \
 	tests/e2e/test_live_browser.py
+# Each tier's wall seconds are printed at the end; with TIMES=FILE they are appended there too, one
+# `tier<TAB>seconds` line each, for CI's budget guard (.ci/budget.py, which states the budgets).
 
 test: $(EXTRAS)
 ifdef PYTEST_ARGS
 	$(PY) -m pytest $(PYTEST_ARGS)
 else
-	@tmp=$$(mktemp -d); echo "make test: the real-vLLM tier runs beside the tests that judge no timing" \
+	@tmp=$$(mktemp -d); t0=$$(date +%s); \
+	echo "make test: the real-vLLM tier runs beside the tests that judge no timing" \
 	    "(its output in $$tmp/vllm.log, shown when they end); then the end-to-end tier alone"; \
-	$(PY) -m pytest tests/vllm --basetemp=$$tmp/vllm >$$tmp/vllm.log 2>&1 & vllm=$$!; \
+	( $(PY) -m pytest tests/vllm --basetemp=$$tmp/vllm >$$tmp/vllm.log 2>&1; real=$$?; \
+	  echo $$(( $$(date +%s) - t0 )) >$$tmp/vllm.s; exit $$real ) & vllm=$$!; \
 	pin=; if command -v taskset >/dev/null && [ $$(nproc) -gt 1 ]; then pin="taskset -c 1"; fi; \
-	$$pin $(PY) -m pytest $(BESIDE_VLLM) --basetemp=$$tmp/fast; fast=$$?; \
+	$$pin $(PY) -m pytest $(BESIDE_VLLM) --basetemp=$$tmp/fast; fast=$$?; t1=$$(date +%s); \
 	echo "make test: waiting for the real-vLLM tier"; wait $$vllm; real=$$?; cat $$tmp/vllm.log; \
-	[ $$real -ne 5 ] || real=0; \
+	[ $$real -ne 5 ] || real=0; t2=$$(date +%s); \
 	$(PY) -m pytest tests $(patsubst %,--ignore=%,$(BESIDE_VLLM)) --ignore=tests/vllm \
-	    --basetemp=$$tmp/e2e; e2e=$$?; \
+	    --basetemp=$$tmp/e2e; e2e=$$?; t3=$$(date +%s); \
 	echo "make test: unit, hostile and files exit $$fast, real vLLM exit $$real, end-to-end exit $$e2e"; \
+	times=$$(printf '%s\t%s\n' "unit, hostile and files" $$((t1 - t0)) "real vLLM" "$$(cat $$tmp/vllm.s)" \
+	    "end-to-end" $$((t3 - t2)) "make test" $$((t3 - t0))); \
+	echo "make test: seconds per tier (wall):"; echo "$$times" | sed 's/^/  /'; \
+	[ -z "$(TIMES)" ] || echo "$$times" >>"$(TIMES)"; \
 	test $$fast -eq 0 -a $$real -eq 0 -a $$e2e -eq 0
 endif
 

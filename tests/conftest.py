@@ -1,4 +1,4 @@
-"""Shared fixtures: real servers on loopback, stopped after each test."""
+"""Shared fixtures: real servers on loopback, stopped after each test (or each module, where shared)."""
 
 from __future__ import annotations
 
@@ -41,4 +41,22 @@ def spec_sim(tmp_path) -> Iterator[Callable[..., Server]]:
 
     yield start
     for server in started:
+        server.stop()
+
+
+@pytest.fixture(scope="module")
+def shared_sim(tmp_path_factory) -> Iterator[Callable[..., Server]]:
+    """Factory like `spec_sim`, but one server per set of options for the whole module (each start costs
+    1-2 s of a loaded core): for tests that read what a server answers and which counters it has, not their
+    values from zero, and that neither restart, stop nor load it in a way another test would see."""
+    tmp = tmp_path_factory.mktemp("shared-sims")
+    started: dict[tuple[str, ...], Server] = {}
+
+    def start(*args: str) -> Server:
+        if args not in started or started[args].proc.poll() is not None:
+            started[args] = start_spec_sim(tmp, *args)
+        return started[args]
+
+    yield start
+    for server in started.values():
         server.stop()

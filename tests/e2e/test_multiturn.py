@@ -20,9 +20,10 @@ def runs(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("multiturn")
     sim = start_spec_sim(tmp, "--time-scale", "0.05")
     try:
-        custom = chat(tmp, sim.url, "--metrics-url", "off", users=3, seconds=6, name="multiturn",
+        # 3 s: 60-63 whole conversations of three turns (6 s before: 114-117)
+        custom = chat(tmp, sim.url, "--metrics-url", "off", users=3, seconds=3, name="multiturn",
                       locustfile=MULTITURN)
-        built_in = chat(tmp, sim.url, "--metrics-url", "off", users=3, seconds=4, name="builtin",
+        built_in = chat(tmp, sim.url, "--metrics-url", "off", users=3, seconds=3, name="builtin",
                         locustfile=BUILT_IN)
     finally:
         sim.stop()

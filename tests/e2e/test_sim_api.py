@@ -1,4 +1,6 @@
-"""spec-sim over real HTTP: vLLM 0.32's shapes, the openai SDK, greedy identity, metrics and acceptance."""
+"""spec-sim over real HTTP: vLLM 0.32's shapes, the openai SDK, greedy identity, metrics and acceptance.
+A test that reads a counter's value from zero starts its own server; the others share one per option set
+(a request's answer depends on the request alone, never on what the server answered before)."""
 
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ from tests.support import REFERENCE
 CAPTURES = REFERENCE / "vllm-0.32-cpu"
 NGRAM = '{"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_max": 4, "prompt_lookup_min": 2}'
 FAST = ("--time-scale", "0.02")
+DETAILED = (*FAST, "--speculative-config", NGRAM, "--per-request-spec-decode-metrics", "detailed")
 TEXT = ("Redistribution and use in source and binary forms, with or without modification, are permitted "
         "provided that the following conditions are met: redistributions of source code must retain the "
         "above copyright notice, this list of conditions and the following disclaimer. ") * 2
@@ -67,8 +70,8 @@ def metrics(url: str) -> dict[str, float]:
     return out
 
 
-def test_streamed_chunks_have_the_key_structure_of_real_vllm_chunks(spec_sim):
-    sim = spec_sim(*FAST)
+def test_streamed_chunks_have_the_key_structure_of_real_vllm_chunks(shared_sim):
+    sim = shared_sim(*FAST)
     ours = stream(sim.url, QUOTE)
     real = events((CAPTURES / "stream_spec_off.sse").read_bytes())
     assert ours[-1] == real[-1] == "[DONE]"
@@ -80,8 +83,8 @@ def test_streamed_chunks_have_the_key_structure_of_real_vllm_chunks(spec_sim):
     assert ours[-2]["usage"]["completion_tokens"] == 60
 
 
-def test_per_request_spec_metrics_match_vllm_shape_and_add_up(spec_sim):
-    sim = spec_sim(*FAST, "--speculative-config", NGRAM, "--per-request-spec-decode-metrics", "detailed")
+def test_per_request_spec_metrics_match_vllm_shape_and_add_up(shared_sim):
+    sim = shared_sim(*DETAILED)
     ours = stream(sim.url, QUOTE, stream_options={"include_usage": True})
     real = events((CAPTURES / "stream_ngram_per_request_metrics.sse").read_bytes())
     assert shape(ours[-2]) == shape(real[-2])
@@ -93,8 +96,8 @@ def test_per_request_spec_metrics_match_vllm_shape_and_add_up(spec_sim):
     assert status == 200 and shape(json.loads(raw)) == shape(real_ns)
 
 
-def test_per_request_spec_metrics_without_speculation_omit_or_null_per_step_lists_as_vllm(spec_sim):
-    sim = spec_sim(*FAST, "--speculative-config", NGRAM, "--per-request-spec-decode-metrics", "detailed")
+def test_per_request_spec_metrics_without_speculation_omit_or_null_per_step_lists_as_vllm(shared_sim):
+    sim = shared_sim(*DETAILED)
     # One token comes from the prefill step alone: no speculation step.
     streamed = stream(sim.url, QUOTE, max_tokens=1, stream_options={"include_usage": True})
     spec = streamed[-2]["metrics"]["speculative_decoding"]
@@ -106,8 +109,8 @@ def test_per_request_spec_metrics_without_speculation_omit_or_null_per_step_list
     assert full["mean_acceptance_length"] == 1.0 and full["draft_acceptance_rate"] == 0.0
 
 
-def test_openai_sdk_streams_and_completes(spec_sim):
-    sim = spec_sim(*FAST, "--speculative-config", NGRAM)
+def test_openai_sdk_streams_and_completes(shared_sim):
+    sim = shared_sim(*FAST, "--speculative-config", NGRAM)
     client = openai.OpenAI(base_url=sim.url + "/v1", api_key="x")
     full = client.chat.completions.create(model="sim-8b", messages=QUOTE, max_tokens=40, temperature=0)
     assert full.usage.completion_tokens == 40 and full.choices[0].message.content
@@ -120,8 +123,8 @@ def test_openai_sdk_streams_and_completes(spec_sim):
     assert [m.id for m in client.models.list()] == ["sim-8b"]
 
 
-def test_greedy_output_is_identical_with_speculation_on_and_off(spec_sim):
-    off, on = spec_sim(*FAST), spec_sim(*FAST, "--speculative-config", NGRAM)
+def test_greedy_output_is_identical_with_speculation_on_and_off(shared_sim):
+    off, on = shared_sim(*FAST), shared_sim(*FAST, "--speculative-config", NGRAM)
     for messages in (QUOTE, STORY):
         a, b = stream(off.url, messages), stream(on.url, messages)
         text = ["".join(e["choices"][0]["delta"].get("content", "") for e in ev[:-2]) for ev in (a, b)]
@@ -154,22 +157,22 @@ def test_speculation_counters_add_up_and_copying_is_accepted_more_than_stories(s
     assert f"vllm:kv_cache_usage_perc{labels}" in m and f"vllm:num_requests_waiting{labels}" in m
 
 
-def test_spec_families_are_absent_without_speculation(spec_sim):
-    m = metrics(spec_sim(*FAST).url)
+def test_spec_families_are_absent_without_speculation(shared_sim):
+    m = metrics(shared_sim(*FAST).url)
     assert not any(k.startswith("vllm:spec_decode") for k in m)
     assert any(k.startswith("vllm:inter_token_latency_seconds_bucket") for k in m)
 
 
-def test_bad_requests_get_vllm_error_bodies(spec_sim):
-    sim = spec_sim(*FAST)
+def test_bad_requests_get_vllm_error_bodies(shared_sim):
+    sim = shared_sim(*FAST)
     status, raw = post(sim.url, {"model": "nope", "messages": QUOTE})
     assert status == 404 and json.loads(raw)["error"]["code"] == 404
     status, raw = post(sim.url, {"model": "sim-8b", "messages": QUOTE, "max_tokens": -1})
     assert status == 400 and json.loads(raw)["error"]["type"] == "BadRequestError"
 
 
-def test_stop_strings_and_eos_end_generation_with_finish_reason_stop(spec_sim):
-    sim = spec_sim(*FAST)
+def test_stop_strings_and_eos_end_generation_with_finish_reason_stop(shared_sim):
+    sim = shared_sim(*FAST)
     ev = stream(sim.url, QUOTE, stop=["copyright"], max_tokens=200)
     text = "".join(e["choices"][0]["delta"].get("content", "") for e in ev[:-2])
     assert "copyright" not in text and ev[-3]["choices"][0]["finish_reason"] == "stop"

@@ -20,10 +20,16 @@ NGRAM = json.dumps({"method": "ngram", "num_speculative_tokens": 4, "prompt_look
 SHORT = ["--levels", "1", "--stage-time", "6s", "--warmup", "1s"]
 
 
+BASELINE = ("--time-scale", "0.2")
+CANDIDATE = (*BASELINE, "--speculative-config", NGRAM)
+SMALL = ("--max-model-len", "512", "--time-scale", "0.2")
+
+
 @pytest.fixture
-def arms(spec_sim):
-    """A baseline (no speculation) and a candidate (n-gram) spec-sim, fast clock."""
-    return spec_sim("--time-scale", "0.2"), spec_sim("--time-scale", "0.2", "--speculative-config", NGRAM)
+def arms(shared_sim):
+    """A baseline (no speculation) and a candidate (n-gram) spec-sim, fast clock: the same two for every test
+    of this file (a preflight reads which counters a server has, and whether they move while it looks)."""
+    return shared_sim(*BASELINE), shared_sim(*CANDIDATE)
 
 
 def _spec_ab(out: Path, baseline: str, candidate: str, *args: str, timeout: float = 120):
@@ -110,10 +116,10 @@ def test_a_metrics_url_of_the_other_server_is_named(tmp_path, arms, arm, other, 
     assert all(_named_options(line) <= _options() for line in lines), lines
 
 
-def test_a_prompt_over_the_context_is_left_out_with_a_note_as_the_runs_leave_it_out(tmp_path, spec_sim):
+def test_a_prompt_over_the_context_is_left_out_with_a_note_as_the_runs_leave_it_out(tmp_path, shared_sim):
     """Before: a prompt the server's tokenizer counts over the context failed the preflight ("lower
     --max-tokens", which could not help) while each run would have left it out."""
-    small = spec_sim("--max-model-len", "512", "--time-scale", "0.2")
+    small = shared_sim(*SMALL)
     # Three long English prompts that fit, and a shorter Cyrillic one (2 bytes a letter) that does not: by
     # bytes/4 it is the least likely to overflow, by the server's own tokenizer (POST /tokenize) the most.
     english = ("The quick brown fox jumps over the lazy dog while the parser returns a value. " * 20)[:1500]
@@ -140,9 +146,8 @@ def test_a_prompt_over_the_context_is_left_out_with_a_note_as_the_runs_leave_it_
                for line in notes), notes
 
 
-def test_max_tokens_beyond_the_context_is_refused_without_asking_twice(tmp_path, spec_sim):
-    small = ("--max-model-len", "512", "--time-scale", "0.2")
-    baseline, candidate = spec_sim(*small), spec_sim(*small, "--speculative-config", NGRAM)
+def test_max_tokens_beyond_the_context_is_refused_without_asking_twice(tmp_path, shared_sim):
+    baseline, candidate = shared_sim(*SMALL), shared_sim(*SMALL, "--speculative-config", NGRAM)
     prompts = tmp_path / "mine.jsonl"
     prompts.write_text(json.dumps({"prompt": "hello", "class": "short"}) + "\n")
     done = _spec_ab(tmp_path / "run", baseline.url, candidate.url, "--prompts", str(prompts),
@@ -165,12 +170,14 @@ def test_without_the_preflight_a_dead_arm_still_stops_the_run_at_its_priming(tmp
     assert not (out / "verdict.json").exists()
 
 
-def test_a_run_whose_candidate_failed_most_requests_exits_3_with_the_reason(tmp_path, spec_sim):
-    baseline = spec_sim("--time-scale", "0.2")
-    candidate = spec_sim("--time-scale", "0.2", "--speculative-config", NGRAM, "--fault-500", "0.9")
+def test_a_run_whose_candidate_failed_most_requests_exits_3_with_the_reason(tmp_path, shared_sim, spec_sim):
+    baseline = shared_sim(*BASELINE)
+    candidate = spec_sim(*CANDIDATE, "--fault-500", "0.9")
     out = tmp_path / "run"
+    # a short level (as the interrupt test's): the failures show in any number of requests
     done = _spec_ab(out, baseline.url, candidate.url, "--prompts", "quote", "--max-tokens", "32",
-                    "--skip-preflight", "--no-prime", timeout=180)
+                    "--skip-preflight", "--no-prime", "--stage-time", "2s", "--warmup", "0.3s",
+                    "--block-time", "1s", timeout=180)
     assert done.returncode == 3, done.stdout[-3000:] + done.stderr[-3000:]
     last = done.stdout.strip().splitlines()[-1]
     assert re.match(r"spec-ab: the run is bad: candidate failed \d+ of \d+ requests at 1 user ", last), last
@@ -179,8 +186,9 @@ def test_a_run_whose_candidate_failed_most_requests_exits_3_with_the_reason(tmp_
 
 def test_progress_shows_both_arms_requests_and_acceptance_while_they_sweep(tmp_path, arms):
     baseline, candidate = arms
+    # no priming: the sweep's progress lines are what is tested (priming: test_prime, the Compose test)
     done = _spec_ab(tmp_path / "run", baseline.url, candidate.url, "--prompts", "quote",
-                    "--max-tokens", "64", timeout=180)
+                    "--max-tokens", "64", "--no-prime", timeout=180)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert "preflight: both arms answer" in done.stdout
     head = "[1/1] baseline+candidate r0 1 user"

@@ -15,6 +15,8 @@ import pytest
 
 from tests.support import ADMIN_TOKEN
 
+# One server takes every bad request of this file (its log must stay free of tracebacks throughout); the
+# restart test has its own.
 FAST = ("--time-scale", "0.02", "--idle-timeout", "2")
 
 
@@ -35,8 +37,8 @@ def chat_post(body: bytes, length: bytes | None = None) -> bytes:
 
 
 @pytest.mark.parametrize("length", [b"abc", b"-5", b"1e3", b""])
-def test_an_unreadable_content_length_is_a_400_and_the_server_lives_on(spec_sim, length):
-    sim = spec_sim(*FAST)
+def test_an_unreadable_content_length_is_a_400_and_the_server_lives_on(shared_sim, length):
+    sim = shared_sim(*FAST)
     answer = exchange(sim.port, chat_post(b"{}", length))
     assert answer.startswith(b"HTTP/1.1 400 ")
     assert b"Content-Length is not a number" in answer
@@ -48,16 +50,16 @@ def test_an_unreadable_content_length_is_a_400_and_the_server_lives_on(spec_sim,
                                      {"role": "user", "content": 5},
                                      {"role": 7, "content": "hi"},
                                      {"role": "user", "content": [5]}])
-def test_wrong_json_types_in_a_message_are_a_400(spec_sim, message):
-    sim = spec_sim(*FAST)
+def test_wrong_json_types_in_a_message_are_a_400(shared_sim, message):
+    sim = shared_sim(*FAST)
     body = json.dumps({"model": "sim-8b", "messages": [message], "max_tokens": 4}).encode()
     answer = exchange(sim.port, chat_post(body).replace(b"HTTP/1.1", b"HTTP/1.0", 1))
     assert answer.startswith(b"HTTP/1.1 400 ") and b"each message needs a string role" in answer
     assert "Traceback" not in sim.log_text()
 
 
-def test_a_silent_or_trickling_connection_is_closed(spec_sim):
-    sim = spec_sim(*FAST)
+def test_a_silent_or_trickling_connection_is_closed(shared_sim):
+    sim = shared_sim(*FAST)
     started = time.monotonic()
     assert exchange(sim.port, b"") == b""  # nothing sent: closed after the idle timeout
     with socket.create_connection(("127.0.0.1", sim.port), timeout=30) as sock:

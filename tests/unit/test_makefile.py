@@ -106,3 +106,19 @@ def test_docs_installs_the_docs_extra_once_and_builds_the_site_strictly(checkout
     assert installs(calls) == ["-e .", "-e .[docs]"]
     assert out.splitlines()[-1] == "mkdocs build --strict --site-dir site"
     assert installs(make(checkout, "docs")[1]) == []
+
+
+def test_the_suite_prints_each_tiers_seconds_and_appends_them_for_the_budget_guard(checkout):
+    from tests.unit.test_ci_budget import budget
+
+    times = checkout / "times.tsv"
+    times.write_text("wheel check\t60\n")
+    done = subprocess.run(["make", "--no-print-directory", "test", f"TIMES={times}"], cwd=checkout,
+                          capture_output=True, text=True, timeout=60, check=True)
+    measured = budget.parse_times(times.read_text())
+    assert list(measured) == ["wheel check", "unit, hostile and files", "real vLLM", "end-to-end",
+                              "make test"]
+    assert all(seconds >= 0 for seconds in measured.values())
+    assert not [t.name for t in budget.judge(measured) if t.budget_s is None], "every tier has a budget"
+    assert "make test: seconds per tier (wall):" in done.stdout
+    assert f"  make test\t{measured['make test']:.0f}" in done.stdout.splitlines()

@@ -75,4 +75,4 @@ def test_a_level_without_usable_spread_cannot_detect_any_change_and_says_so():
     assert f"{NO_DETECTION} (TPOT p50, TPOT p90)" in line and "smallest detectable change output +-" in line
     assert "TPOT p50 +-" not in line
     assert _floor_text({"tpot_p50_ms": lv.mde_pct["tpot_p50_ms"], "output_tok_s": 4.25}) == \
-        f"TPOT p50 {NO_DETECTION}, output +-4.2%"
+        f"TPOT p50 {NO_DETECTION}, output tok/s +-4.2%"
