@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from pathlib import PurePath
 
 from locust_spec.core.design import Design
 
@@ -79,9 +80,11 @@ def command_options(argv: object) -> dict[str, str]:
 
 
 def prompts_text(p: Provenance) -> str:
-    """The run's prompt files by content ('code 1a2b3c4d5e6f, mine.jsonl 9f8e...'), from its list."""
+    """The run's prompt files by content ('code 1a2b3c4d5e6f, mine.jsonl 9f8e...'), from its list: each
+    file by its name alone, not its folder (each arm may read its own copy of one file)."""
     files = p._get("load", "prompts")
-    named = sorted(f"{f.get('file')} {str(f.get('sha256'))[:12]}" for f in files if isinstance(f, dict))
+    named = sorted(f"{PurePath(str(f.get('file'))).name} {str(f.get('sha256'))[:12]}"
+                   for f in files if isinstance(f, dict))
     return ", ".join(named) or "none"
 
 

@@ -109,3 +109,16 @@ def test_the_load_options_are_read_in_any_spelling():
     argv = ["locust", "-u", "4", "--spawn-rate=2", "--levels", "1,4", "--host", "http://x", "--rates", "1",
             "2"]
     assert command_options(argv) == {"--users": "4", "--spawn-rate": "2", "--levels": "1,4", "--rates": "1 2"}
+
+
+def test_one_prompt_file_copied_into_each_arms_folder_is_the_same_prompts():
+    """The real-vLLM tier writes the same prompts.jsonl into each arm's folder: by content, one set."""
+    from locust_spec.analysis.comparable import prompts_text
+
+    def record(path: str, sha: str) -> Provenance:
+        return Provenance("r0", {"load": {"prompts": [{"file": path, "sha256": sha}]}})
+
+    off = record("/runs/off/prompts.jsonl", "ffc9df" * 10)
+    on = record("/runs/ngram/prompts.jsonl", "ffc9df" * 10)
+    assert prompts_text(off) == prompts_text(on) == "prompts.jsonl ffc9dfffc9df"
+    assert prompts_text(off) != prompts_text(record("/runs/ngram/prompts.jsonl", "0" * 64))
