@@ -83,7 +83,8 @@ def test_master_ui_serves_merged_exact_latency_acceptance_and_our_files(tmp_path
 
 def test_prompt_fields_changed_in_the_web_ui_reach_every_worker(tmp_path, spec_sim):
     sim = spec_sim("--time-scale", "0.05")
-    sets = [tmp_path / "mine.jsonl", tmp_path / "yours.jsonl"]  # no max_tokens of their own (built-ins have)
+    # no max_tokens of their own (built-ins have); given at start, as the web UI may name only such files
+    sets = [tmp_path / "mine.jsonl", tmp_path / "yours.jsonl"]
     for path in sets:
         path.write_text("".join(f'{{"prompt": "Write the number {i} in words, then count to ten."}}\n'
                                 for i in range(8)))
@@ -94,7 +95,8 @@ def test_prompt_fields_changed_in_the_web_ui_reach_every_worker(tmp_path, spec_s
         pinned([str(BIN / "locust"), "-f", str(REPO / "locustfiles" / "chat.py"), "--processes", "2",
                 "--master-bind-port", str(master_port), "--master-port", str(master_port),
                 "--web-host", "127.0.0.1", "--web-port", str(port), "--csv", "out/run", "--host", sim.url,
-                "--prompts", "code", "--max-tokens", "64"], CLIENT_CPU),
+                "--prompts", "code", *(a for path in sets for a in ("--prompts", str(path))),
+                "--max-tokens", "64"], CLIENT_CPU),
         cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=(tmp_path / "locust.log").open("w"),
         start_new_session=True)
     url = f"http://127.0.0.1:{port}"
