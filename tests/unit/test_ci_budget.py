@@ -48,8 +48,9 @@ def test_the_times_file_is_tab_separated_lines_and_a_bad_line_is_named():
 def test_the_stated_budgets_fit_in_the_whole_runs():
     # make test runs the vLLM tier beside the unit, hostile and files tier, then the end-to-end tier alone
     b = budget.BUDGETS_S
-    assert max(b["unit, hostile and files"], b["real vLLM"]) + b["end-to-end"] <= b["make test"] == 900
-    assert b["ci"] == 1200 and b["make test"] + b["make ab and make lint"] <= b["ci"]
+    assert max(b["unit, hostile and files"], b["real vLLM"]) + b["end-to-end"] <= b["make test"]
+    assert b["make test"] + b["make ab and make lint"] <= b["ci"]
+    assert b["ci"] * (1 + budget.TOLERANCE) < 1800, "CI's own limit is 30 minutes"
 
 
 def test_the_command_prints_every_tier_and_exits_1_naming_the_tier_over_budget(tmp_path):
@@ -59,7 +60,7 @@ def test_the_command_prints_every_tier_and_exits_1_naming_the_tier_over_budget(t
                           timeout=30)
     assert done.returncode == 1
     lines = done.stdout.splitlines()
-    assert lines[0].split() == ["make", "test", "700", "s", "budget", "900", "s", "(78%)"]
+    assert lines[0].split() == ["make", "test", "700", "s", "budget", "1250", "s", "(56%)"]
     assert lines[-1].startswith("budget: the tier 'end-to-end' took 1000 s")
     times.write_text("make test\t700\n")
     assert subprocess.run([sys.executable, str(SCRIPT), str(times)], capture_output=True,
